@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * How tpctl shows replies as text. Every function accepts replies of any shape: what is missing or of
+ * the wrong type prints as "-" or as an empty table, never as a crash.
+ */
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "output.h"
+
+#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define TABLE_COLUMNS_MAX 8
+
+static size_t array_length(json_object *a) {
+        return json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
+}
+
+/* A member of a reply as text: booleans as yes/no, absent and null as "-", numbers as sent. */
+static const char *cell(json_object *o, const char *key) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(o, key, &v) || !v)
+                return "-";
+        if (json_object_is_type(v, json_type_boolean))
+                return json_object_get_boolean(v) ? "yes" : "no";
+        return json_object_get_string(v);
+}
+
+void print_json(json_object *o) {
+        puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                       JSON_C_TO_STRING_NOSLASHESCAPE));
+}
+
+typedef struct Column {
+        const char *header;
+        const char *key;
+        bool right; /* numbers line up on their last digit */
+} Column;
+
+static void print_row(const char *indent, const Column *cols, size_t n, const char *const *cells,
+                      const size_t *width) {
+        fputs(indent, stdout);
+        for (size_t c = 0; c < n; c++) {
+                /* No padding after a left-aligned last column: trailing blanks only annoy grep. */
+                int w = c + 1 == n && !cols[c].right ? 0 : (int) width[c];
+
+                printf("%s%*s", c > 0 ? "  " : "", cols[c].right ? w : -w, cells[c]);
+        }
+        fputc('\n', stdout);
+}
+
+/* One row per object of rows, one column per key; widths fit the longest cell. */
+static void print_table(const char *indent, json_object *rows, const Column *cols, size_t n) {
+        const char *cells[TABLE_COLUMNS_MAX];
+        size_t width[TABLE_COLUMNS_MAX];
+
+        if (n > TABLE_COLUMNS_MAX)
+                abort();
+        for (size_t c = 0; c < n; c++) {
+                cells[c] = cols[c].header;
+                width[c] = strlen(cols[c].header);
+        }
+        for (size_t i = 0; i < array_length(rows); i++) {
+                json_object *row = json_object_array_get_idx(rows, i);
+
+                for (size_t c = 0; c < n; c++)
+                        width[c] = MAX(width[c], strlen(cell(row, cols[c].key)));
+        }
+
+        print_row(indent, cols, n, cells, width);
+        for (size_t i = 0; i < array_length(rows); i++) {
+                json_object *row = json_object_array_get_idx(rows, i);
+
+                for (size_t c = 0; c < n; c++)
+                        cells[c] = cell(row, cols[c].key);
+                print_row(indent, cols, n, cells, width);
+        }
+}
+
+void print_list(json_object *p) {
+        json_object *events = json_object_object_get(p, "events");
+
+        for (size_t i = 0; i < array_length(events); i++) {
+                json_object *e = json_object_array_get_idx(events, i);
+                bool enabled = json_object_get_boolean(json_object_object_get(e, "enabled"));
+
+                printf("%s%s\n", cell(e, "name"), enabled ? " (enabled)" : "");
+        }
+}
+
+void print_describe(json_object *p) {
+        static const Column cols[] = {
+                { "TYPE", "type" },
+                { "NAME", "name" },
+                { "SIZE", "size", true },
+                { "SIGNED", "signed" },
+        };
+
+        printf("Name:      %s\n", cell(p, "name"));
+        printf("ID:        %s\n", cell(p, "id"));
+        printf("Fields:\n");
+        print_table("    ", json_object_object_get(p, "fields"), cols, ELEMENTSOF(cols));
+        printf("Print fmt: %s\n", cell(p, "print_fmt"));
+}
+
+void print_status(json_object *p) {
+        static const Column cpu_cols[] = {
+                { "CPU", "cpu", true },
+                { "ENTRIES", "entries", true },
+                { "OVERRUN", "overrun", true },
+                { "READ", "read", true },
+                { "WRITTEN", "written", true },
+                { "DROPPED", "dropped", true },
+        };
+        static const Column event_cols[] = {
+                { "EVENT", "name" },
+                { "PINNED", "pinned" },
+                { "STREAMS", "streams", true },
+                { "FILTER", "filter" },
+        };
+        json_object *lost = json_object_object_get(p, "lost");
+        json_object *events = json_object_object_get(p, "events");
+
+        printf("Version:        %s\n", cell(p, "version"));
+        printf("Instance:       %s\n", cell(p, "instance"));
+        printf("Clock:          %s\n", cell(p, "clock"));
+        printf("Buffer size:    %s KiB per CPU\n", cell(p, "buffer_size_kb"));
+        printf("Flush interval: %s ms\n", cell(p, "flush_interval_ms"));
+        printf("Clients:        %s\n", cell(p, "clients"));
+        printf("Streams:        %s\n", cell(p, "streams"));
+        printf("Delivered:      %s\n", cell(p, "delivered"));
+        printf("Lost:           %s overrun, %s client\n", cell(lost, "overrun"), cell(lost, "client"));
+
+        fputc('\n', stdout);
+        print_table("", json_object_object_get(p, "cpus"), cpu_cols, ELEMENTSOF(cpu_cols));
+        fputc('\n', stdout);
+        if (array_length(events) > 0)
+                print_table("", events, event_cols, ELEMENTSOF(event_cols));
+        else
+                printf("No events enabled.\n");
+}

@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <json-c/json.h>
+#include <stddef.h>
+
+/* Pretty JSON of o and a newline on stdout. */
+void print_json(json_object *o);
+
+/* Replies' parameters as text, by method: ListEvents, DescribeEvent, GetStatus. */
+void print_list(json_object *params);
+void print_describe(json_object *params);
+void print_status(json_object *params);

@@ -1,0 +1,588 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <traceevent/event-parse.h>
+
+#include "api.h"
+#include "client.h"
+#include "config.h"
+#include "log.h"
+#include "manager.h"
+#include "tpd-protocol.h"
+
+/* Bounds on what one call may ask for. */
+#define API_EVENTS_MAX 4096U
+#define API_PIDS_MAX 1024U
+#define API_CPUS_MAX 4096U
+
+typedef int (*ApiMethod)(Manager *m, Client *c, const VarlinkCall *call);
+
+static int invalid_parameter(Client *c, const char *key) {
+        return client_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", key, "Invalid parameter '%s'.", key);
+}
+
+static int check_keys(Client *c, const VarlinkCall *call, const char *const *allowed) {
+        const char *bad = NULL;
+
+        if (varlink_params_check_keys(call->parameters, allowed, &bad) < 0) {
+                (void) invalid_parameter(c, bad);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* Replies with the error for a failed tracing_resolve(). */
+static int resolve_error(Client *c, int r, const char *bad) {
+        if (r == -ENOENT)
+                return client_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", bad,
+                                     "No event '%s'. 'tpctl list' shows the kernel's events.", bad);
+        if (r == -EINVAL)
+                return client_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", bad,
+                                     "'%s' is not an event name: use system:event, optionally with * and ? globs.",
+                                     bad);
+        return r;
+}
+
+static int tracefs_error(Client *c, int r, const char *what) {
+        return client_errorf(c, TPD_ERROR_TRACEFS_UNAVAILABLE, "reason", strerror(-r), "Failed to %s: %s", what,
+                             strerror(-r));
+}
+
+/* Resolves the names of a call and gets their tracing state; on error the reply is queued and a
+ * positive value returned. */
+static int resolve_events(Manager *m, Client *c, char *const *names, size_t n, TracingEvent ***ret,
+                          size_t *ret_n) {
+        _cleanup_strv_free_ char **resolved = NULL;
+        _cleanup_free_ TracingEvent **events = NULL;
+        const char *bad = NULL;
+        size_t k;
+        int r;
+
+        r = tracing_resolve(m->tracing, names, n, &resolved, &bad);
+        if (r < 0) {
+                r = resolve_error(c, r, bad);
+                return r < 0 ? r : 1;
+        }
+        k = strv_length(resolved);
+        if (k > API_EVENTS_MAX) {
+                r = client_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "events",
+                                  "The pattern selects %zu events; at most %u may be named in one call.", k,
+                                  API_EVENTS_MAX);
+                return r < 0 ? r : 1;
+        }
+        events = calloc(k + 1, sizeof(TracingEvent *));
+        if (!events)
+                return -ENOMEM;
+        for (size_t i = 0; i < k; i++) {
+                r = tracing_event_get(m->tracing, resolved[i], &events[i]);
+                if (r < 0) {
+                        r = client_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", resolved[i],
+                                          "The format of '%s' could not be loaded: %s", resolved[i], strerror(-r));
+                        return r < 0 ? r : 1;
+                }
+        }
+        *ret = TAKE_PTR(events);
+        *ret_n = k;
+        return 0;
+}
+
+static int method_get_info(Manager *m, Client *c, const VarlinkCall *call) {
+        static const char *const keys[] = { NULL };
+        json_object *p, *ifaces;
+
+        if (check_keys(c, call, keys) < 0)
+                return 0;
+        p = json_object_new_object();
+        ifaces = json_object_new_array();
+        json_object_array_add(ifaces, json_object_new_string(VARLINK_SERVICE));
+        json_object_array_add(ifaces, json_object_new_string(TPD_INTERFACE));
+        json_object_object_add(p, "vendor", json_object_new_string("tpd"));
+        json_object_object_add(p, "product", json_object_new_string("tpd"));
+        json_object_object_add(p, "version", json_object_new_string(TPD_VERSION));
+        json_object_object_add(p, "url", json_object_new_string("https://github.com/tpd-project/tpd"));
+        json_object_object_add(p, "interfaces", ifaces);
+        return client_reply(c, p);
+}
+
+static int method_get_interface_description(Manager *m, Client *c, const VarlinkCall *call) {
+        static const char *const keys[] = { "interface", NULL };
+        const char *iface = NULL;
+        json_object *p;
+
+        if (check_keys(c, call, keys) < 0)
+                return 0;
+        if (varlink_param_string(call->parameters, "interface", false, &iface) < 0)
+                return invalid_parameter(c, "interface");
+        if (!streq(iface, TPD_INTERFACE))
+                return client_errorf(c, VARLINK_SERVICE ".InterfaceNotFound", "interface", iface,
+                                     "No interface '%s' here.", iface);
+        p = json_object_new_object();
+        json_object_object_add(p, "description", json_object_new_string(api_interface_description));
+        return client_reply(c, p);
+}
+
+static bool event_enabled(Manager *m, const char *name) {
+        size_t n;
+        TracingEvent *const *events = tracing_events(m->tracing, &n);
+
+        for (size_t i = 0; i < n; i++)
+                if (streq(events[i]->name, name))
+                        return events[i]->enabled;
+        return false;
+}
+
+static int method_list_events(Manager *m, Client *c, const VarlinkCall *call) {
+        static const char *const keys[] = { "pattern", NULL };
+        _cleanup_strv_free_ char **names = NULL;
+        const char *pattern = NULL;
+        json_object *p, *list;
+        int r;
+
+        if (check_keys(c, call, keys) < 0)
+                return 0;
+        if (varlink_param_string(call->parameters, "pattern", true, &pattern) < 0)
+                return invalid_parameter(c, "pattern");
+
+        r = tracing_list_events(m->tracing, pattern, &names);
+        if (r == -EINVAL)
+                return client_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "pattern",
+                                     "'%s' is not a valid pattern: use system:event with * and ? globs.", pattern);
+        if (r < 0)
+                return r;
+
+        list = json_object_new_array();
+        for (char **n = names; *n; n++) {
+                json_object *e = json_object_new_object();
+                json_object_object_add(e, "name", json_object_new_string(*n));
+                json_object_object_add(e, "enabled", json_object_new_boolean(event_enabled(m, *n)));
+                json_object_array_add(list, e);
+        }
+        p = json_object_new_object();
+        json_object_object_add(p, "events", list);
+        return client_reply(c, p);
+}
+
+static int method_describe_event(Manager *m, Client *c, const VarlinkCall *call) {
+        static const char *const keys[] = { "event", NULL };
+        _cleanup_free_ char *print_fmt = NULL;
+        const char *name = NULL;
+        TracingEvent *e;
+        json_object *p, *fields;
+        int r;
+
+        if (check_keys(c, call, keys) < 0)
+                return 0;
+        if (varlink_param_string(call->parameters, "event", false, &name) < 0)
+                return invalid_parameter(c, "event");
+        if (tracing_is_glob(name))
+                return resolve_error(c, -EINVAL, name);
+
+        r = tracing_event_get(m->tracing, name, &e);
+        if (r == -ENOENT || r == -EINVAL)
+                return resolve_error(c, r, name);
+        if (r < 0)
+                return tracefs_error(c, r, "load the event format");
+        (void) tracing_event_print_fmt(m->tracing, e, &print_fmt);
+
+        fields = json_object_new_array();
+        for (struct tep_format_field *f = e->format->format.fields; f; f = f->next) {
+                json_object *o = json_object_new_object();
+                json_object_object_add(o, "name", json_object_new_string(f->name));
+                json_object_object_add(o, "type", json_object_new_string(f->type));
+                json_object_object_add(o, "size", json_object_new_int(f->size));
+                json_object_object_add(o, "signed", json_object_new_boolean(f->flags & TEP_FIELD_IS_SIGNED));
+                json_object_array_add(fields, o);
+        }
+        p = json_object_new_object();
+        json_object_object_add(p, "name", json_object_new_string(e->name));
+        json_object_object_add(p, "id", json_object_new_int(e->format->id));
+        json_object_object_add(p, "fields", fields);
+        json_object_object_add(p, "print_fmt", json_object_new_string(strempty(print_fmt)));
+        return client_reply(c, p);
+}
+
+static int method_enable(Manager *m, Client *c, const VarlinkCall *call) {
+        static const char *const keys[] = { "events", "filter", NULL };
+        _cleanup_free_ char **names = NULL;
+        _cleanup_free_ TracingEvent **events = NULL;
+        const char *filter = NULL;
+        size_t n_names, n = 0;
+        json_object *p, *list;
+        int r;
+
+        if (check_keys(c, call, keys) < 0)
+                return 0;
+        r = varlink_param_strv(call->parameters, "events", API_EVENTS_MAX, &names, &n_names);
+        if (r < 0 || n_names == 0)
+                return invalid_parameter(c, "events");
+        if (varlink_param_string(call->parameters, "filter", true, &filter) < 0 ||
+            (filter && strlen(filter) > TPD_FILTER_MAX))
+                return invalid_parameter(c, "filter");
+
+        r = resolve_events(m, c, names, n_names, &events, &n);
+        if (r != 0)
+                return r < 0 ? r : 0;
+
+        /* Check the filter against every event before touching any, so that a bad filter
+         * changes nothing. An empty filter clears the events' filters. */
+        if (filter && *filter)
+                for (size_t i = 0; i < n; i++) {
+                        _cleanup_free_ char *message = NULL;
+                        if (events[i]->always_on)
+                                return client_errorf(c, TPD_ERROR_INVALID_FILTER, "event", events[i]->name,
+                                                     "'%s' cannot be filtered in the kernel.", events[i]->name);
+                        r = tracing_filter_verify(m->tracing, events[i], filter, &message);
+                        if (r < 0)
+                                return client_errorf(c, TPD_ERROR_INVALID_FILTER, "event", events[i]->name,
+                                                     "Invalid filter for '%s': %s", events[i]->name,
+                                                     strempty(message));
+                }
+
+        list = json_object_new_array();
+        for (size_t i = 0; i < n; i++) {
+                TracingEvent *e = events[i];
+
+                if (filter && !e->always_on) {
+                        _cleanup_free_ char *message = NULL;
+                        r = tracing_event_set_filter(m->tracing, e, *filter ? filter : NULL, &message);
+                        if (r < 0) {
+                                json_object_put(list);
+                                if (r == -EINVAL)
+                                        return client_errorf(c, TPD_ERROR_INVALID_FILTER, "event", e->name,
+                                                             "The kernel rejected the filter for '%s': %s", e->name,
+                                                             message ? message : strerror(-r));
+                                return tracefs_error(c, r, "set the filter");
+                        }
+                }
+                r = tracing_event_pin(m->tracing, e, true);
+                if (r < 0) {
+                        json_object_put(list);
+                        return tracefs_error(c, r, "enable the event");
+                }
+                json_object_array_add(list, json_object_new_string(e->name));
+        }
+        log_info("Enabled %zu event(s)%s%s%s for uid %u.", n, filter ? " with filter '" : "", strempty(filter),
+                 filter ? "'" : "", (unsigned) c->uid);
+
+        p = json_object_new_object();
+        json_object_object_add(p, "enabled", list);
+        return client_reply(c, p);
+}
+
+static int method_disable(Manager *m, Client *c, const VarlinkCall *call) {
+        static const char *const keys[] = { "events", "all", NULL };
+        _cleanup_free_ char **names = NULL;
+        _cleanup_free_ TracingEvent **events = NULL;
+        size_t n_names, n = 0;
+        json_object *p, *list;
+        bool all = false;
+        int r;
+
+        if (check_keys(c, call, keys) < 0)
+                return 0;
+        r = varlink_param_strv(call->parameters, "events", API_EVENTS_MAX, &names, &n_names);
+        if (r < 0)
+                return invalid_parameter(c, "events");
+        if (varlink_param_bool(call->parameters, "all", &all) < 0)
+                return invalid_parameter(c, "all");
+        if (all == (n_names > 0))
+                return client_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "events",
+                                     "Name the events to disable, or set 'all', not both.");
+
+        if (all) {
+                TracingEvent *const *known = tracing_events(m->tracing, &n);
+                events = calloc(n + 1, sizeof(TracingEvent *));
+                if (!events)
+                        return -ENOMEM;
+                memcpy(events, known, n * sizeof(TracingEvent *));
+        } else {
+                r = resolve_events(m, c, names, n_names, &events, &n);
+                if (r != 0)
+                        return r < 0 ? r : 0;
+        }
+
+        list = json_object_new_array();
+        for (size_t i = 0; i < n; i++) {
+                TracingEvent *e = events[i];
+
+                if (!e->pinned)
+                        continue;
+                /* The filter came with the pin; streams that still hold the event get it unfiltered. */
+                if (e->filter)
+                        (void) tracing_event_set_filter(m->tracing, e, NULL, NULL);
+                r = tracing_event_pin(m->tracing, e, false);
+                if (r < 0) {
+                        json_object_put(list);
+                        return tracefs_error(c, r, "disable the event");
+                }
+                json_object_array_add(list, json_object_new_string(e->name));
+        }
+        p = json_object_new_object();
+        json_object_object_add(p, "disabled", list);
+        return client_reply(c, p);
+}
+
+static json_object *json_u64(uint64_t v) {
+        return json_object_new_uint64(v);
+}
+
+static int method_get_status(Manager *m, Client *c, const VarlinkCall *call) {
+        static const char *const keys[] = { NULL };
+        _cleanup_free_ char *clock = NULL;
+        uint64_t delivered = m->delivered, lost_client = m->lost_client;
+        unsigned buffer_kb = 0;
+        TracingEvent *const *events;
+        json_object *p, *cpus, *evs, *lost;
+        size_t n;
+
+        if (check_keys(c, call, keys) < 0)
+                return 0;
+
+        (void) tracing_get_clock(m->tracing, &clock);
+        (void) tracing_get_buffer_size_kb(m->tracing, &buffer_kb);
+
+        cpus = json_object_new_array();
+        for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
+                TracingCpuStats s = {};
+                json_object *o = json_object_new_object();
+
+                (void) tracing_cpu_stats(m->tracing, cpu, &s);
+                json_object_object_add(o, "cpu", json_object_new_int((int) cpu));
+                json_object_object_add(o, "entries", json_u64(s.entries));
+                json_object_object_add(o, "overrun", json_u64(s.overrun));
+                json_object_object_add(o, "read", json_u64(s.read));
+                /* What the kernel recorded: still in the buffer, read, or overwritten. */
+                json_object_object_add(o, "written", json_u64(s.entries + s.overrun + s.read));
+                json_object_object_add(o, "dropped", json_u64(s.dropped));
+                json_object_array_add(cpus, o);
+        }
+
+        evs = json_object_new_array();
+        events = tracing_events(m->tracing, &n);
+        for (size_t i = 0; i < n; i++) {
+                json_object *o;
+
+                if (!events[i]->pinned && events[i]->streams == 0)
+                        continue;
+                o = json_object_new_object();
+                json_object_object_add(o, "name", json_object_new_string(events[i]->name));
+                json_object_object_add(o, "pinned", json_object_new_boolean(events[i]->pinned));
+                json_object_object_add(o, "streams", json_object_new_int((int) events[i]->streams));
+                if (events[i]->filter)
+                        json_object_object_add(o, "filter", json_object_new_string(events[i]->filter));
+                json_object_array_add(evs, o);
+        }
+
+        for (Client *k = m->clients; k; k = k->next)
+                if (k->stream) {
+                        delivered += k->stream->delivered;
+                        lost_client += k->stream->lost_client;
+                }
+        lost = json_object_new_object();
+        json_object_object_add(lost, "overrun", json_u64(decoder_stats(m->decoder)->overrun));
+        json_object_object_add(lost, "client", json_u64(lost_client));
+
+        p = json_object_new_object();
+        json_object_object_add(p, "version", json_object_new_string(TPD_VERSION));
+        json_object_object_add(p, "instance", json_object_new_string(tracing_instance_name(m->tracing)));
+        json_object_object_add(p, "clock", json_object_new_string(strempty(clock)));
+        json_object_object_add(p, "buffer_size_kb", json_object_new_int((int) buffer_kb));
+        json_object_object_add(p, "flush_interval_ms", json_object_new_int((int) m->config.flush_interval_ms));
+        json_object_object_add(p, "cpus", cpus);
+        json_object_object_add(p, "events", evs);
+        json_object_object_add(p, "clients", json_object_new_int((int) m->n_clients));
+        json_object_object_add(p, "streams", json_object_new_int((int) m->n_streams));
+        json_object_object_add(p, "delivered", json_u64(delivered));
+        json_object_object_add(p, "lost", lost);
+        return client_reply(c, p);
+}
+
+static int64_t boot_to_realtime_ns(void) {
+        struct timespec rt, bt;
+
+        clock_gettime(CLOCK_REALTIME, &rt);
+        clock_gettime(CLOCK_BOOTTIME, &bt);
+        return ((int64_t) rt.tv_sec - bt.tv_sec) * 1000000000LL + (rt.tv_nsec - bt.tv_nsec);
+}
+
+static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
+        static const char *const keys[] = { "events", "pids", "cpus", "filter", "print", NULL };
+        _cleanup_free_ char **names = NULL;
+        _cleanup_free_ TracingEvent **events = NULL;
+        _cleanup_free_ int64_t *pids = NULL, *cpus = NULL;
+        _cleanup_free_ const char **filter_events = NULL;
+        _cleanup_free_ char *clock = NULL;
+        size_t n_names, n = 0, n_pids, n_cpus, n_filter = 0;
+        const char *filter = NULL;
+        Stream *s = NULL;
+        json_object *p;
+        bool print = false;
+        int r;
+
+        if (check_keys(c, call, keys) < 0)
+                return 0;
+        if (!call->more && !call->upgrade)
+                return client_errorf(c, VARLINK_ERROR_EXPECTED_MORE, NULL, NULL,
+                                     "Stream needs \"more\" or \"upgrade\" set in the call.");
+        if (varlink_param_strv(call->parameters, "events", API_EVENTS_MAX, &names, &n_names) < 0)
+                return invalid_parameter(c, "events");
+        if (varlink_param_intv(call->parameters, "pids", API_PIDS_MAX, &pids, &n_pids) < 0)
+                return invalid_parameter(c, "pids");
+        if (varlink_param_intv(call->parameters, "cpus", API_CPUS_MAX, &cpus, &n_cpus) < 0)
+                return invalid_parameter(c, "cpus");
+        if (varlink_param_string(call->parameters, "filter", true, &filter) < 0 ||
+            (filter && strlen(filter) > TPD_FILTER_MAX))
+                return invalid_parameter(c, "filter");
+        if (varlink_param_bool(call->parameters, "print", &print) < 0)
+                return invalid_parameter(c, "print");
+        for (size_t i = 0; i < n_cpus; i++)
+                if (cpus[i] < 0 || cpus[i] >= (int64_t) m->n_cpus)
+                        return client_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "cpus",
+                                             "There is no CPU %lld: this machine has CPUs 0 to %u.",
+                                             (long long) cpus[i], m->n_cpus - 1);
+        for (size_t i = 0; i < n_pids; i++)
+                if (pids[i] < 0 || pids[i] > INT32_MAX)
+                        return invalid_parameter(c, "pids");
+
+        if (m->config.max_clients > 0 && m->n_streams >= m->config.max_clients)
+                return client_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
+                                     "tpd serves at most %u streams at once.", m->config.max_clients);
+
+        if (n_names > 0) {
+                r = resolve_events(m, c, names, n_names, &events, &n);
+                if (r != 0)
+                        return r < 0 ? r : 0;
+        }
+
+        r = stream_new(call->upgrade ? STREAM_RAW : STREAM_MORE, m->n_cpus,
+                       (size_t) m->config.client_queue_kb * 1024, &s);
+        if (r < 0)
+                return r;
+        s->print = print;
+        for (size_t i = 0; i < n && r >= 0; i++)
+                r = stream_select_event(s, (unsigned) events[i]->format->id);
+        for (size_t i = 0; i < n_pids && r >= 0; i++)
+                r = stream_select_pid(s, (int32_t) pids[i]);
+        for (size_t i = 0; i < n_cpus && r >= 0; i++)
+                r = stream_select_cpu(s, (unsigned) cpus[i]);
+        if (r < 0) {
+                stream_free(s);
+                return r;
+        }
+
+        if (filter) {
+                _cleanup_free_ char *message = NULL;
+                size_t n_known;
+                TracingEvent *const *known = tracing_events(m->tracing, &n_known);
+
+                /* Without named events the filter covers the events enabled now for which it makes
+                 * sense; records of others do not pass it. */
+                filter_events = calloc(MAX(n, n_known) + 1, sizeof(char *));
+                if (!filter_events) {
+                        stream_free(s);
+                        return -ENOMEM;
+                }
+                if (n > 0)
+                        for (size_t i = 0; i < n; i++)
+                                filter_events[n_filter++] = events[i]->name;
+                else
+                        for (size_t i = 0; i < n_known; i++)
+                                if (known[i]->enabled &&
+                                    stream_set_filter(s, tracing_tep(m->tracing), filter,
+                                                      (const char *const *) &known[i]->name, 1, NULL) >= 0)
+                                        filter_events[n_filter++] = known[i]->name;
+
+                r = n_filter == 0 ? -EINVAL
+                                  : stream_set_filter(s, tracing_tep(m->tracing), filter, filter_events, n_filter,
+                                                      &message);
+                if (r < 0) {
+                        stream_free(s);
+                        if (r == -EINVAL)
+                                return client_errorf(c, TPD_ERROR_INVALID_FILTER, "event",
+                                                     n_filter > 0 ? filter_events[0] : "",
+                                                     "Invalid stream filter: %s",
+                                                     message ? message : "it applies to no enabled event");
+                        return r;
+                }
+        }
+
+        /* Hold the named events for the stream's lifetime. */
+        c->held = calloc(n + 1, sizeof(TracingEvent *));
+        if (!c->held) {
+                stream_free(s);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+                r = tracing_event_ref(m->tracing, events[i]);
+                if (r < 0) {
+                        stream_free(s);
+                        return tracefs_error(c, r, "enable the event");
+                }
+                c->held[c->n_held++] = events[i];
+        }
+
+        (void) tracing_get_clock(m->tracing, &clock);
+        p = json_object_new_object();
+        json_object_object_add(p, "clock", json_object_new_string(clock ?: "boot"));
+        json_object_object_add(p, "boot_to_realtime_ns", json_object_new_int64(boot_to_realtime_ns()));
+        if (call->upgrade)
+                r = client_reply(c, p);
+        else {
+                size_t len;
+                char *text;
+                r = varlink_reply(p, true, &text, &len);
+                if (r >= 0) {
+                        r = queue_push_copy(&c->out, text, len);
+                        free(text);
+                }
+        }
+        if (r < 0) {
+                stream_free(s);
+                return r;
+        }
+
+        c->stream = s;
+        c->upgraded = call->upgrade;
+        m->n_streams++;
+        log_debug("Client %d: stream started (%zu events, %zu pids, %zu cpus%s).", (int) c->pid, n, n_pids,
+                  n_cpus, filter ? ", filtered" : "");
+        return 0;
+}
+
+static const struct {
+        const char *name;
+        ApiMethod method;
+} methods[] = {
+        { VARLINK_METHOD_GET_INFO, method_get_info },
+        { VARLINK_METHOD_GET_INTERFACE_DESCRIPTION, method_get_interface_description },
+        { TPD_METHOD("ListEvents"), method_list_events },
+        { TPD_METHOD("DescribeEvent"), method_describe_event },
+        { TPD_METHOD("Enable"), method_enable },
+        { TPD_METHOD("Disable"), method_disable },
+        { TPD_METHOD("GetStatus"), method_get_status },
+        { TPD_METHOD("Stream"), method_stream },
+};
+
+int api_dispatch(Manager *m, Client *c, const VarlinkCall *call) {
+        int r;
+
+        if (c->denied) {
+                (void) client_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, NULL, NULL,
+                                     "Only root and members of group '%s' may use tpd.",
+                                     strempty(m->config.access_group));
+                return 0;
+        }
+
+        for (size_t i = 0; i < ELEMENTSOF(methods); i++)
+                if (streq(call->method, methods[i].name)) {
+                        r = methods[i].method(m, c, call);
+                        if (r < 0)
+                                log_debug_errno(r, "Client %d: %s failed: %m", (int) c->pid, call->method);
+                        return r;
+                }
+
+        return client_errorf(c, VARLINK_ERROR_METHOD_NOT_FOUND, "method", call->method, "No method '%s'.",
+                             call->method);
+}

@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+
+#include "api.h"
+#include "client.h"
+#include "log.h"
+#include "manager.h"
+#include "tpd-protocol.h"
+
+/* Stop reading calls while this much reply text waits for a client that does not read. */
+#define CLIENT_OUT_MAX (4 * TPD_MESSAGE_MAX)
+#define CLIENT_READ_SIZE 16384U
+
+static int client_update_events(Client *c);
+
+Client *client_free(Client *c) {
+        Manager *m;
+
+        if (!c)
+                return NULL;
+        m = c->manager;
+
+        if (c->prev)
+                c->prev->next = c->next;
+        else if (m->clients == c)
+                m->clients = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        m->n_clients--;
+
+        if (c->stream) {
+                m->n_streams--;
+                m->delivered += c->stream->delivered;
+                m->lost_client += c->stream->lost_client;
+                stream_free(c->stream);
+        }
+        for (size_t i = 0; i < c->n_held; i++)
+                (void) tracing_event_unref(m->tracing, c->held[i]);
+        free(c->held);
+
+        sd_event_source_disable_unref(c->source);
+        safe_close(c->fd);
+        varlink_buffer_done(&c->in);
+        queue_done(&c->out);
+        free(c);
+        return NULL;
+}
+
+static int client_push(Client *c, char *text, size_t len) {
+        int r = queue_push_copy(&c->out, text, len);
+        free(text);
+        return r;
+}
+
+int client_reply(Client *c, json_object *parameters) {
+        size_t len;
+        char *text;
+        int r;
+
+        r = varlink_reply(parameters, false, &text, &len);
+        if (r < 0)
+                return r;
+        return client_push(c, text, len);
+}
+
+int client_error(Client *c, const char *error, json_object *parameters) {
+        size_t len;
+        char *text;
+        int r;
+
+        r = varlink_error(error, parameters, &text, &len);
+        if (r < 0)
+                return r;
+        return client_push(c, text, len);
+}
+
+int client_errorf(Client *c, const char *error, const char *key, const char *value, const char *format, ...) {
+        _cleanup_free_ char *message = NULL;
+        json_object *params;
+        va_list ap;
+        int r;
+
+        va_start(ap, format);
+        r = vasprintf(&message, format, ap);
+        va_end(ap);
+        if (r < 0)
+                return -ENOMEM;
+
+        params = json_object_new_object();
+        if (!params)
+                return -ENOMEM;
+        if (key)
+                json_object_object_add(params, key, json_object_new_string(strempty(value)));
+        json_object_object_add(params, "message", json_object_new_string(message));
+        return client_error(c, error, params);
+}
+
+static bool client_backlogged(Client *c) {
+        return !queue_is_empty(&c->out) || (c->stream && !queue_is_empty(&c->stream->queue));
+}
+
+static bool client_done(Client *c) {
+        /* A control connection whose peer stopped sending ends once its replies are out. */
+        return c->read_closed && !c->stream && queue_is_empty(&c->out);
+}
+
+int client_flush(Client *c) {
+        int r;
+
+        r = queue_write(&c->out, c->fd);
+        if (r == 0 && c->stream) {
+                r = queue_write(&c->stream->queue, c->fd);
+                /* Room again: tell the client what it missed. */
+                if (r >= 0 && c->stream->drops_pending) {
+                        int k = stream_report_drops(c->stream);
+                        if (k >= 0 && !queue_is_empty(&c->stream->queue))
+                                r = queue_write(&c->stream->queue, c->fd);
+                }
+        }
+        if (r < 0) {
+                if (r != -EPIPE && r != -ECONNRESET)
+                        log_debug_errno(r, "Client %d: write failed: %m", (int) c->pid);
+                client_free(c);
+                return r;
+        }
+        if (client_done(c)) {
+                client_free(c);
+                return -ECONNRESET;
+        }
+        r = client_update_events(c);
+        if (r < 0) {
+                client_free(c);
+                return r;
+        }
+        return 0;
+}
+
+static int client_update_events(Client *c) {
+        uint32_t events = 0;
+
+        if (!c->read_closed && queue_is_empty(&c->out))
+                events |= EPOLLIN;
+        else if (!c->read_closed && c->out.bytes < CLIENT_OUT_MAX)
+                events |= EPOLLIN;
+        if (client_backlogged(c))
+                events |= EPOLLOUT;
+        return sd_event_source_set_io_events(c->source, events);
+}
+
+static int client_process(Client *c) {
+        for (;;) {
+                VarlinkCall call;
+                const char *msg;
+                size_t len;
+                int r;
+
+                /* Once upgraded, the connection no longer carries calls. */
+                if (c->upgraded || c->stream || c->out.bytes >= CLIENT_OUT_MAX)
+                        return 0;
+
+                r = varlink_buffer_next(&c->in, &msg, &len);
+                if (r == -EMSGSIZE) {
+                        log_debug("Client %d: message larger than %u bytes, closing.", (int) c->pid,
+                                  TPD_MESSAGE_MAX);
+                        return r;
+                }
+                if (r <= 0)
+                        return r;
+
+                r = varlink_call_parse(msg, len, &call);
+                if (r < 0) {
+                        log_debug("Client %d: malformed message, closing.", (int) c->pid);
+                        return r;
+                }
+                r = api_dispatch(c->manager, c, &call);
+                varlink_call_done(&call);
+                if (r < 0)
+                        return r;
+        }
+}
+
+static int client_on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Client *c = userdata;
+        int r;
+
+        if (revents & EPOLLIN) {
+                char *buf;
+                ssize_t n;
+
+                r = varlink_buffer_space(&c->in, CLIENT_READ_SIZE, &buf);
+                if (r < 0) {
+                        client_free(c);
+                        return 0;
+                }
+                n = read(c->fd, buf, CLIENT_READ_SIZE);
+                if (n < 0 && errno != EAGAIN && errno != EINTR) {
+                        client_free(c);
+                        return 0;
+                }
+                if (n == 0) {
+                        /* A streaming client that hangs up is gone; a caller may just have shut
+                         * down its sending side and still waits for replies. */
+                        if (c->stream) {
+                                client_free(c);
+                                return 0;
+                        }
+                        c->read_closed = true;
+                }
+                if (n > 0) {
+                        if (c->stream)
+                                /* Nothing is expected from a streaming client: discard it. */
+                                c->in.len = c->in.consumed;
+                        else
+                                varlink_buffer_advance(&c->in, (size_t) n);
+                }
+        }
+
+        r = client_process(c);
+        if (r < 0) {
+                client_free(c);
+                return 0;
+        }
+
+        if ((revents & (EPOLLHUP | EPOLLERR)) && !(revents & EPOLLIN) && !client_backlogged(c)) {
+                client_free(c);
+                return 0;
+        }
+
+        (void) client_flush(c);
+        return 0;
+}
+
+int client_new(Manager *m, int fd, const struct ucred *cred, Client **ret) {
+        Client *c;
+        int r;
+
+        c = calloc(1, sizeof(Client));
+        if (!c) {
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        c->manager = m;
+        c->fd = fd;
+        c->uid = cred->uid;
+        c->gid = cred->gid;
+        c->pid = cred->pid;
+        varlink_buffer_init(&c->in, TPD_MESSAGE_MAX);
+
+        c->next = m->clients;
+        if (m->clients)
+                m->clients->prev = c;
+        m->clients = c;
+        m->n_clients++;
+
+        r = sd_event_add_io(m->event, &c->source, fd, EPOLLIN, client_on_io, c);
+        if (r < 0) {
+                client_free(c);
+                return r;
+        }
+        (void) sd_event_source_set_description(c->source, "client");
+        if (ret)
+                *ret = c;
+        return 0;
+}

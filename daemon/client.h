@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <json-c/json.h>
+#include <systemd/sd-event.h>
+
+#include "queue.h"
+#include "stream.h"
+#include "tracing.h"
+#include "varlink.h"
+
+typedef struct Manager Manager;
+
+/*
+ * One connection: Varlink framing in, replies and stream records out. Calls are dispatched to the
+ * API as they complete; a malformed message closes this connection and nothing else. Write
+ * interest is on only while output is backlogged.
+ */
+
+typedef struct Client Client;
+struct Client {
+        Manager *manager;
+        Client *next;
+        Client *prev;
+
+        int fd;
+        sd_event_source *source;
+        uid_t uid;
+        gid_t gid;
+        pid_t pid;
+
+        VarlinkBuffer in;
+        Queue out; /* replies; written before stream records */
+
+        Stream *stream;
+        TracingEvent **held; /* events this stream enabled for its lifetime */
+        size_t n_held;
+        bool denied; /* failed the access check: every call gets PermissionDenied */
+        bool upgraded;
+        bool read_closed;
+};
+
+int client_new(Manager *m, int fd, const struct ucred *cred, Client **ret);
+Client *client_free(Client *c);
+
+/* Queues a reply or an error; takes ownership of parameters. */
+int client_reply(Client *c, json_object *parameters);
+int client_error(Client *c, const char *error, json_object *parameters);
+/* An error with a "message" and, when key is set, one more string parameter. */
+int client_errorf(Client *c, const char *error, const char *key, const char *value, const char *format, ...)
+        _printf_(5, 6);
+
+/* Writes what is queued. Returns 0, or a negative errno after which c was freed. */
+int client_flush(Client *c);

@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "util.h"
+
+#define COMM_LEN 16
+#define COMM_SLOTS 4096U /* direct-mapped by pid */
+
+typedef struct CommEntry {
+        int pid;
+        uint32_t generation;
+        bool known;
+        char comm[COMM_LEN];
+} CommEntry;
+
+typedef struct SavedComm {
+        int pid;
+        char comm[COMM_LEN];
+} SavedComm;
+
+struct CommCache {
+        char *saved_path;
+        uint32_t generation; /* starts at 1: a zeroed entry is never current */
+        uint32_t saved_generation;
+        SavedComm *saved;
+        size_t n_saved;
+        CommEntry slots[COMM_SLOTS];
+};
+
+int comm_cache_new(const char *saved_cmdlines_path, CommCache **ret) {
+        CommCache *c = calloc(1, sizeof(CommCache));
+
+        if (!c)
+                return -ENOMEM;
+        c->saved_path = saved_cmdlines_path ? strdup(saved_cmdlines_path) : NULL;
+        if (saved_cmdlines_path && !c->saved_path) {
+                free(c);
+                return -ENOMEM;
+        }
+        c->generation = 1;
+        *ret = c;
+        return 0;
+}
+
+CommCache *comm_cache_free(CommCache *c) {
+        if (!c)
+                return NULL;
+        free(c->saved);
+        free(c->saved_path);
+        free(c);
+        return NULL;
+}
+
+void comm_cache_next_generation(CommCache *c) {
+        if (++c->generation == 0)
+                c->generation = 1;
+}
+
+static int cmp_saved(const void *a, const void *b) {
+        const SavedComm *x = a, *y = b;
+        return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* saved_cmdlines is small (128 entries by default): reread it at most once per generation. */
+static void load_saved(CommCache *c) {
+        _cleanup_free_ SavedComm *l = NULL;
+        size_t n = 0, cap = 0;
+        char line[64];
+        FILE *f;
+
+        if (!c->saved_path || c->saved_generation == c->generation)
+                return;
+        c->saved_generation = c->generation;
+
+        f = fopen(c->saved_path, "re");
+        if (!f)
+                return;
+        while (fgets(line, sizeof(line), f)) {
+                char *end, *name;
+                long pid = strtol(line, &end, 10);
+
+                if (end == line || *end != ' ')
+                        continue;
+                name = end + 1;
+                name[strcspn(name, "\n")] = 0;
+                if (n == cap) {
+                        SavedComm *nl;
+                        cap = MAX(cap * 2, (size_t) 128);
+                        nl = reallocarray(l, cap, sizeof(SavedComm));
+                        if (!nl)
+                                break;
+                        l = nl;
+                }
+                l[n].pid = (int) pid;
+                snprintf(l[n].comm, COMM_LEN, "%s", name);
+                n++;
+        }
+        fclose(f);
+
+        qsort(l, n, sizeof(SavedComm), cmp_saved);
+        free(c->saved);
+        c->saved = TAKE_PTR(l);
+        c->n_saved = n;
+}
+
+static bool lookup_proc(int pid, char comm[COMM_LEN]) {
+        char path[32];
+        ssize_t n;
+        int fd;
+
+        snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        n = read(fd, comm, COMM_LEN - 1);
+        close(fd);
+        if (n <= 0)
+                return false;
+        comm[n] = 0;
+        comm[strcspn(comm, "\n")] = 0;
+        return true;
+}
+
+const char *comm_cache_lookup(CommCache *c, int pid) {
+        CommEntry *e = &c->slots[(unsigned) pid % COMM_SLOTS];
+        SavedComm key = { .pid = pid }, *s;
+
+        if (_likely_(e->pid == pid && e->generation == c->generation))
+                return e->known ? e->comm : NULL;
+
+        e->pid = pid;
+        e->generation = c->generation;
+        e->known = true;
+
+        /* pid 0 is each CPU's idle task; the kernel's own text output calls it <idle>. */
+        if (pid == 0) {
+                snprintf(e->comm, COMM_LEN, "<idle>");
+                return e->comm;
+        }
+
+        load_saved(c);
+        s = c->n_saved > 0 ? bsearch(&key, c->saved, c->n_saved, sizeof(SavedComm), cmp_saved) : NULL;
+        if (s && !streq(s->comm, "<...>")) {
+                memcpy(e->comm, s->comm, COMM_LEN);
+                return e->comm;
+        }
+        if (lookup_proc(pid, e->comm))
+                return e->comm;
+
+        e->known = false;
+        return NULL;
+}

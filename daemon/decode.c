@@ -1,0 +1,555 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <traceevent/event-parse.h>
+#include <traceevent/kbuffer.h>
+#include <traceevent/trace-seq.h>
+
+#include "decode.h"
+#include "util.h"
+
+/* The sub-buffer header of a 64-bit kernel: u64 timestamp, then the commit word (length and flags),
+ * as events/header_page describes it; kbuffer uses the same layout. */
+#define PAGE_HEADER_SIZE 16U
+#define PAGE_COMMIT_MASK ((1ULL << 27) - 1)
+#define PAGE_MISSED_STORED (1ULL << 30)
+
+typedef enum FieldKind {
+        FIELD_UNSIGNED,
+        FIELD_SIGNED,
+        FIELD_POINTER,
+        FIELD_STRING,        /* char name[N] */
+        FIELD_STRING_LOC,    /* __data_loc char[] name, or __rel_loc */
+        FIELD_STRING_TAIL,   /* char name[]: the rest of the record */
+        FIELD_ARRAY,         /* other fixed arrays, elements as integers */
+        FIELD_ARRAY_LOC,     /* __data_loc of other element types */
+        FIELD_ARRAY_TAIL,
+} FieldKind;
+
+typedef struct FieldPlan {
+        uint32_t key;      /* offset of `,"name":` in the plan's key text */
+        uint16_t key_len;
+        uint16_t offset;
+        uint16_t size;     /* of the field, or of the location word for *_LOC */
+        uint8_t kind;
+        uint8_t elem_size; /* integer width: the field's, or its elements' for arrays */
+        bool is_signed;
+        bool relative;     /* __rel_loc: offsets count from the end of the field */
+} FieldPlan;
+
+typedef struct EventPlan {
+        struct tep_event *event;
+        char *name;          /* "system:event" */
+        char *keys;          /* `,"event":"s:e","pid":` then each field's key */
+        uint32_t head_len;   /* length of the `,"event"…"pid":` part */
+        uint16_t pid_offset;
+        uint16_t n_fields;
+        size_t max_fixed;    /* worst-case bytes of everything but dynamic strings and arrays */
+        FieldPlan fields[];
+} EventPlan;
+
+struct Decoder {
+        struct tep_handle *tep;
+        struct kbuffer *kbuf;
+        DecoderCallbacks cb;
+        EventPlan **plans; /* by event id */
+        size_t n_plans;
+        struct trace_seq seq;
+        DecoderStats stats;
+};
+
+static EventPlan *event_plan_free(EventPlan *p) {
+        if (!p)
+                return NULL;
+        free(p->name);
+        free(p->keys);
+        free(p);
+        return NULL;
+}
+
+int decoder_new(struct tep_handle *tep, const DecoderCallbacks *callbacks, Decoder **ret) {
+        Decoder *d;
+
+        d = calloc(1, sizeof(Decoder));
+        if (!d)
+                return -ENOMEM;
+
+        /* Pages come from this machine's kernel: its word size and byte order are ours. */
+        d->kbuf = kbuffer_alloc(KBUFFER_LSIZE_SAME_AS_HOST, KBUFFER_ENDIAN_SAME_AS_HOST);
+        if (!d->kbuf) {
+                free(d);
+                return -ENOMEM;
+        }
+        d->tep = tep;
+        if (callbacks)
+                d->cb = *callbacks;
+        trace_seq_init(&d->seq);
+        *ret = d;
+        return 0;
+}
+
+void decoder_reset_plans(Decoder *d) {
+        for (size_t i = 0; i < d->n_plans; i++)
+                d->plans[i] = event_plan_free(d->plans[i]);
+}
+
+Decoder *decoder_free(Decoder *d) {
+        if (!d)
+                return NULL;
+        decoder_reset_plans(d);
+        free(d->plans);
+        kbuffer_free(d->kbuf);
+        trace_seq_destroy(&d->seq);
+        free(d);
+        return NULL;
+}
+
+const DecoderStats *decoder_stats(const Decoder *d) {
+        return &d->stats;
+}
+
+/* The element type of a field's type text, without qualifiers and array brackets:
+ * "__data_loc char[]" → "char", "const char name[16]"-style types → "char". */
+static bool type_is_char(const char *type) {
+        static const char *const prefixes[] = { "__data_loc ", "__rel_loc ", "const ", "signed " };
+        const char *t = type;
+        size_t n;
+
+        for (bool again = true; again;) {
+                again = false;
+                for (size_t i = 0; i < ELEMENTSOF(prefixes); i++) {
+                        size_t l = strlen(prefixes[i]);
+                        if (strncmp(t, prefixes[i], l) == 0) {
+                                t += l;
+                                again = true;
+                        }
+                }
+        }
+        n = strcspn(t, "[ ");
+        return n == 4 && strncmp(t, "char", 4) == 0;
+}
+
+static int plan_field(const struct tep_format_field *f, FieldPlan *fp) {
+        bool is_char = type_is_char(f->type);
+
+        *fp = (FieldPlan) {
+                .offset = (uint16_t) f->offset,
+                .size = (uint16_t) f->size,
+                .is_signed = f->flags & TEP_FIELD_IS_SIGNED,
+                .relative = f->flags & TEP_FIELD_IS_RELATIVE,
+        };
+
+        if (f->flags & TEP_FIELD_IS_DYNAMIC) {
+                fp->kind = is_char ? FIELD_STRING_LOC : FIELD_ARRAY_LOC;
+                fp->elem_size = (uint8_t) (f->elementsize ?: 1);
+                /* The kernel does not say whether the elements are signed; the field's "signed"
+                 * describes the location word. Take unsigned unless the type says "s". */
+                fp->is_signed = false;
+        } else if (f->flags & TEP_FIELD_IS_ARRAY) {
+                fp->elem_size = (uint8_t) (f->elementsize ?: 1);
+                if (f->size == 0)
+                        fp->kind = is_char ? FIELD_STRING_TAIL : FIELD_ARRAY_TAIL;
+                else
+                        fp->kind = is_char ? FIELD_STRING : FIELD_ARRAY;
+        } else if (f->flags & TEP_FIELD_IS_POINTER) {
+                fp->kind = FIELD_POINTER;
+        } else if (f->size == 1 || f->size == 2 || f->size == 4 || f->size == 8) {
+                fp->kind = fp->is_signed ? FIELD_SIGNED : FIELD_UNSIGNED;
+                fp->elem_size = (uint8_t) f->size;
+        } else {
+                /* An odd-sized scalar (a struct or a 128-bit value): its bytes, as an array. */
+                fp->kind = FIELD_ARRAY;
+                fp->elem_size = 1;
+                fp->is_signed = false;
+        }
+
+        if (fp->elem_size != 1 && fp->elem_size != 2 && fp->elem_size != 4 && fp->elem_size != 8)
+                fp->elem_size = 1;
+        if (fp->kind == FIELD_POINTER && fp->size != 4 && fp->size != 8)
+                return -EINVAL;
+        return 0;
+}
+
+static EventPlan *plan_compile(Decoder *d, unsigned id) {
+        struct tep_event *event;
+        struct tep_format_field *f, *pid;
+        _cleanup_free_ char *name = NULL;
+        JsonBuf keys = {};
+        EventPlan *p;
+        size_t i = 0;
+
+        event = tep_find_event(d->tep, (int) id);
+        if (!event)
+                return NULL;
+        pid = tep_find_common_field(event, "common_pid");
+        if (!pid || pid->size != 4)
+                return NULL;
+
+        if (asprintf(&name, "%s:%s", event->system, event->name) < 0)
+                return NULL;
+
+        p = calloc(1, sizeof(EventPlan) + (size_t) event->format.nr_fields * sizeof(FieldPlan));
+        if (!p)
+                return NULL;
+        p->event = event;
+        p->pid_offset = (uint16_t) pid->offset;
+        p->max_fixed = 128 + 2 * JSON_U64_MAX_LEN + JSON_STRING_MAX_LEN(16);
+
+        if (jsonbuf_reserve(&keys, 16) < 0)
+                goto fail;
+        jsonbuf_put(&keys, ",\"event\":", 9);
+        if (json_append_string(&keys, name, strlen(name)) < 0 || jsonbuf_reserve(&keys, 8) < 0)
+                goto fail;
+        jsonbuf_put(&keys, ",\"pid\":", 7);
+        p->head_len = (uint32_t) keys.len;
+
+        for (f = event->format.fields; f; f = f->next, i++) {
+                FieldPlan *fp = &p->fields[i];
+                size_t start = keys.len;
+
+                if (plan_field(f, fp) < 0)
+                        goto fail;
+                if (jsonbuf_reserve(&keys, 2) < 0)
+                        goto fail;
+                if (i > 0)
+                        jsonbuf_putc(&keys, ',');
+                if (json_append_string(&keys, f->name, strlen(f->name)) < 0 || jsonbuf_reserve(&keys, 1) < 0)
+                        goto fail;
+                jsonbuf_putc(&keys, ':');
+                fp->key = (uint32_t) start;
+                fp->key_len = (uint16_t) (keys.len - start);
+
+                p->max_fixed += fp->key_len;
+                switch (fp->kind) {
+                case FIELD_STRING:
+                        p->max_fixed += JSON_STRING_MAX_LEN(fp->size);
+                        break;
+                case FIELD_ARRAY:
+                        p->max_fixed += 2 + (size_t) (fp->size / fp->elem_size) * (JSON_I64_MAX_LEN + 2);
+                        break;
+                default:
+                        p->max_fixed += JSON_I64_MAX_LEN + 4;
+                }
+        }
+        p->n_fields = (uint16_t) i;
+        p->keys = keys.data;
+        p->name = TAKE_PTR(name);
+        return p;
+
+fail:
+        jsonbuf_done(&keys);
+        free(p);
+        return NULL;
+}
+
+static EventPlan *plan_get(Decoder *d, unsigned id) {
+        if (_likely_(id < d->n_plans && d->plans[id]))
+                return d->plans[id];
+
+        if (id >= d->n_plans) {
+                size_t n = MAX((size_t) id + 1, d->n_plans * 2);
+                EventPlan **plans = reallocarray(d->plans, n, sizeof(EventPlan *));
+                if (!plans)
+                        return NULL;
+                memset(plans + d->n_plans, 0, (n - d->n_plans) * sizeof(EventPlan *));
+                d->plans = plans;
+                d->n_plans = n;
+        }
+        return (d->plans[id] = plan_compile(d, id));
+}
+
+const char *decoder_event_name(Decoder *d, unsigned id) {
+        EventPlan *p = plan_get(d, id);
+        return p ? p->name : NULL;
+}
+
+static inline uint64_t load_unsigned(const uint8_t *p, unsigned size) {
+        switch (size) {
+        case 1:
+                return *p;
+        case 2: {
+                uint16_t v;
+                memcpy(&v, p, 2);
+                return v;
+        }
+        case 4: {
+                uint32_t v;
+                memcpy(&v, p, 4);
+                return v;
+        }
+        default: {
+                uint64_t v;
+                memcpy(&v, p, 8);
+                return v;
+        }
+        }
+}
+
+static inline int64_t load_signed(const uint8_t *p, unsigned size) {
+        switch (size) {
+        case 1:
+                return (int8_t) *p;
+        case 2:
+                return (int16_t) load_unsigned(p, 2);
+        case 4:
+                return (int32_t) load_unsigned(p, 4);
+        default:
+                return (int64_t) load_unsigned(p, 8);
+        }
+}
+
+static int put_array(JsonBuf *b, const uint8_t *p, size_t len, unsigned elem, bool is_signed) {
+        size_t n = len / elem;
+        int r;
+
+        r = jsonbuf_reserve(b, 2 + n * (JSON_I64_MAX_LEN + 2));
+        if (r < 0)
+                return r;
+        jsonbuf_putc(b, '[');
+        for (size_t i = 0; i < n; i++) {
+                if (i > 0)
+                        jsonbuf_putc(b, ',');
+                if (is_signed)
+                        json_put_i64(b, load_signed(p + i * elem, elem));
+                else
+                        json_put_u64(b, load_unsigned(p + i * elem, elem));
+        }
+        jsonbuf_putc(b, ']');
+        return 0;
+}
+
+/* Resolves a __data_loc/__rel_loc word to a byte range of the record, clamped to the record so
+ * that a corrupt or hostile page can never make us read outside it. */
+static void resolve_loc(const FieldPlan *fp, const uint8_t *data, size_t size, size_t *ret_off,
+                        size_t *ret_len) {
+        uint32_t loc = (uint32_t) load_unsigned(data + fp->offset, 4);
+        size_t off = loc & 0xffff, len = loc >> 16;
+
+        if (fp->relative)
+                off += (size_t) fp->offset + fp->size;
+        if (off > size)
+                off = size;
+        if (len > size - off)
+                len = size - off;
+        *ret_off = off;
+        *ret_len = len;
+}
+
+static int encode_fields(JsonBuf *b, const EventPlan *p, const uint8_t *data, size_t size) {
+        const FieldPlan *fp;
+        int r;
+
+        for (fp = p->fields; fp < p->fields + p->n_fields; fp++) {
+                size_t off, len;
+
+                /* A record shorter than its format (corrupt page): stop rather than read past it. */
+                if ((size_t) fp->offset + (fp->kind == FIELD_STRING_LOC || fp->kind == FIELD_ARRAY_LOC ? 4 : fp->size) >
+                    size)
+                        return -EBADMSG;
+
+                jsonbuf_put(b, p->keys + fp->key, fp->key_len);
+                switch (fp->kind) {
+                case FIELD_UNSIGNED:
+                        json_put_u64(b, load_unsigned(data + fp->offset, fp->elem_size));
+                        break;
+                case FIELD_SIGNED:
+                        json_put_i64(b, load_signed(data + fp->offset, fp->elem_size));
+                        break;
+                case FIELD_POINTER:
+                        json_put_hex(b, load_unsigned(data + fp->offset, fp->size));
+                        break;
+                case FIELD_STRING:
+                        json_put_string(b, (const char *) data + fp->offset, fp->size);
+                        break;
+                case FIELD_ARRAY:
+                        /* Room for fixed arrays is part of max_fixed; put_array reserves anyway. */
+                        r = put_array(b, data + fp->offset, fp->size, fp->elem_size, fp->is_signed);
+                        if (r < 0)
+                                return r;
+                        break;
+                case FIELD_STRING_LOC:
+                case FIELD_STRING_TAIL:
+                        if (fp->kind == FIELD_STRING_LOC)
+                                resolve_loc(fp, data, size, &off, &len);
+                        else {
+                                off = fp->offset;
+                                len = size - off;
+                        }
+                        r = jsonbuf_reserve(b, JSON_STRING_MAX_LEN(len) + 8);
+                        if (r < 0)
+                                return r;
+                        json_put_string(b, (const char *) data + off, len);
+                        break;
+                case FIELD_ARRAY_LOC:
+                case FIELD_ARRAY_TAIL:
+                        if (fp->kind == FIELD_ARRAY_LOC)
+                                resolve_loc(fp, data, size, &off, &len);
+                        else {
+                                off = fp->offset;
+                                len = size - off;
+                        }
+                        r = put_array(b, data + off, len, fp->elem_size, fp->is_signed);
+                        if (r < 0)
+                                return r;
+                        break;
+                }
+                /* Dynamic parts reserved their own room; keep the rest's worst case available. */
+                r = jsonbuf_reserve(b, p->max_fixed);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int encode_record(Decoder *d, Batch *batch, const uint8_t *data, size_t size, uint64_t ts,
+                         unsigned cpu) {
+        const EventPlan *p;
+        size_t start = batch->buf.len;
+        JsonBuf *b = &batch->buf;
+        const char *comm = NULL;
+        Record *rec;
+        uint16_t id;
+        int32_t pid;
+        int r;
+
+        if (size < 8)
+                return -EBADMSG;
+        memcpy(&id, data, 2);
+        p = plan_get(d, id);
+        if (!p) {
+                d->stats.unknown++;
+                return 0;
+        }
+        memcpy(&pid, data + p->pid_offset, 4);
+
+        r = jsonbuf_reserve(b, p->max_fixed);
+        if (r < 0)
+                return r;
+        rec = batch_add_record(batch);
+        if (!rec)
+                return -ENOMEM;
+
+        jsonbuf_put(b, "{\"ts\":", 6);
+        json_put_u64(b, ts);
+        jsonbuf_put(b, ",\"cpu\":", 7);
+        json_put_u64(b, cpu);
+        jsonbuf_put(b, p->keys, p->head_len);
+        json_put_i64(b, pid);
+        if (d->cb.comm)
+                comm = d->cb.comm(d->cb.userdata, pid);
+        if (comm) {
+                jsonbuf_put(b, ",\"comm\":", 8);
+                json_put_string(b, comm, 16);
+        }
+        jsonbuf_put(b, ",\"fields\":{", 11);
+        r = encode_fields(b, p, data, size);
+        if (r < 0) {
+                /* Drop the half-written record. */
+                batch->n_records--;
+                b->len = start;
+                return r;
+        }
+        jsonbuf_put(b, "}}\n", 3);
+
+        *rec = (Record) {
+                .ts = ts,
+                .raw = data,
+                .raw_size = (uint32_t) size,
+                .offset = (uint32_t) start,
+                .length = (uint32_t) (b->len - start),
+                .pid = pid,
+                .cpu = cpu,
+                .event_id = id,
+                .kind = RECORD_EVENT,
+        };
+        d->stats.records++;
+        return 1;
+}
+
+int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu, Batch *batch) {
+        unsigned long long ts;
+        size_t before = batch->n_records;
+        uint64_t commit, length;
+        long long missed;
+        void *data;
+        int r;
+
+        /* kbuffer trusts the header's commit length; check it against what we hold so that a
+         * corrupt page cannot walk it out of bounds. */
+        if (size < PAGE_HEADER_SIZE)
+                goto bad;
+        memcpy(&commit, (const uint8_t *) page + 8, 8);
+        length = commit & PAGE_COMMIT_MASK;
+        if (length + PAGE_HEADER_SIZE + (commit & PAGE_MISSED_STORED ? 8 : 0) > size)
+                goto bad;
+
+        if (kbuffer_load_subbuffer(d->kbuf, (void *) page) < 0)
+                goto bad;
+
+        missed = kbuffer_missed_events(d->kbuf);
+        if (missed != 0) {
+                uint64_t count = missed > 0 ? (uint64_t) missed : d->cb.missed ? d->cb.missed(d->cb.userdata, cpu) : 0;
+
+                if (count > 0) {
+                        r = batch_add_lost(batch, kbuffer_subbuf_timestamp(d->kbuf, (void *) page), cpu, count,
+                                           RECORD_LOST_OVERRUN);
+                        if (r < 0)
+                                return r;
+                        d->stats.overrun += count;
+                }
+        }
+
+        for (data = kbuffer_read_event(d->kbuf, &ts); data; data = kbuffer_next_event(d->kbuf, &ts)) {
+                int esize = kbuffer_event_size(d->kbuf);
+
+                if (esize < 0 || (const uint8_t *) data + esize > (const uint8_t *) page + size)
+                        goto bad;
+                r = encode_record(d, batch, data, (size_t) esize, ts, cpu);
+                if (r == -EBADMSG)
+                        goto bad;
+                if (r < 0)
+                        return r;
+        }
+        return (int) (batch->n_records - before);
+
+bad:
+        d->stats.bad_pages++;
+        return -EBADMSG;
+}
+
+int decoder_encode_print(Decoder *d, Batch *batch, size_t index) {
+        Record *rec = &batch->records[index];
+        struct tep_record record = {
+                .ts = rec->ts,
+                .data = (void *) rec->raw,
+                .size = (int) rec->raw_size,
+                .record_size = (int) rec->raw_size,
+                .cpu = (int) rec->cpu,
+        };
+        JsonBuf *b = &batch->buf;
+        size_t start;
+        int r;
+
+        if (rec->kind != RECORD_EVENT || rec->print_length > 0)
+                return 0;
+
+        trace_seq_reset(&d->seq);
+        tep_print_event(d->tep, &d->seq, &record, "%s", TEP_PRINT_INFO);
+        trace_seq_terminate(&d->seq);
+
+        /* The plain line ends in "}\n": reuse all but those two bytes. */
+        r = jsonbuf_reserve(b, rec->length + JSON_STRING_MAX_LEN(d->seq.len) + 16);
+        if (r < 0)
+                return r;
+        rec = &batch->records[index];
+        start = b->len;
+        jsonbuf_put(b, b->data + rec->offset, rec->length - 2);
+        jsonbuf_put(b, ",\"print\":", 9);
+        json_put_string(b, d->seq.buffer, d->seq.len);
+        jsonbuf_put(b, "}\n", 2);
+        rec->print_offset = (uint32_t) start;
+        rec->print_length = (uint32_t) (b->len - start);
+        return 0;
+}

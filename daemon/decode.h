@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "encode.h"
+
+struct tep_handle;
+
+/*
+ * The decoder turns ring-buffer sub-buffer pages into NDJSON records (DESIGN §3). Pure code: it
+ * reads formats from a tep handle that the caller filled, and asks the caller, through callbacks,
+ * for the two facts a page does not hold (a pid's command name, and how many events were lost
+ * when the page only says "some"). For each event id it compiles a plan once: the JSON key text,
+ * offsets, sizes and kinds of the fields, so a record costs no lookups by name.
+ */
+
+typedef struct Decoder Decoder;
+
+typedef struct DecoderCallbacks {
+        /* The command name of pid (NUL-terminated), or NULL when unknown. */
+        const char *(*comm)(void *userdata, int pid);
+        /* Events lost on cpu before this page when the page flags a loss without a count. */
+        uint64_t (*missed)(void *userdata, unsigned cpu);
+        void *userdata;
+} DecoderCallbacks;
+
+typedef struct DecoderStats {
+        uint64_t records;   /* event records encoded */
+        uint64_t unknown;   /* records of an event id without a loaded format, skipped */
+        uint64_t bad_pages; /* pages whose header or records did not parse */
+        uint64_t overrun;   /* events lost before pages, as reported by the page headers */
+} DecoderStats;
+
+int decoder_new(struct tep_handle *tep, const DecoderCallbacks *callbacks, Decoder **ret);
+Decoder *decoder_free(Decoder *d);
+
+/* Decodes one sub-buffer page of size bytes read from the given cpu, appending one record per
+ * event (and a lost record first when the page says events were dropped before it). Returns the
+ * number of records appended, or a negative errno: -EBADMSG for a page that is not one. */
+int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu, Batch *batch);
+
+/* Makes the variant of record index with the kernel's formatted text added as "print". The
+ * record's raw data must still be valid. */
+int decoder_encode_print(Decoder *d, Batch *batch, size_t index);
+
+/* The "system:event" name of an event id, or NULL. */
+const char *decoder_event_name(Decoder *d, unsigned id);
+
+/* Forgets compiled plans, after formats were added to or removed from the tep handle. */
+void decoder_reset_plans(Decoder *d);
+
+const DecoderStats *decoder_stats(const Decoder *d);

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * JSON output for the record path: a growable byte buffer with writers for the few value kinds a
+ * trace record has, and the Batch, a refcounted run of encoded NDJSON lines shared by every
+ * stream that selected them. Pure code: no I/O, no allocation per value once the buffer is warm.
+ */
+
+typedef struct JsonBuf {
+        char *data;
+        size_t len;
+        size_t cap;
+} JsonBuf;
+
+/* Makes room for n more bytes. The put helpers below assume the room was made. */
+int jsonbuf_reserve(JsonBuf *b, size_t n);
+void jsonbuf_done(JsonBuf *b);
+
+static inline void jsonbuf_put(JsonBuf *b, const void *p, size_t n) {
+        __builtin_memcpy(b->data + b->len, p, n);
+        b->len += n;
+}
+
+static inline void jsonbuf_putc(JsonBuf *b, char c) {
+        b->data[b->len++] = c;
+}
+
+#define JSON_U64_MAX_LEN 20
+#define JSON_I64_MAX_LEN 20
+#define JSON_HEX_MAX_LEN 20 /* "0x" and 16 digits, quoted */
+
+/* Worst-case output of json_put_string() for n input bytes: each byte may become "\u00XX". */
+#define JSON_STRING_MAX_LEN(n) (6 * (size_t) (n) + 2)
+
+void json_put_u64(JsonBuf *b, uint64_t v);
+void json_put_i64(JsonBuf *b, int64_t v);
+/* A pointer value as a quoted "0x…" string. */
+void json_put_hex(JsonBuf *b, uint64_t v);
+/* Up to n bytes of s, stopping at the first NUL, quoted and escaped. Bytes that are not valid
+ * UTF-8 become U+FFFD, so the output is always valid JSON text. */
+void json_put_string(JsonBuf *b, const char *s, size_t n);
+/* Reserves and writes a string; for callers outside the hot path. */
+int json_append_string(JsonBuf *b, const char *s, size_t n);
+
+enum {
+        RECORD_EVENT,
+        RECORD_LOST_OVERRUN,
+        RECORD_LOST_CLIENT,
+};
+
+typedef struct Record {
+        uint64_t ts;
+        const void *raw;      /* event payload inside the page; valid only while the page is */
+        uint32_t raw_size;
+        uint32_t offset;      /* the JSON line in the batch's data, '\n' included */
+        uint32_t length;
+        uint32_t print_offset; /* the same line with "print" added; length 0 until made */
+        uint32_t print_length;
+        int32_t pid;
+        uint32_t cpu;
+        uint16_t event_id;
+        uint8_t kind;
+        uint64_t lost;
+} Record;
+
+/* Encoded records of one read, shared by reference among the client queues that carry them.
+ * Offsets rather than pointers, since the data may move while the batch is being filled. */
+typedef struct Batch {
+        unsigned refs;
+        JsonBuf buf;
+        Record *records;
+        size_t n_records;
+        size_t cap_records;
+} Batch;
+
+Batch *batch_new(void);
+Batch *batch_ref(Batch *b);
+Batch *batch_unref(Batch *b);
+/* Empties a batch that nobody else holds, keeping its memory for the next read. */
+void batch_reset(Batch *b);
+/* Appends a record slot; returns NULL on allocation failure. */
+Record *batch_add_record(Batch *b);
+/* Encodes a lost record ({"ts":…,"cpu":…,"lost":N,"cause":…}) as the batch's next record. */
+int batch_add_lost(Batch *b, uint64_t ts, unsigned cpu, uint64_t count, int kind);

@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "config.h"
+#include "log.h"
+#include "manager.h"
+#include "tpd-protocol.h"
+
+static void help(void) {
+        printf("Usage: tpd [OPTIONS]\n\n"
+               "Serve Linux kernel tracepoints as JSON over Varlink.\n\n"
+               "  -h --help                  Show this help\n"
+               "     --version               Show the version\n"
+               "     --socket=PATH           Listen on PATH (default: %s), unless systemd\n"
+               "                             passes a socket\n"
+               "     --instance=NAME         Tracefs instance to create (default: tpd)\n"
+               "     --clock=CLOCK           Trace clock (default: boot)\n"
+               "     --buffer-size-kb=KB     Ring buffer size per CPU (default: the kernel's)\n"
+               "     --flush-interval-ms=MS  Deliver partially filled pages after MS (default: 100)\n"
+               "     --max-clients=N         Streams served at once (default: 64)\n"
+               "     --client-queue-kb=KB    Records queued per stream before it loses some\n"
+               "                             (default: 8192)\n"
+               "     --access-group=GROUP    Group allowed besides root (default: tracing)\n"
+               "  -v --verbose               Log debug messages\n",
+               TPD_SOCKET_DEFAULT);
+}
+
+static int parse_unsigned(const char *s, unsigned min, unsigned max, unsigned *ret) {
+        char *end;
+        unsigned long v;
+
+        errno = 0;
+        v = strtoul(s, &end, 10);
+        if (errno || end == s || *end || *s == '-' || v < min || v > max)
+                return -EINVAL;
+        *ret = (unsigned) v;
+        return 0;
+}
+
+static int replace_string(char **dst, const char *src) {
+        char *s = strdup(src);
+        if (!s)
+                return -ENOMEM;
+        free(*dst);
+        *dst = s;
+        return 0;
+}
+
+static int parse_argv(int argc, char *argv[], ManagerConfig *c) {
+        enum {
+                ARG_VERSION = 0x100,
+                ARG_SOCKET,
+                ARG_INSTANCE,
+                ARG_CLOCK,
+                ARG_BUFFER_SIZE_KB,
+                ARG_FLUSH_INTERVAL_MS,
+                ARG_MAX_CLIENTS,
+                ARG_CLIENT_QUEUE_KB,
+                ARG_ACCESS_GROUP,
+        };
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, ARG_VERSION },
+                { "socket", required_argument, NULL, ARG_SOCKET },
+                { "instance", required_argument, NULL, ARG_INSTANCE },
+                { "clock", required_argument, NULL, ARG_CLOCK },
+                { "buffer-size-kb", required_argument, NULL, ARG_BUFFER_SIZE_KB },
+                { "flush-interval-ms", required_argument, NULL, ARG_FLUSH_INTERVAL_MS },
+                { "max-clients", required_argument, NULL, ARG_MAX_CLIENTS },
+                { "client-queue-kb", required_argument, NULL, ARG_CLIENT_QUEUE_KB },
+                { "access-group", required_argument, NULL, ARG_ACCESS_GROUP },
+                { "verbose", no_argument, NULL, 'v' },
+                {}
+        };
+        int opt, r = 0;
+
+        while ((opt = getopt_long(argc, argv, "hv", options, NULL)) >= 0) {
+                switch (opt) {
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        printf("tpd %s\n", TPD_VERSION);
+                        return 0;
+                case ARG_SOCKET:
+                        r = replace_string(&c->socket_path, optarg);
+                        break;
+                case ARG_INSTANCE:
+                        /* The name becomes a directory under instances/: keep it a plain name. */
+                        if (!*optarg || strlen(optarg) > 64 || strspn(optarg, "abcdefghijklmnopqrstuvwxyz"
+                                                                                "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                                                "0123456789_-.") != strlen(optarg) ||
+                            optarg[0] == '.') {
+                                log_error("Invalid instance name '%s': use letters, digits, '_', '-' and '.'.",
+                                          optarg);
+                                return -EINVAL;
+                        }
+                        r = replace_string(&c->instance, optarg);
+                        break;
+                case ARG_CLOCK:
+                        r = replace_string(&c->clock, optarg);
+                        break;
+                case ARG_BUFFER_SIZE_KB:
+                        r = parse_unsigned(optarg, 4, 4U * 1024 * 1024, &c->buffer_size_kb);
+                        break;
+                case ARG_FLUSH_INTERVAL_MS:
+                        r = parse_unsigned(optarg, 1, 60 * 1000, &c->flush_interval_ms);
+                        break;
+                case ARG_MAX_CLIENTS:
+                        r = parse_unsigned(optarg, 1, 65536, &c->max_clients);
+                        break;
+                case ARG_CLIENT_QUEUE_KB:
+                        r = parse_unsigned(optarg, 64, 1024 * 1024, &c->client_queue_kb);
+                        break;
+                case ARG_ACCESS_GROUP:
+                        r = replace_string(&c->access_group, optarg);
+                        break;
+                case 'v':
+                        log_set_max_level(LOG_DEBUG);
+                        break;
+                default:
+                        return -EINVAL;
+                }
+                if (r < 0) {
+                        log_error("Invalid value '%s' for --%s.", optarg, options[0].name);
+                        return r;
+                }
+        }
+        if (optind < argc) {
+                log_error("Unexpected argument '%s'; see 'tpd --help'.", argv[optind]);
+                return -EINVAL;
+        }
+        return 1;
+}
+
+/* The socket systemd passed, named "varlink" in tpd.socket; -1 when not socket-activated. */
+static int listen_fd_from_systemd(void) {
+        char **names = NULL;
+        int n, fd = -1;
+
+        n = sd_listen_fds_with_names(true, &names);
+        if (n < 0)
+                return log_error_errno(n, "Failed to get the sockets passed by systemd: %m");
+        for (int i = 0; i < n; i++) {
+                if (fd < 0 && (!names || streq(names[i], "varlink") || n == 1))
+                        fd = SD_LISTEN_FDS_START + i;
+                else
+                        safe_close(SD_LISTEN_FDS_START + i);
+        }
+        strv_free(names);
+        return fd;
+}
+
+static int run(int argc, char *argv[]) {
+        _cleanup_(manager_config_done) ManagerConfig config = {
+                .buffer_percent = 1,
+                .flush_interval_ms = 100,
+                .max_clients = 64,
+                .client_queue_kb = 8192,
+        };
+        _cleanup_(manager_freep) Manager *m = NULL;
+        int r, fd;
+
+        r = parse_argv(argc, argv, &config);
+        if (r <= 0)
+                return r;
+        if ((!config.socket_path && replace_string(&config.socket_path, TPD_SOCKET_DEFAULT) < 0) ||
+            (!config.instance && replace_string(&config.instance, "tpd") < 0) ||
+            (!config.clock && replace_string(&config.clock, "boot") < 0) ||
+            (!config.access_group && replace_string(&config.access_group, "tracing") < 0))
+                return log_error_errno(-ENOMEM, "Out of memory.");
+
+        log_setup_libraries();
+
+        /* sd-event takes signals through a signalfd, which needs them blocked. */
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return log_error_errno(negative_errno(), "Failed to block signals: %m");
+        /* A client that goes away mid-write must cost an EPIPE, not the daemon. */
+        signal(SIGPIPE, SIG_IGN);
+
+        fd = listen_fd_from_systemd();
+        if (fd < -1)
+                return fd;
+
+        r = manager_new(&config, &m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to allocate the manager: %m");
+
+        r = manager_start(m, fd);
+        if (r < 0)
+                return r;
+
+        return manager_run(m);
+}
+
+int main(int argc, char *argv[]) {
+        int r = run(argc, argv);
+        return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

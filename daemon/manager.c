@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <grp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "client.h"
+#include "log.h"
+#include "manager.h"
+#include "server.h"
+
+#define COMM_GENERATION_USEC (1000 * 1000ULL)
+
+void manager_config_done(ManagerConfig *c) {
+        free(c->socket_path);
+        free(c->instance);
+        free(c->clock);
+        free(c->access_group);
+        *c = (ManagerConfig) {};
+}
+
+static int config_copy(ManagerConfig *dst, const ManagerConfig *src) {
+        *dst = *src;
+        dst->socket_path = src->socket_path ? strdup(src->socket_path) : NULL;
+        dst->instance = src->instance ? strdup(src->instance) : NULL;
+        dst->clock = src->clock ? strdup(src->clock) : NULL;
+        dst->access_group = src->access_group ? strdup(src->access_group) : NULL;
+        if ((src->socket_path && !dst->socket_path) || (src->instance && !dst->instance) ||
+            (src->clock && !dst->clock) || (src->access_group && !dst->access_group))
+                return -ENOMEM;
+        return 0;
+}
+
+Manager *manager_free(Manager *m) {
+        if (!m)
+                return NULL;
+
+        /* Clients first: their streams hold event references in tracing. */
+        while (m->clients)
+                client_free(m->clients);
+        server_free(m->server);
+        for (unsigned i = 0; m->readers && i < m->n_cpus; i++)
+                reader_free(m->readers[i]);
+        free(m->readers);
+        sd_event_source_disable_unref(m->flush_timer);
+        sd_event_source_disable_unref(m->comm_timer);
+        decoder_free(m->decoder);
+        tracing_free(m->tracing);
+        comm_cache_free(m->comm);
+        batch_unref(m->batch);
+        free(m->overrun_reported);
+        sd_event_unref(m->event);
+        manager_config_done(&m->config);
+        free(m);
+        return NULL;
+}
+
+int manager_new(const ManagerConfig *config, Manager **ret) {
+        _cleanup_(manager_freep) Manager *m = NULL;
+        int r;
+
+        m = calloc(1, sizeof(Manager));
+        if (!m)
+                return -ENOMEM;
+        r = config_copy(&m->config, config);
+        if (r < 0)
+                return r;
+        r = sd_event_default(&m->event);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
+static const char *manager_comm(void *userdata, int pid) {
+        Manager *m = userdata;
+        return comm_cache_lookup(m->comm, pid);
+}
+
+/* The page said events were lost without saying how many: the kernel's overrun counter, less
+ * what we already reported, is the count. */
+static uint64_t manager_missed(void *userdata, unsigned cpu) {
+        Manager *m = userdata;
+        TracingCpuStats s;
+        uint64_t n;
+
+        if (cpu >= m->n_cpus || tracing_cpu_stats(m->tracing, cpu, &s) < 0)
+                return 0;
+        n = s.overrun > m->overrun_reported[cpu] ? s.overrun - m->overrun_reported[cpu] : 0;
+        return n;
+}
+
+void manager_flush_clients(Manager *m) {
+        Client *c, *next;
+
+        for (c = m->clients; c; c = next) {
+                next = c->next;
+                if (c->stream && !queue_is_empty(&c->stream->queue))
+                        (void) client_flush(c);
+        }
+}
+
+static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_pages, size_t page_size) {
+        Manager *m = userdata;
+        Batch *b;
+        int r;
+
+        /* Reuse the last batch's memory unless a client still holds part of it. */
+        if (m->batch && m->batch->refs == 1)
+                batch_reset(m->batch);
+        else {
+                m->batch = batch_unref(m->batch);
+                m->batch = batch_new();
+                if (!m->batch)
+                        return;
+        }
+        b = m->batch;
+
+        for (size_t i = 0; i < n_pages; i++) {
+                r = decoder_decode_page(m->decoder, (const uint8_t *) pages + i * page_size, page_size, cpu, b);
+                if (r == -EBADMSG)
+                        log_debug("CPU %u: skipped a page that did not parse.", cpu);
+                else if (r < 0)
+                        log_warning_errno(r, "CPU %u: failed to decode a page: %m", cpu);
+        }
+        if (b->n_records == 0)
+                return;
+
+        /* Keep the per-CPU total of reported overruns, so that a page that flags a loss without a
+         * count is counted from the kernel's stats without counting anything twice. */
+        for (size_t i = 0; i < b->n_records; i++)
+                if (b->records[i].kind == RECORD_LOST_OVERRUN && cpu < m->n_cpus)
+                        m->overrun_reported[cpu] += b->records[i].lost;
+
+        for (Client *c = m->clients; c; c = c->next) {
+                if (!c->stream)
+                        continue;
+                for (size_t i = 0; i < b->n_records; i++) {
+                        r = stream_offer(c->stream, m->decoder, b, i);
+                        if (r < 0) {
+                                log_warning_errno(r, "Client %d: failed to queue records: %m", (int) c->pid);
+                                break;
+                        }
+                }
+        }
+
+        manager_flush_clients(m);
+}
+
+static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        for (unsigned i = 0; i < m->n_cpus; i++)
+                (void) reader_flush(m->readers[i]);
+        /* Streams whose drops were not reported yet get their lost records now that there may be
+         * room. */
+        for (Client *c = m->clients, *next; c; c = next) {
+                next = c->next;
+                if (c->stream && c->stream->drops_pending)
+                        (void) client_flush(c);
+        }
+        return sd_event_source_set_time_relative(s, (uint64_t) m->config.flush_interval_ms * 1000);
+}
+
+static int manager_on_comm_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        comm_cache_next_generation(m->comm);
+        return sd_event_source_set_time_relative(s, COMM_GENERATION_USEC);
+}
+
+static int manager_on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Manager *m = userdata;
+
+        log_info("Received SIG%s, stopping.", sigabbrev_np((int) si->ssi_signo));
+        (void) sd_notify(false, "STOPPING=1");
+        return sd_event_exit(m->event, 0);
+}
+
+static int manager_setup_tracing(Manager *m) {
+        DecoderCallbacks callbacks = {
+                .comm = manager_comm,
+                .missed = manager_missed,
+                .userdata = m,
+        };
+        TracingEvent *print;
+        int r;
+
+        r = tracing_new(m->config.instance, &m->tracing);
+        if (r < 0)
+                return r;
+        m->n_cpus = tracing_n_cpus(m->tracing);
+
+        if (m->config.clock) {
+                r = tracing_set_clock(m->tracing, m->config.clock);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set trace clock '%s': %m", m->config.clock);
+        }
+        if (m->config.buffer_size_kb > 0) {
+                r = tracing_set_buffer_size_kb(m->tracing, m->config.buffer_size_kb);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set the buffer size to %u KiB: %m",
+                                               m->config.buffer_size_kb);
+        }
+        r = tracing_set_buffer_percent(m->tracing, m->config.buffer_percent);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set buffer_percent: %m");
+
+        /* trace_marker writes are recorded without enabling anything: know their format. */
+        r = tracing_event_get(m->tracing, "ftrace:print", &print);
+        if (r < 0)
+                log_warning_errno(r, "Failed to load the format of ftrace:print: %m");
+
+        r = comm_cache_new(tracing_saved_cmdlines_path(m->tracing), &m->comm);
+        if (r < 0)
+                return r;
+
+        r = decoder_new(tracing_tep(m->tracing), &callbacks, &m->decoder);
+        if (r < 0)
+                return r;
+
+        m->overrun_reported = calloc(m->n_cpus, sizeof(uint64_t));
+        m->readers = calloc(m->n_cpus, sizeof(Reader *));
+        if (!m->overrun_reported || !m->readers)
+                return -ENOMEM;
+        for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
+                int fd = tracing_open_cpu(m->tracing, cpu);
+                if (fd < 0)
+                        return log_error_errno(fd, "Failed to open trace_pipe_raw of CPU %u: %m", cpu);
+                r = reader_new(m->event, fd, cpu, tracing_page_size(m->tracing), manager_on_pages, m,
+                               &m->readers[cpu]);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int manager_start(Manager *m, int listen_fd) {
+        int r;
+
+        if (m->config.access_group && *m->config.access_group) {
+                struct group *g = getgrnam(m->config.access_group);
+                if (g) {
+                        m->access_gid = g->gr_gid;
+                        m->access_gid_valid = true;
+                } else
+                        log_notice("Access group '%s' does not exist: only root may connect.",
+                                   m->config.access_group);
+        }
+
+        r = manager_setup_tracing(m);
+        if (r < 0) {
+                safe_close(listen_fd);
+                return r;
+        }
+
+        r = server_new(m, listen_fd, m->config.socket_path, &m->server);
+        if (r < 0)
+                return r;
+
+        r = sd_event_add_time_relative(m->event, &m->flush_timer, CLOCK_MONOTONIC,
+                                       (uint64_t) m->config.flush_interval_ms * 1000, 1000, manager_on_flush, m);
+        if (r < 0)
+                return r;
+        r = sd_event_source_set_enabled(m->flush_timer, SD_EVENT_ON);
+        if (r < 0)
+                return r;
+        r = sd_event_add_time_relative(m->event, &m->comm_timer, CLOCK_MONOTONIC, COMM_GENERATION_USEC,
+                                       100 * 1000, manager_on_comm_timer, m);
+        if (r < 0)
+                return r;
+        r = sd_event_source_set_enabled(m->comm_timer, SD_EVENT_ON);
+        if (r < 0)
+                return r;
+
+        r = sd_event_add_signal(m->event, NULL, SIGTERM, manager_on_signal, m);
+        if (r >= 0)
+                r = sd_event_add_signal(m->event, NULL, SIGINT, manager_on_signal, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch signals: %m");
+        return 0;
+}
+
+int manager_run(Manager *m) {
+        int r;
+
+        log_info("Tracing in instance '%s' on %u CPUs, listening on %s.", tracing_instance_name(m->tracing),
+                 m->n_cpus, m->config.socket_path);
+        (void) sd_notifyf(false, "READY=1\nSTATUS=Tracing in instance '%s'.", tracing_instance_name(m->tracing));
+
+        r = sd_event_loop(m->event);
+        if (r < 0)
+                return log_error_errno(r, "Event loop failed: %m");
+
+        /* Hand the streams what is still queued before closing them. */
+        for (unsigned i = 0; i < m->n_cpus; i++)
+                (void) reader_flush(m->readers[i]);
+        manager_flush_clients(m);
+        return 0;
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "encode.h"
+#include "queue.h"
+
+struct tep_handle;
+struct tep_event_filter;
+typedef struct Decoder Decoder;
+
+/*
+ * A stream: what one client selected (events, pids, cpus, a filter, the print text) and the bounded
+ * queue of records waiting for it. When the queue is full, records are dropped and counted per CPU,
+ * and a "lost" record with cause "client" goes out as soon as there is room again: a client never
+ * sees a silent gap, and a slow client never holds up the readers or the other streams.
+ */
+
+typedef enum StreamMode {
+        STREAM_RAW,  /* after an upgrade: NDJSON lines */
+        STREAM_MORE, /* Varlink replies with "continues" */
+} StreamMode;
+
+typedef struct Stream {
+        StreamMode mode;
+        uint8_t *events; /* bitmap by event id; NULL means every event */
+        size_t events_bits;
+        int32_t *pids;
+        size_t n_pids;
+        uint8_t *cpus; /* bitmap; NULL means every CPU */
+        size_t cpus_bits;
+        struct tep_event_filter *filter;
+        bool print;
+
+        Queue queue;
+        size_t max_bytes;
+
+        unsigned n_cpus;
+        uint64_t *dropped;    /* per CPU, not yet reported */
+        uint64_t *dropped_ts; /* ts of the last record dropped, per CPU */
+        bool drops_pending;
+
+        uint64_t delivered; /* records queued, lost records included */
+        uint64_t lost_client;
+} Stream;
+
+int stream_new(StreamMode mode, unsigned n_cpus, size_t max_bytes, Stream **ret);
+Stream *stream_free(Stream *s);
+
+int stream_select_event(Stream *s, unsigned id);
+int stream_select_cpu(Stream *s, unsigned cpu);
+int stream_select_pid(Stream *s, int32_t pid);
+/* Applies the filter to the given event ids. On -EINVAL *ret_message says why. */
+int stream_set_filter(Stream *s, struct tep_handle *tep, const char *filter, const char *const *events,
+                      size_t n_events, char **ret_message);
+
+bool stream_matches(const Stream *s, const Record *r);
+
+/* Queues record index of the batch if the stream selected it, or counts it as lost when the
+ * queue is full. Returns 1 when queued, 0 when not selected or dropped, or a negative errno. */
+int stream_offer(Stream *s, Decoder *d, Batch *b, size_t index);
+
+/* Queues the pending client-loss records, if the queue has room for them. */
+int stream_report_drops(Stream *s);

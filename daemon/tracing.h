@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+struct tep_handle;
+struct tep_event;
+
+/*
+ * Tracing control: everything tpd writes to tracefs. It owns the private instance, its clock and
+ * buffer settings, the parsed event formats (only of events in use), and the reference counts that
+ * decide whether an event is enabled: a pin set by Enable, plus one reference per live stream that
+ * asked for it. Event names from clients are checked here, against the kernel's list, before any
+ * of them reaches a path.
+ */
+
+typedef struct Tracing Tracing;
+
+typedef struct TracingEvent {
+        char *name;   /* "system:event" */
+        char *system;
+        char *event;
+        struct tep_event *format;
+        char *filter; /* kernel-side filter, NULL when none */
+        unsigned streams;
+        bool pinned;
+        bool enabled;
+        bool always_on; /* ftrace:* events have no enable switch: they are always recorded */
+} TracingEvent;
+
+typedef struct TracingCpuStats {
+        uint64_t entries;
+        uint64_t overrun;
+        uint64_t commit_overrun;
+        uint64_t dropped;
+        uint64_t read;
+} TracingCpuStats;
+
+/* Mounts tracefs if needed and creates the instance, reclaiming one a crashed tpd left behind. */
+int tracing_new(const char *instance, Tracing **ret);
+/* Disables everything tpd enabled and removes the instance. */
+Tracing *tracing_free(Tracing *t);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Tracing *, tracing_free);
+
+const char *tracing_instance_name(Tracing *t);
+struct tep_handle *tracing_tep(Tracing *t);
+/* The kernel's pid → comm table, global to tracefs. */
+const char *tracing_saved_cmdlines_path(Tracing *t);
+unsigned tracing_n_cpus(Tracing *t);
+size_t tracing_page_size(Tracing *t);
+
+int tracing_set_clock(Tracing *t, const char *clock);
+int tracing_get_clock(Tracing *t, char **ret);
+int tracing_set_buffer_size_kb(Tracing *t, unsigned kb);
+int tracing_get_buffer_size_kb(Tracing *t, unsigned *ret);
+int tracing_set_buffer_percent(Tracing *t, unsigned percent);
+
+/* Opens the cpu's trace_pipe_raw, non-blocking. */
+int tracing_open_cpu(Tracing *t, unsigned cpu);
+int tracing_cpu_stats(Tracing *t, unsigned cpu, TracingCpuStats *ret);
+
+/* True when name has the form "system:event" with only [A-Za-z0-9_] on both sides. */
+bool tracing_event_name_is_valid(const char *name);
+/* True when pattern uses glob syntax (*, ?, [). */
+bool tracing_is_glob(const char *pattern);
+
+/* Sorted "system:event" names of the kernel's events matching a glob (all for NULL). */
+int tracing_list_events(Tracing *t, const char *pattern, char ***ret);
+
+/* Expands names and globs into known event names (deduplicated). On -ENOENT (no such event, or
+ * a glob matching nothing) and -EINVAL (malformed) *ret_bad is the offending input. */
+int tracing_resolve(Tracing *t, char *const *patterns, size_t n, char ***ret_names, const char **ret_bad);
+
+/* The state of a known event, loading its format on first use. */
+int tracing_event_get(Tracing *t, const char *name, TracingEvent **ret);
+/* Events tpd holds (pinned or referenced by a stream), for status. */
+TracingEvent *const *tracing_events(Tracing *t, size_t *ret_n);
+
+/* Checks a filter against an event's format without touching tracefs; on -EINVAL *ret_message
+ * says why. */
+int tracing_filter_verify(Tracing *t, TracingEvent *e, const char *filter, char **ret_message);
+/* Sets (or with NULL clears) an event's kernel filter. When the kernel rejects it the previous
+ * filter is written back, since a failed write leaves the event unfiltered. */
+int tracing_event_set_filter(Tracing *t, TracingEvent *e, const char *filter, char **ret_message);
+
+/* Adds or removes a pin or a stream reference; enables or disables the event in the kernel when
+ * the first reference comes or the last one goes. */
+int tracing_event_pin(Tracing *t, TracingEvent *e, bool pin);
+int tracing_event_ref(Tracing *t, TracingEvent *e);
+int tracing_event_unref(Tracing *t, TracingEvent *e);
+
+/* The "print fmt" line of an event's format, as the kernel wrote it. */
+int tracing_event_print_fmt(Tracing *t, TracingEvent *e, char **ret);

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/*
+ * Small ownership helpers in the style of systemd: variables declared with a cleanup attribute are
+ * released when they go out of scope, and TAKE_PTR()/TAKE_FD() hand ownership over explicitly.
+ */
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _unused_ __attribute__((unused))
+#define _likely_(x) __builtin_expect(!!(x), 1)
+#define _unlikely_(x) __builtin_expect(!!(x), 0)
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+
+#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#define TAKE_PTR(p)                              \
+        ({                                       \
+                __typeof__(p) _ptr_ = (p);       \
+                (p) = NULL;                      \
+                _ptr_;                           \
+        })
+
+#define TAKE_FD(fd)                              \
+        ({                                       \
+                int _fd_ = (fd);                 \
+                (fd) = -1;                       \
+                _fd_;                            \
+        })
+
+static inline void freep(void *p) {
+        free(*(void **) p);
+}
+#define _cleanup_free_ _cleanup_(freep)
+
+static inline int safe_close(int fd) {
+        if (fd >= 0) {
+                int saved = errno;
+                close(fd);
+                errno = saved;
+        }
+        return -1;
+}
+
+static inline void closep(int *fd) {
+        safe_close(*fd);
+}
+#define _cleanup_close_ _cleanup_(closep)
+
+/* Declares foop() for a destructor foo() that accepts NULL, for use with _cleanup_(). */
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)  \
+        static inline void func##p(type *p) {    \
+                if (*p)                          \
+                        func(*p);                \
+        }
+
+static inline bool streq(const char *a, const char *b) {
+        return strcmp(a, b) == 0;
+}
+
+static inline bool streq_ptr(const char *a, const char *b) {
+        if (!a || !b)
+                return a == b;
+        return streq(a, b);
+}
+
+static inline const char *strempty(const char *s) {
+        return s ?: "";
+}
+
+/* Returns -errno of the last failed libc call, never 0: a caller that saw failure must fail. */
+static inline int negative_errno(void) {
+        return errno > 0 ? -errno : -EIO;
+}
+
+/* NULL-terminated string arrays. */
+static inline size_t strv_length(char *const *l) {
+        size_t n = 0;
+        while (l && l[n])
+                n++;
+        return n;
+}
+
+static inline char **strv_free(char **l) {
+        for (size_t i = 0; l && l[i]; i++)
+                free(l[i]);
+        free(l);
+        return NULL;
+}
+
+static inline void strv_freep(char ***l) {
+        strv_free(*l);
+}
+#define _cleanup_strv_free_ _cleanup_(strv_freep)
