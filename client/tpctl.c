@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
 #include <json-c/json.h>
 #include <limits.h>
 #include <signal.h>
@@ -546,10 +547,26 @@ static int stream_splice(int sock, int out, char *buf, size_t size) {
         }
 
         for (;;) {
-                ssize_t n = splice(sock, NULL, to, NULL, STREAM_PIPE_SIZE, SPLICE_F_MOVE);
+                struct pollfd in = { .fd = sock, .events = POLLIN };
+                ssize_t n;
 
+                /* Wait outside splice(): a splice() blocked on the socket holds the pipe's lock,
+                 * and a reader of our stdout could not take what is already in the pipe. */
+                if (poll(&in, 1, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                n = splice(sock, NULL, to, NULL, STREAM_PIPE_SIZE, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
                 if (n < 0 && errno == EINTR)
                         continue;
+                if (n < 0 && errno == EAGAIN) {
+                        /* The socket had data, so the pipe is full: wait until the reader makes room. */
+                        struct pollfd o = { .fd = to, .events = POLLOUT };
+                        if (poll(&o, 1, -1) < 0 && errno != EINTR)
+                                return -errno;
+                        continue;
+                }
                 if (n < 0)
                         return -errno;
                 if (n == 0)

@@ -265,6 +265,7 @@ static int method_enable(Manager *m, Client *c, const VarlinkCall *call) {
         }
         log_info("Enabled %zu event(s)%s%s%s for uid %u.", n, filter ? " with filter '" : "", strempty(filter),
                  filter ? "'" : "", (unsigned) c->uid);
+        (void) manager_save_state(m);
 
         p = json_object_new_object();
         json_object_object_add(p, "enabled", list);
@@ -319,6 +320,7 @@ static int method_disable(Manager *m, Client *c, const VarlinkCall *call) {
                 }
                 json_object_array_add(list, json_object_new_string(e->name));
         }
+        (void) manager_save_state(m);
         p = json_object_new_object();
         json_object_object_add(p, "disabled", list);
         return client_reply(c, p);
@@ -484,14 +486,23 @@ static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
                         stream_free(s);
                         return -ENOMEM;
                 }
+                /* libtracefs checks the text first: libtraceevent 1.7's filter parser crashes on
+                 * some malformed filters (e.g. "prev_pid =="), so it only sees verified ones. */
                 if (n > 0)
-                        for (size_t i = 0; i < n; i++)
+                        for (size_t i = 0; i < n; i++) {
+                                r = tracing_filter_verify(m->tracing, events[i], filter, &message);
+                                if (r < 0) {
+                                        stream_free(s);
+                                        return client_errorf(c, TPD_ERROR_INVALID_FILTER, "event",
+                                                             events[i]->name, "Invalid filter for '%s': %s",
+                                                             events[i]->name, strempty(message));
+                                }
                                 filter_events[n_filter++] = events[i]->name;
+                        }
                 else
                         for (size_t i = 0; i < n_known; i++)
                                 if (known[i]->enabled &&
-                                    stream_set_filter(s, tracing_tep(m->tracing), filter,
-                                                      (const char *const *) &known[i]->name, 1, NULL) >= 0)
+                                    tracing_filter_verify(m->tracing, known[i], filter, NULL) >= 0)
                                         filter_events[n_filter++] = known[i]->name;
 
                 r = n_filter == 0 ? -EINVAL
@@ -551,10 +562,52 @@ static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
         return 0;
 }
 
+static int method_configure(Manager *m, Client *c, const VarlinkCall *call) {
+        static const char *const keys[] = { "buffer_size_kb", "clock", "flush_interval_ms", NULL };
+        int64_t buffer_kb = -1, flush_ms = -1;
+        const char *clock = NULL;
+        int r;
+
+        if (check_keys(c, call, keys) < 0)
+                return 0;
+        if (c->uid != 0 && c->uid != geteuid())
+                return client_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, NULL, NULL,
+                                     "Only root may change tpd's settings.");
+        if (varlink_param_int(call->parameters, "buffer_size_kb", true, &buffer_kb) < 0 ||
+            (buffer_kb != -1 && (buffer_kb < 4 || buffer_kb > 4 * 1024 * 1024)))
+                return invalid_parameter(c, "buffer_size_kb");
+        if (varlink_param_int(call->parameters, "flush_interval_ms", true, &flush_ms) < 0 ||
+            (flush_ms != -1 && (flush_ms < 1 || flush_ms > 60 * 1000)))
+                return invalid_parameter(c, "flush_interval_ms");
+        if (varlink_param_string(call->parameters, "clock", true, &clock) < 0)
+                return invalid_parameter(c, "clock");
+
+        if (clock) {
+                r = tracing_set_clock(m->tracing, clock);
+                if (r == -EINVAL)
+                        return client_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "clock",
+                                             "The kernel has no trace clock '%s'.", clock);
+                if (r < 0)
+                        return tracefs_error(c, r, "set the trace clock");
+        }
+        if (buffer_kb != -1) {
+                r = tracing_set_buffer_size_kb(m->tracing, (unsigned) buffer_kb);
+                if (r < 0)
+                        return tracefs_error(c, r, "set the buffer size");
+        }
+        if (flush_ms != -1) {
+                m->config.flush_interval_ms = (unsigned) flush_ms;
+                (void) sd_event_source_set_time_relative(m->flush_timer, (uint64_t) flush_ms * 1000);
+        }
+        log_info("Settings changed by uid %u.", (unsigned) c->uid);
+        return client_reply(c, NULL);
+}
+
 static const struct {
         const char *name;
         ApiMethod method;
 } methods[] = {
+        { TPD_METHOD("Configure"), method_configure },
         { VARLINK_METHOD_GET_INFO, method_get_info },
         { VARLINK_METHOD_GET_INTERFACE_DESCRIPTION, method_get_interface_description },
         { TPD_METHOD("ListEvents"), method_list_events },

@@ -27,6 +27,8 @@ static void help(void) {
                "     --client-queue-kb=KB    Records queued per stream before it loses some\n"
                "                             (default: 8192)\n"
                "     --access-group=GROUP    Group allowed besides root (default: tracing)\n"
+               "     --state-dir=DIR         Save pinned events here (default: $STATE_DIRECTORY,\n"
+               "                             else /var/lib/tpd); empty: do not save\n"
                "  -v --verbose               Log debug messages\n",
                TPD_SOCKET_DEFAULT);
 }
@@ -63,6 +65,7 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *c) {
                 ARG_MAX_CLIENTS,
                 ARG_CLIENT_QUEUE_KB,
                 ARG_ACCESS_GROUP,
+                ARG_STATE_DIR,
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -75,6 +78,7 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *c) {
                 { "max-clients", required_argument, NULL, ARG_MAX_CLIENTS },
                 { "client-queue-kb", required_argument, NULL, ARG_CLIENT_QUEUE_KB },
                 { "access-group", required_argument, NULL, ARG_ACCESS_GROUP },
+                { "state-dir", required_argument, NULL, ARG_STATE_DIR },
                 { "verbose", no_argument, NULL, 'v' },
                 {}
         };
@@ -120,6 +124,9 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *c) {
                         break;
                 case ARG_ACCESS_GROUP:
                         r = replace_string(&c->access_group, optarg);
+                        break;
+                case ARG_STATE_DIR:
+                        r = replace_string(&c->state_dir, optarg);
                         break;
                 case 'v':
                         log_set_max_level(LOG_DEBUG);
@@ -173,8 +180,11 @@ static int run(int argc, char *argv[]) {
         if ((!config.socket_path && replace_string(&config.socket_path, TPD_SOCKET_DEFAULT) < 0) ||
             (!config.instance && replace_string(&config.instance, "tpd") < 0) ||
             (!config.clock && replace_string(&config.clock, "boot") < 0) ||
-            (!config.access_group && replace_string(&config.access_group, "tracing") < 0))
+            (!config.access_group && replace_string(&config.access_group, "tracing") < 0) ||
+            (!config.state_dir && replace_string(&config.state_dir, getenv("STATE_DIRECTORY") ?: "/var/lib/tpd") < 0))
                 return log_error_errno(-ENOMEM, "Out of memory.");
+        if (config.state_dir && !*config.state_dir)
+                config.state_dir = mfree(config.state_dir);
 
         log_setup_libraries();
 

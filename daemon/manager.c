@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <grp.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <systemd/sd-daemon.h>
 
@@ -10,6 +12,7 @@
 #include "log.h"
 #include "manager.h"
 #include "server.h"
+#include "state.h"
 
 #define COMM_GENERATION_USEC (1000 * 1000ULL)
 
@@ -18,6 +21,7 @@ void manager_config_done(ManagerConfig *c) {
         free(c->instance);
         free(c->clock);
         free(c->access_group);
+        free(c->state_dir);
         *c = (ManagerConfig) {};
 }
 
@@ -27,7 +31,9 @@ static int config_copy(ManagerConfig *dst, const ManagerConfig *src) {
         dst->instance = src->instance ? strdup(src->instance) : NULL;
         dst->clock = src->clock ? strdup(src->clock) : NULL;
         dst->access_group = src->access_group ? strdup(src->access_group) : NULL;
-        if ((src->socket_path && !dst->socket_path) || (src->instance && !dst->instance) ||
+        dst->state_dir = src->state_dir ? strdup(src->state_dir) : NULL;
+        if ((src->state_dir && !dst->state_dir) ||
+            (src->socket_path && !dst->socket_path) || (src->instance && !dst->instance) ||
             (src->clock && !dst->clock) || (src->access_group && !dst->access_group))
                 return -ENOMEM;
         return 0;
@@ -51,6 +57,7 @@ Manager *manager_free(Manager *m) {
         comm_cache_free(m->comm);
         batch_unref(m->batch);
         free(m->overrun_reported);
+        free(m->state_path);
         sd_event_unref(m->event);
         manager_config_done(&m->config);
         free(m);
@@ -107,6 +114,11 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
         Batch *b;
         int r;
 
+        /* Nobody listens: the pages were drained so that a new stream starts with fresh records,
+         * and there is nothing to decode them for. */
+        if (m->n_streams == 0)
+                return;
+
         /* Reuse the last batch's memory unless a client still holds part of it. */
         if (m->batch && m->batch->refs == 1)
                 batch_reset(m->batch);
@@ -149,6 +161,14 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
         manager_flush_clients(m);
 }
 
+/* Time sources fire once; a periodic one is set up again from its handler. */
+static int rearm(sd_event_source *s, uint64_t usec) {
+        int r = sd_event_source_set_time_relative(s, usec);
+        if (r < 0)
+                return r;
+        return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+}
+
 static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
 
@@ -161,14 +181,14 @@ static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
                 if (c->stream && c->stream->drops_pending)
                         (void) client_flush(c);
         }
-        return sd_event_source_set_time_relative(s, (uint64_t) m->config.flush_interval_ms * 1000);
+        return rearm(s, (uint64_t) m->config.flush_interval_ms * 1000);
 }
 
 static int manager_on_comm_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
 
         comm_cache_next_generation(m->comm);
-        return sd_event_source_set_time_relative(s, COMM_GENERATION_USEC);
+        return rearm(s, COMM_GENERATION_USEC);
 }
 
 static int manager_on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -237,6 +257,74 @@ static int manager_setup_tracing(Manager *m) {
         return 0;
 }
 
+int manager_save_state(Manager *m) {
+        TracingEvent *const *events;
+        StatePin *pins;
+        size_t n, k = 0;
+        int r;
+
+        if (!m->state_path)
+                return 0;
+
+        events = tracing_events(m->tracing, &n);
+        pins = calloc(n + 1, sizeof(StatePin));
+        if (!pins)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (events[i]->pinned)
+                        pins[k++] = (StatePin) { .event = events[i]->name, .filter = events[i]->filter };
+        r = state_save(m->state_path, pins, k);
+        free(pins); /* the strings belong to the events */
+        if (r < 0)
+                return log_warning_errno(r, "Failed to save state to '%s': %m", m->state_path);
+        return 0;
+}
+
+static int manager_restore_state(Manager *m) {
+        StatePin *pins = NULL;
+        size_t n = 0;
+        int r;
+
+        if (!m->config.state_dir)
+                return 0;
+        if (asprintf(&m->state_path, "%s/%s.json", m->config.state_dir, m->config.instance) < 0)
+                return -ENOMEM;
+        if (mkdir(m->config.state_dir, 0700) < 0 && errno != EEXIST)
+                log_warning_errno(negative_errno(), "Failed to create '%s': %m", m->config.state_dir);
+
+        r = state_load(m->state_path, &pins, &n);
+        if (r < 0)
+                return log_warning_errno(r, "Ignoring state file '%s': %m", m->state_path);
+
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *message = NULL;
+                TracingEvent *e;
+
+                /* The kernel may have lost an event (a module unloaded) or changed its format:
+                 * restore what still works and say what does not. */
+                r = tracing_event_get(m->tracing, pins[i].event, &e);
+                if (r < 0) {
+                        log_warning_errno(r, "Not restoring '%s': %m", pins[i].event);
+                        continue;
+                }
+                if (pins[i].filter) {
+                        r = tracing_event_set_filter(m->tracing, e, pins[i].filter, &message);
+                        if (r < 0) {
+                                log_warning_errno(r, "Not restoring '%s': filter '%s' failed: %s", e->name,
+                                                  pins[i].filter, message ?: strerror(-r));
+                                continue;
+                        }
+                }
+                r = tracing_event_pin(m->tracing, e, true);
+                if (r < 0)
+                        continue;
+                log_info("Restored '%s'%s%s%s.", e->name, e->filter ? " with filter '" : "", strempty(e->filter),
+                         e->filter ? "'" : "");
+        }
+        state_pins_free(pins, n);
+        return 0;
+}
+
 int manager_start(Manager *m, int listen_fd) {
         int r;
 
@@ -256,6 +344,12 @@ int manager_start(Manager *m, int listen_fd) {
                 return r;
         }
 
+        r = manager_restore_state(m);
+        if (r < 0) {
+                safe_close(listen_fd);
+                return r;
+        }
+
         r = server_new(m, listen_fd, m->config.socket_path, &m->server);
         if (r < 0)
                 return r;
@@ -264,14 +358,8 @@ int manager_start(Manager *m, int listen_fd) {
                                        (uint64_t) m->config.flush_interval_ms * 1000, 1000, manager_on_flush, m);
         if (r < 0)
                 return r;
-        r = sd_event_source_set_enabled(m->flush_timer, SD_EVENT_ON);
-        if (r < 0)
-                return r;
         r = sd_event_add_time_relative(m->event, &m->comm_timer, CLOCK_MONOTONIC, COMM_GENERATION_USEC,
                                        100 * 1000, manager_on_comm_timer, m);
-        if (r < 0)
-                return r;
-        r = sd_event_source_set_enabled(m->comm_timer, SD_EVENT_ON);
         if (r < 0)
                 return r;
 

@@ -31,6 +31,7 @@ typedef struct ManagerConfig {
         unsigned max_clients;
         unsigned client_queue_kb;
         char *access_group;
+        char *state_dir; /* pins are saved here; NULL: not saved */
 } ManagerConfig;
 
 typedef struct Manager {
@@ -46,6 +47,8 @@ typedef struct Manager {
         Reader **readers;
         unsigned n_cpus;
         uint64_t *overrun_reported; /* per CPU: overrun already reported in lost records */
+
+        char *state_path;
 
         Server *server;
         Client *clients;
@@ -68,6 +71,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 /* Creates the instance and readers, applies the settings, starts listening (on fd if >= 0). */
 int manager_start(Manager *m, int listen_fd);
 int manager_run(Manager *m);
+
+/* Saves the pinned events and their filters, to be restored at the next start. */
+int manager_save_state(Manager *m);
 
 /* Writes what every stream has queued; used after records were offered. */
 void manager_flush_clients(Manager *m);

@@ -100,3 +100,8 @@ static inline void strv_freep(char ***l) {
         strv_free(*l);
 }
 #define _cleanup_strv_free_ _cleanup_(strv_freep)
+
+static inline void *mfree(void *p) {
+        free(p);
+        return NULL;
+}
