@@ -23,7 +23,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "build-config.h"
 #include "output.h"
 #include "tpd-protocol.h"
 

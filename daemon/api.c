@@ -7,7 +7,7 @@
 
 #include "api.h"
 #include "client.h"
-#include "config.h"
+#include "build-config.h"
 #include "log.h"
 #include "manager.h"
 #include "tpd-protocol.h"

@@ -4,9 +4,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <systemd/sd-daemon.h>
 
+#include "build-config.h"
 #include "config.h"
 #include "log.h"
 #include "manager.h"
@@ -27,10 +29,12 @@ static void help(void) {
                "     --client-queue-kb=KB    Records queued per stream before it loses some\n"
                "                             (default: 8192)\n"
                "     --access-group=GROUP    Group allowed besides root (default: tracing)\n"
+               "     --config=PATH           Configuration file, and drop-ins in PATH.d/\n"
+               "                             (default: %s)\n"
                "     --state-dir=DIR         Save pinned events here (default: $STATE_DIRECTORY,\n"
                "                             else /var/lib/tpd); empty: do not save\n"
                "  -v --verbose               Log debug messages\n",
-               TPD_SOCKET_DEFAULT);
+               TPD_SOCKET_DEFAULT, CONFIG_FILE_DEFAULT);
 }
 
 static int parse_unsigned(const char *s, unsigned min, unsigned max, unsigned *ret) {
@@ -54,6 +58,22 @@ static int replace_string(char **dst, const char *src) {
         return 0;
 }
 
+/* The --config option, found before anything else is parsed: the files are read first, so that
+ * options on the command line override them. */
+static const char *config_path_from_argv(int argc, char *argv[]) {
+        const char *path = CONFIG_FILE_DEFAULT;
+
+        for (int i = 1; i < argc; i++) {
+                if (streq(argv[i], "--"))
+                        break;
+                if (streq(argv[i], "--config") && i + 1 < argc)
+                        path = argv[++i];
+                else if (strncmp(argv[i], "--config=", 9) == 0)
+                        path = argv[i] + 9;
+        }
+        return path;
+}
+
 static int parse_argv(int argc, char *argv[], ManagerConfig *c) {
         enum {
                 ARG_VERSION = 0x100,
@@ -66,6 +86,7 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *c) {
                 ARG_CLIENT_QUEUE_KB,
                 ARG_ACCESS_GROUP,
                 ARG_STATE_DIR,
+                ARG_CONFIG,
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -79,6 +100,7 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *c) {
                 { "client-queue-kb", required_argument, NULL, ARG_CLIENT_QUEUE_KB },
                 { "access-group", required_argument, NULL, ARG_ACCESS_GROUP },
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+                { "config", required_argument, NULL, ARG_CONFIG },
                 { "verbose", no_argument, NULL, 'v' },
                 {}
         };
@@ -128,6 +150,9 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *c) {
                 case ARG_STATE_DIR:
                         r = replace_string(&c->state_dir, optarg);
                         break;
+                case ARG_CONFIG:
+                        /* Read before the other options, in run(). */
+                        break;
                 case 'v':
                         log_set_max_level(LOG_DEBUG);
                         break;
@@ -174,6 +199,9 @@ static int run(int argc, char *argv[]) {
         _cleanup_(manager_freep) Manager *m = NULL;
         int r, fd;
 
+        r = config_load(config_path_from_argv(argc, argv), &config);
+        if (r < 0)
+                return r;
         r = parse_argv(argc, argv, &config);
         if (r <= 0)
                 return r;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <grp.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,9 @@
 #include "server.h"
 #include "state.h"
 
-#define COMM_GENERATION_USEC (1000 * 1000ULL)
+/* Once a second: comm names expire, and every STATUS_TICKS the status line is sent. */
+#define HOUSEKEEPING_USEC (1000 * 1000ULL)
+#define STATUS_TICKS 5U
 
 void manager_config_done(ManagerConfig *c) {
         free(c->socket_path);
@@ -22,6 +25,8 @@ void manager_config_done(ManagerConfig *c) {
         free(c->clock);
         free(c->access_group);
         free(c->state_dir);
+        strv_free(c->events);
+        strv_free(c->events_origin);
         *c = (ManagerConfig) {};
 }
 
@@ -32,6 +37,23 @@ static int config_copy(ManagerConfig *dst, const ManagerConfig *src) {
         dst->clock = src->clock ? strdup(src->clock) : NULL;
         dst->access_group = src->access_group ? strdup(src->access_group) : NULL;
         dst->state_dir = src->state_dir ? strdup(src->state_dir) : NULL;
+        dst->events = NULL;
+        dst->events_origin = NULL;
+        for (size_t i = 0; src->events && src->events[i]; i++) {
+                size_t n = strv_length(dst->events);
+                char **l = reallocarray(dst->events, n + 2, sizeof(char *));
+                char **o = l ? reallocarray(dst->events_origin, n + 2, sizeof(char *)) : NULL;
+                if (l)
+                        dst->events = l;
+                if (!l || !o)
+                        return -ENOMEM;
+                dst->events_origin = o;
+                l[n] = strdup(src->events[i]);
+                o[n] = strdup(src->events_origin[i]);
+                l[n + 1] = o[n + 1] = NULL;
+                if (!l[n] || !o[n])
+                        return -ENOMEM;
+        }
         if ((src->state_dir && !dst->state_dir) ||
             (src->socket_path && !dst->socket_path) || (src->instance && !dst->instance) ||
             (src->clock && !dst->clock) || (src->access_group && !dst->access_group))
@@ -51,7 +73,7 @@ Manager *manager_free(Manager *m) {
                 reader_free(m->readers[i]);
         free(m->readers);
         sd_event_source_disable_unref(m->flush_timer);
-        sd_event_source_disable_unref(m->comm_timer);
+        sd_event_source_disable_unref(m->housekeeping_timer);
         decoder_free(m->decoder);
         tracing_free(m->tracing);
         comm_cache_free(m->comm);
@@ -184,11 +206,37 @@ static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
         return rearm(s, (uint64_t) m->config.flush_interval_ms * 1000);
 }
 
-static int manager_on_comm_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+/* STATUS= for systemctl status: what tpd does, in one line. */
+static void manager_notify_status(Manager *m) {
+        uint64_t records = decoder_stats(m->decoder)->records, delivered = m->delivered;
+        uint64_t lost_client = m->lost_client, lost_overrun = decoder_stats(m->decoder)->overrun;
+        uint64_t usec = 0, rate = 0;
+
+        (void) sd_event_now(m->event, CLOCK_MONOTONIC, &usec);
+        if (m->status_usec > 0 && usec > m->status_usec)
+                rate = (records - m->status_records) * 1000000ULL / (usec - m->status_usec);
+        m->status_usec = usec;
+        m->status_records = records;
+
+        for (Client *c = m->clients; c; c = c->next)
+                if (c->stream) {
+                        delivered += c->stream->delivered;
+                        lost_client += c->stream->lost_client;
+                }
+        (void) sd_notifyf(false,
+                          "STATUS=%" PRIu64 " events/s, %u streams, %u clients, %" PRIu64 " delivered, "
+                          "%" PRIu64 " lost (%" PRIu64 " overrun, %" PRIu64 " client)",
+                          rate, m->n_streams, m->n_clients, delivered, lost_overrun + lost_client, lost_overrun,
+                          lost_client);
+}
+
+static int manager_on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
 
         comm_cache_next_generation(m->comm);
-        return rearm(s, COMM_GENERATION_USEC);
+        if (++m->housekeeping_ticks % STATUS_TICKS == 0)
+                manager_notify_status(m);
+        return rearm(s, HOUSEKEEPING_USEC);
 }
 
 static int manager_on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -325,6 +373,32 @@ static int manager_restore_state(Manager *m) {
         return 0;
 }
 
+/* Events= of the configuration: pinned at every start. An event the kernel does not have stops the
+ * start, as any other invalid setting does. */
+static int manager_pin_configured(Manager *m) {
+        for (size_t i = 0; m->config.events && m->config.events[i]; i++) {
+                _cleanup_strv_free_ char **names = NULL;
+                const char *bad = NULL;
+                int r;
+
+                r = tracing_resolve(m->tracing, &m->config.events[i], 1, &names, &bad);
+                if (r < 0)
+                        return log_error_errno(r, "%s: Events=: no event matches '%s'.", m->config.events_origin[i],
+                                               m->config.events[i]);
+                for (char **n = names; *n; n++) {
+                        TracingEvent *e;
+
+                        r = tracing_event_get(m->tracing, *n, &e);
+                        if (r >= 0)
+                                r = tracing_event_pin(m->tracing, e, true);
+                        if (r < 0)
+                                return log_error_errno(r, "%s: Events=: failed to enable '%s': %m",
+                                                       m->config.events_origin[i], *n);
+                }
+        }
+        return 0;
+}
+
 int manager_start(Manager *m, int listen_fd) {
         int r;
 
@@ -345,6 +419,8 @@ int manager_start(Manager *m, int listen_fd) {
         }
 
         r = manager_restore_state(m);
+        if (r >= 0)
+                r = manager_pin_configured(m);
         if (r < 0) {
                 safe_close(listen_fd);
                 return r;
@@ -358,10 +434,15 @@ int manager_start(Manager *m, int listen_fd) {
                                        (uint64_t) m->config.flush_interval_ms * 1000, 1000, manager_on_flush, m);
         if (r < 0)
                 return r;
-        r = sd_event_add_time_relative(m->event, &m->comm_timer, CLOCK_MONOTONIC, COMM_GENERATION_USEC,
-                                       100 * 1000, manager_on_comm_timer, m);
+        r = sd_event_add_time_relative(m->event, &m->housekeeping_timer, CLOCK_MONOTONIC, HOUSEKEEPING_USEC,
+                                       100 * 1000, manager_on_housekeeping, m);
         if (r < 0)
                 return r;
+
+        /* WATCHDOG=1 from the loop itself, at half of WatchdogSec=, when the service asks for it. */
+        r = sd_event_set_watchdog(m->event, true);
+        if (r < 0)
+                log_warning_errno(r, "Failed to enable the watchdog: %m");
 
         r = sd_event_add_signal(m->event, NULL, SIGTERM, manager_on_signal, m);
         if (r >= 0)

@@ -32,6 +32,8 @@ typedef struct ManagerConfig {
         unsigned client_queue_kb;
         char *access_group;
         char *state_dir; /* pins are saved here; NULL: not saved */
+        char **events;   /* Events=: pinned at every start */
+        char **events_origin; /* "file:line" of each, for error messages */
 } ManagerConfig;
 
 typedef struct Manager {
@@ -39,7 +41,10 @@ typedef struct Manager {
 
         sd_event *event;
         sd_event_source *flush_timer;
-        sd_event_source *comm_timer;
+        sd_event_source *housekeeping_timer;
+        unsigned housekeeping_ticks;
+        uint64_t status_usec;    /* when the last STATUS= was sent */
+        uint64_t status_records; /* records decoded until then */
 
         Tracing *tracing;
         Decoder *decoder;

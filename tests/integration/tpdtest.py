@@ -659,7 +659,11 @@ class Tpd:
         # Pins are persisted per instance name in --state-dir: a private one keeps tests from
         # leaving state in /var/lib/tpd, and survives restarts of this daemon within the test.
         argv = [env_program('TPD'), '--socket', self.socket, '--instance', self.instance,
-                '--state-dir', os.path.join(self.ctx.tmpdir, 'state'), '--clock', 'boot', *self.args]
+                '--state-dir', os.path.join(self.ctx.tmpdir, 'state'),
+                # A configuration of the test's own (absent unless a test writes it): whatever is
+                # in /etc/tpd must not change what the tests see.
+                '--config', os.path.join(self.ctx.tmpdir, 'tpd.conf'),
+                '--clock', 'boot', *self.args]
         self.process = Process(self.ctx, f'tpd-{self.instance}-{self.runs}', argv, stdout=subprocess.DEVNULL)
         self.wait_ready(timeout, clean)
         return self
