@@ -4,17 +4,17 @@
 #include <string.h>
 
 #include <traceevent/event-parse.h>
-#include <traceevent/kbuffer.h>
 #include <traceevent/trace-seq.h>
 
 #include "decode.h"
 #include "util.h"
 
 /* The sub-buffer header of a 64-bit kernel: u64 timestamp, then the commit word (length and flags),
- * as events/header_page describes it; kbuffer uses the same layout. */
+ * as events/header_page describes it. */
 #define PAGE_HEADER_SIZE 16U
 #define PAGE_COMMIT_MASK ((1ULL << 27) - 1)
 #define PAGE_MISSED_STORED (1ULL << 30)
+#define PAGE_MISSED_EVENTS (1ULL << 31)
 
 typedef enum FieldKind {
         FIELD_UNSIGNED,
@@ -52,13 +52,18 @@ typedef struct EventPlan {
 
 struct Decoder {
         struct tep_handle *tep;
-        struct kbuffer *kbuf;
         DecoderCallbacks cb;
         EventPlan **plans; /* by event id */
         size_t n_plans;
         struct trace_seq seq;
         DecoderStats stats;
+        uint8_t *scratch; /* see decoder_padded_raw() */
+        size_t scratch_used;
 };
+
+/* A record holds 16-bit __data_loc offsets and lengths: nothing it points at lies further than
+ * this from its start. */
+#define SCRATCH_SIZE (2 * 65536 + 16)
 
 static EventPlan *event_plan_free(EventPlan *p) {
         if (!p)
@@ -76,9 +81,8 @@ int decoder_new(struct tep_handle *tep, const DecoderCallbacks *callbacks, Decod
         if (!d)
                 return -ENOMEM;
 
-        /* Pages come from this machine's kernel: its word size and byte order are ours. */
-        d->kbuf = kbuffer_alloc(KBUFFER_LSIZE_SAME_AS_HOST, KBUFFER_ENDIAN_SAME_AS_HOST);
-        if (!d->kbuf) {
+        d->scratch = calloc(1, SCRATCH_SIZE);
+        if (!d->scratch) {
                 free(d);
                 return -ENOMEM;
         }
@@ -100,8 +104,8 @@ Decoder *decoder_free(Decoder *d) {
                 return NULL;
         decoder_reset_plans(d);
         free(d->plans);
-        kbuffer_free(d->kbuf);
         trace_seq_destroy(&d->seq);
+        free(d->scratch);
         free(d);
         return NULL;
 }
@@ -131,6 +135,41 @@ static bool type_is_char(const char *type) {
         return n == 4 && strncmp(t, "char", 4) == 0;
 }
 
+/* The size of a type's elements from its name, for arrays whose format gives no element size
+ * (libtraceevent leaves it 0 for "u32 vals[]"). 0 when the name says nothing. */
+static unsigned type_element_size(const char *type) {
+        static const struct {
+                const char *name;
+                unsigned size;
+        } types[] = {
+                { "u8", 1 },   { "s8", 1 },  { "__u8", 1 },  { "__s8", 1 },  { "u16", 2 },      { "s16", 2 },
+                { "__u16", 2 }, { "__s16", 2 }, { "short", 2 }, { "u32", 4 },     { "s32", 4 },       { "__u32", 4 },
+                { "__s32", 4 }, { "int", 4 },   { "u64", 8 },   { "s64", 8 },     { "__u64", 8 },     { "__s64", 8 },
+                { "long", sizeof(long) },       { "pid_t", 4 }, { "unsigned", 4 }, { "unsigned int", 4 },
+        };
+        const char *t = type;
+        size_t n;
+
+        if (strncmp(t, "__data_loc ", 11) == 0)
+                t += 11;
+        else if (strncmp(t, "__rel_loc ", 10) == 0)
+                t += 10;
+        if (strncmp(t, "const ", 6) == 0)
+                t += 6;
+        n = strcspn(t, "[");
+        while (n > 0 && t[n - 1] == ' ')
+                n--;
+        /* "unsigned long foo" and the like: the name is the last word. */
+        for (size_t i = 0; i < ELEMENTSOF(types); i++)
+                if (strlen(types[i].name) == n && strncmp(t, types[i].name, n) == 0)
+                        return types[i].size;
+        if (n > 9 && strncmp(t, "unsigned ", 9) == 0)
+                return type_element_size(t + 9);
+        if (n > 7 && strncmp(t, "signed ", 7) == 0)
+                return type_element_size(t + 7);
+        return 0;
+}
+
 static int plan_field(const struct tep_format_field *f, FieldPlan *fp) {
         bool is_char = type_is_char(f->type);
 
@@ -143,12 +182,12 @@ static int plan_field(const struct tep_format_field *f, FieldPlan *fp) {
 
         if (f->flags & TEP_FIELD_IS_DYNAMIC) {
                 fp->kind = is_char ? FIELD_STRING_LOC : FIELD_ARRAY_LOC;
-                fp->elem_size = (uint8_t) (f->elementsize ?: 1);
+                fp->elem_size = (uint8_t) (f->elementsize ?: type_element_size(f->type) ?: 1);
                 /* The kernel does not say whether the elements are signed; the field's "signed"
                  * describes the location word. Take unsigned unless the type says "s". */
                 fp->is_signed = false;
         } else if (f->flags & TEP_FIELD_IS_ARRAY) {
-                fp->elem_size = (uint8_t) (f->elementsize ?: 1);
+                fp->elem_size = (uint8_t) (f->elementsize ?: type_element_size(f->type) ?: 1);
                 if (f->size == 0)
                         fp->kind = is_char ? FIELD_STRING_TAIL : FIELD_ARRAY_TAIL;
                 else
@@ -468,49 +507,124 @@ static int encode_record(Decoder *d, Batch *batch, const uint8_t *data, size_t s
         return 1;
 }
 
+/* Ring-buffer entry types (kernel/trace/ring_buffer.c): 1..28 are data entries of type_len * 4
+ * bytes, 0 a data entry with its length in the next word. */
+#define ENTRY_PADDING 29U
+#define ENTRY_TIME_EXTEND 30U
+#define ENTRY_TIME_STAMP 31U
+#define ENTRY_TS_SHIFT 27U
+/* An absolute time stamp holds the low 59 bits; the page's time stamp has the rest (6.x). */
+#define ENTRY_ABS_TS_MASK ((1ULL << 59) - 1)
+
+static inline uint32_t load_u32(const uint8_t *p) {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        return v;
+}
+
+/*
+ * Walks the entries of one sub-buffer page. This is what libtraceevent's kbuffer does, with every
+ * length checked against the page: a corrupt page ends in -EBADMSG, never in a read past it or in
+ * an endless loop (kbuffer 1.7 has both), and it saves kbuffer's indirect calls per record.
+ */
 int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu, Batch *batch) {
-        unsigned long long ts;
+        const uint8_t *p = page, *data, *end;
         size_t before = batch->n_records;
-        uint64_t commit, length;
-        long long missed;
-        void *data;
+        uint64_t page_ts, commit, length, ts;
         int r;
 
-        /* kbuffer trusts the header's commit length; check it against what we hold so that a
-         * corrupt page cannot walk it out of bounds. */
         if (size < PAGE_HEADER_SIZE)
                 goto bad;
-        memcpy(&commit, (const uint8_t *) page + 8, 8);
+        memcpy(&page_ts, p, 8);
+        memcpy(&commit, p + 8, 8);
         length = commit & PAGE_COMMIT_MASK;
         if (length + PAGE_HEADER_SIZE + (commit & PAGE_MISSED_STORED ? 8 : 0) > size)
                 goto bad;
+        data = p + PAGE_HEADER_SIZE;
+        end = data + length;
 
-        if (kbuffer_load_subbuffer(d->kbuf, (void *) page) < 0)
-                goto bad;
+        if (commit & PAGE_MISSED_EVENTS) {
+                uint64_t count = 0;
 
-        missed = kbuffer_missed_events(d->kbuf);
-        if (missed != 0) {
-                uint64_t count = missed > 0 ? (uint64_t) missed : d->cb.missed ? d->cb.missed(d->cb.userdata, cpu) : 0;
-
+                /* The count is stored after the data when there was room; otherwise only the flag
+                 * says that events were lost, and the kernel's overrun counter tells how many. */
+                if (commit & PAGE_MISSED_STORED)
+                        memcpy(&count, end, 8);
+                else if (d->cb.missed)
+                        count = d->cb.missed(d->cb.userdata, cpu);
                 if (count > 0) {
-                        r = batch_add_lost(batch, kbuffer_subbuf_timestamp(d->kbuf, (void *) page), cpu, count,
-                                           RECORD_LOST_OVERRUN);
+                        r = batch_add_lost(batch, page_ts, cpu, count, RECORD_LOST_OVERRUN);
                         if (r < 0)
                                 return r;
                         d->stats.overrun += count;
                 }
         }
 
-        for (data = kbuffer_read_event(d->kbuf, &ts); data; data = kbuffer_next_event(d->kbuf, &ts)) {
-                int esize = kbuffer_event_size(d->kbuf);
+        ts = page_ts;
+        while (data < end) {
+                const uint8_t *payload, *next;
+                uint32_t header, type, delta;
+                size_t len;
 
-                if (esize < 0 || (const uint8_t *) data + esize > (const uint8_t *) page + size)
+                if (end - data < 4)
                         goto bad;
-                r = encode_record(d, batch, data, (size_t) esize, ts, cpu);
+                header = load_u32(data);
+                type = header & 0x1f;
+                delta = header >> 5;
+
+                switch (type) {
+                case ENTRY_PADDING:
+                        /* A zero delta pads the rest of the page. Otherwise it is a discarded entry,
+                         * whose length follows; like the kernel's own reader (rb_update_read_stamp()),
+                         * its delta does not move the time stamp. */
+                        if (delta == 0 || end - data < 8) {
+                                data = end;
+                                continue;
+                        }
+                        len = load_u32(data + 4);
+                        if (len > (size_t) (end - data) - 4)
+                                goto bad;
+                        data += 4 + len;
+                        continue;
+                case ENTRY_TIME_EXTEND:
+                case ENTRY_TIME_STAMP: {
+                        uint64_t v;
+                        if (end - data < 8)
+                                goto bad;
+                        v = ((uint64_t) load_u32(data + 4) << ENTRY_TS_SHIFT) | delta;
+                        if (type == ENTRY_TIME_EXTEND)
+                                ts += v;
+                        else
+                                ts = (page_ts & ~ENTRY_ABS_TS_MASK) | (v & ENTRY_ABS_TS_MASK);
+                        data += 8;
+                        continue;
+                }
+                case 0:
+                        if (end - data < 8)
+                                goto bad;
+                        len = load_u32(data + 4);
+                        if (len < 4)
+                                goto bad;
+                        len -= 4;
+                        payload = data + 8;
+                        next = payload + ((len + 3) & ~(size_t) 3);
+                        break;
+                default:
+                        len = (size_t) type * 4;
+                        payload = data + 4;
+                        next = payload + len;
+                        break;
+                }
+
+                if (len > (size_t) (end - payload))
+                        goto bad;
+                ts += delta;
+                r = encode_record(d, batch, payload, len, ts, cpu);
                 if (r == -EBADMSG)
                         goto bad;
                 if (r < 0)
                         return r;
+                data = next;
         }
         return (int) (batch->n_records - before);
 
@@ -519,11 +633,22 @@ bad:
         return -EBADMSG;
 }
 
+void *decoder_padded_raw(Decoder *d, const Record *r) {
+        size_t n = MIN((size_t) r->raw_size, (size_t) 65536);
+
+        /* Only the bytes the previous record left need clearing. */
+        if (d->scratch_used > n)
+                memset(d->scratch + n, 0, d->scratch_used - n);
+        memcpy(d->scratch, r->raw, n);
+        d->scratch_used = n;
+        return d->scratch;
+}
+
 int decoder_encode_print(Decoder *d, Batch *batch, size_t index) {
         Record *rec = &batch->records[index];
         struct tep_record record = {
                 .ts = rec->ts,
-                .data = (void *) rec->raw,
+                .data = decoder_padded_raw(d, rec),
                 .size = (int) rec->raw_size,
                 .record_size = (int) rec->raw_size,
                 .cpu = (int) rec->cpu,

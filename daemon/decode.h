@@ -45,6 +45,11 @@ int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu,
  * record's raw data must still be valid. */
 int decoder_encode_print(Decoder *d, Batch *batch, size_t index);
 
+/* The record's raw data copied into a buffer with enough zeros after it that libtraceevent, which
+ * follows __data_loc offsets and reads strings up to a NUL without bounds, stays inside it even for
+ * a corrupt record. Valid until the next call. */
+void *decoder_padded_raw(Decoder *d, const Record *r);
+
 /* The "system:event" name of an event id, or NULL. */
 const char *decoder_event_name(Decoder *d, unsigned id);
 

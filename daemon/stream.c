@@ -80,9 +80,32 @@ int stream_select_pid(Stream *s, int32_t pid) {
         return 0;
 }
 
+/* libtraceevent 1.7's filter parser dereferences NULL on an unterminated string ('prev_comm == "a'),
+ * so such text never reaches it. */
+static bool quotes_balanced(const char *text) {
+        char quote = 0;
+
+        for (const char *p = text; *p; p++) {
+                if (quote) {
+                        if (*p == '\\' && p[1])
+                                p++;
+                        else if (*p == quote)
+                                quote = 0;
+                } else if (*p == '"' || *p == '\'')
+                        quote = *p;
+        }
+        return quote == 0;
+}
+
 int stream_set_filter(Stream *s, struct tep_handle *tep, const char *filter, const char *const *events,
                       size_t n_events, char **ret_message) {
         struct tep_event_filter *f;
+
+        if (!quotes_balanced(filter)) {
+                if (ret_message)
+                        *ret_message = strdup("unterminated string");
+                return -EINVAL;
+        }
 
         f = tep_filter_alloc(tep);
         if (!f)
@@ -116,7 +139,7 @@ int stream_set_filter(Stream *s, struct tep_handle *tep, const char *filter, con
         return 0;
 }
 
-bool stream_matches(const Stream *s, const Record *r) {
+bool stream_matches(const Stream *s, Decoder *d, const Record *r) {
         if (s->cpus && !bitmap_test(s->cpus, s->cpus_bits, r->cpu))
                 return false;
         /* Losses concern every event of the CPU: whoever watches it must hear of them. */
@@ -137,13 +160,13 @@ bool stream_matches(const Stream *s, const Record *r) {
         if (s->filter) {
                 struct tep_record rec = {
                         .ts = r->ts,
-                        .data = (void *) r->raw,
+                        .data = d ? decoder_padded_raw(d, r) : (void *) r->raw,
                         .size = (int) r->raw_size,
                         .record_size = (int) r->raw_size,
                         .cpu = (int) r->cpu,
                 };
-                if (tep_filter_match(s->filter, &rec) == TEP_ERRNO__FILTER_MISS)
-                        return false;
+                /* FILTER_NOT_FOUND: an event the filter was not set for; it does not pass. */
+                return tep_filter_match(s->filter, &rec) == TEP_ERRNO__FILTER_MATCH;
         }
         return true;
 }
@@ -196,7 +219,7 @@ int stream_offer(Stream *s, Decoder *d, Batch *b, size_t index) {
         uint32_t offset, length;
         int r;
 
-        if (!stream_matches(s, rec))
+        if (!stream_matches(s, d, rec))
                 return 0;
 
         if (s->print && rec->kind == RECORD_EVENT) {

@@ -57,7 +57,10 @@ int stream_select_pid(Stream *s, int32_t pid);
 int stream_set_filter(Stream *s, struct tep_handle *tep, const char *filter, const char *const *events,
                       size_t n_events, char **ret_message);
 
-bool stream_matches(const Stream *s, const Record *r);
+/* Whether the stream selected the record. With a filter, only records of the events it was set
+ * for can pass. d supplies a safe copy of the record for libtraceevent's filter engine; NULL when
+ * the record's data is known to be well-formed. */
+bool stream_matches(const Stream *s, Decoder *d, const Record *r);
 
 /* Queues record index of the batch if the stream selected it, or counts it as lost when the
  * queue is full. Returns 1 when queued, 0 when not selected or dropped, or a negative errno. */

@@ -66,6 +66,8 @@ int varlink_call_parse(const char *msg, size_t len, VarlinkCall *ret) {
         tok = json_tokener_new();
         if (!tok)
                 return -ENOMEM;
+        /* Only JSON: json-c otherwise takes trailing commas, single quotes and NaN. */
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
         o = json_tokener_parse_ex(tok, msg, (int) len);
         /* Anything after the object (other than nothing) is malformed. */
         if (o && json_tokener_get_parse_end(tok) != len) {
@@ -104,8 +106,10 @@ int varlink_call_parse(const char *msg, size_t len, VarlinkCall *ret) {
         return 0;
 
 bad:
-        varlink_call_done(&call);
-        if (o && !call.object)
+        /* call.object, once set, owns o. */
+        if (call.object)
+                varlink_call_done(&call);
+        else
                 json_object_put(o);
         return -EBADMSG;
 }
