@@ -217,10 +217,9 @@ int varlink_param_int(json_object *params, const char *key, bool optional, int64
         return errno ? -EINVAL : 0;
 }
 
-int varlink_param_strv(json_object *params, const char *key, size_t max, char ***ret, size_t *ret_n) {
+/* The array under key, for the getters below: 0 with *ret NULL when absent, or its length. */
+static int param_array(json_object *params, const char *key, size_t max, json_object **ret, size_t *ret_n) {
         json_object *v = param_get(params, key);
-        char **l;
-        size_t n;
 
         *ret = NULL;
         *ret_n = 0;
@@ -228,9 +227,24 @@ int varlink_param_strv(json_object *params, const char *key, size_t max, char **
                 return 0;
         if (!json_object_is_type(v, json_type_array))
                 return -EINVAL;
-        n = json_object_array_length(v);
-        if (n > max)
+        *ret_n = json_object_array_length(v);
+        if (*ret_n > max)
                 return -E2BIG;
+        *ret = v;
+        return 0;
+}
+
+int varlink_param_strv(json_object *params, const char *key, size_t max, char ***ret, size_t *ret_n) {
+        json_object *v;
+        char **l;
+        size_t n;
+        int r;
+
+        *ret = NULL;
+        *ret_n = 0;
+        r = param_array(params, key, max, &v, &n);
+        if (r < 0 || !v)
+                return r;
         l = calloc(n + 1, sizeof(char *));
         if (!l)
                 return -ENOMEM;
@@ -249,19 +263,16 @@ int varlink_param_strv(json_object *params, const char *key, size_t max, char **
 }
 
 int varlink_param_intv(json_object *params, const char *key, size_t max, int64_t **ret, size_t *ret_n) {
-        json_object *v = param_get(params, key);
+        json_object *v;
         int64_t *l;
         size_t n;
+        int r;
 
         *ret = NULL;
         *ret_n = 0;
-        if (!v)
-                return 0;
-        if (!json_object_is_type(v, json_type_array))
-                return -EINVAL;
-        n = json_object_array_length(v);
-        if (n > max)
-                return -E2BIG;
+        r = param_array(params, key, max, &v, &n);
+        if (r < 0 || !v)
+                return r;
         l = calloc(n + 1, sizeof(int64_t));
         if (!l)
                 return -ENOMEM;
