@@ -26,7 +26,9 @@ case $ROOT in
 *) echo "FAIL setup: TPD_SYSTEST_ROOT must be an absolute path below a directory, not '$ROOT'"; exit 1 ;;
 esac
 MARKER=$ROOT/.tpd-systest-complete
-INSTANCE=tpd
+# A name of the test's own, set through a configuration drop-in in the container: a host tpd
+# (the quick start's, instance "tpd") may be running, and instances are machine-wide.
+INSTANCE=tpd-systest-$$
 TRACEFS=/sys/kernel/tracing
 INNER_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
@@ -334,6 +336,8 @@ while IFS= read -r f; do
         installed+=("/$f")
         binds+=("--bind-ro=$DESTDIR/$f:/$f")
 done < <(cd "$DESTDIR" && find . -type f -printf '%P\n' | sort)
+printf '# Written by the system test.\n[Tracing]\nInstance=%s\n' "$INSTANCE" >"$tmp/50-systest.conf"
+binds+=("--bind-ro=$tmp/50-systest.conf:/etc/tpd/tpd.conf.d/50-systest.conf")
 say "Installed (bound read-only into the container):"
 printf '  %s\n' "${installed[@]}"
 
