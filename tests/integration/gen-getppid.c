@@ -17,98 +17,47 @@
  * split a stream into before/after "go" by record ts.
  */
 
-#include <getopt.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "gen-common.h"
 
-static void usage(FILE *f) {
-        fprintf(f, "usage: gen-getppid [--count N] [--rate CALLS_PER_S] [--cpu CPU] [--no-wait]\n");
+static void probe(void) {
+        syscall(SYS_getppid);
 }
 
 int main(int argc, char **argv) {
-        static const struct option options[] = {
-                { "count", required_argument, NULL, 'n' },
-                { "rate", required_argument, NULL, 'r' },
-                { "cpu", required_argument, NULL, 'c' },
-                { "no-wait", no_argument, NULL, 'w' },
-                { "help", no_argument, NULL, 'h' },
-                { NULL, 0, NULL, 0 }
+        GenArgs args = {
+                .name = "gen-getppid",
+                .usage = "usage: gen-getppid [--count N] [--rate CALLS_PER_S] [--cpu CPU] [--no-wait]\n",
+                .flags = GEN_OPT_RATE | GEN_OPT_NO_WAIT,
+                .count = 1000000,
         };
-        uint64_t count = 1000000, rate = 0, cpu = 0, start_ns, i;
-        int c, pin = 0, wait_for_go = 1;
-        char cmd[128];
+        uint64_t count, start_ns, i;
         GenPacer pacer;
+        int r;
 
-        while ((c = getopt_long(argc, argv, "n:r:c:wh", options, NULL)) >= 0) {
-                switch (c) {
-                case 'n':
-                        if (gen_parse_u64(optarg, &count) < 0)
-                                goto bad;
-                        break;
-                case 'r':
-                        if (gen_parse_u64(optarg, &rate) < 0)
-                                goto bad;
-                        break;
-                case 'c':
-                        if (gen_parse_u64(optarg, &cpu) < 0 || cpu >= CPU_SETSIZE)
-                                goto bad;
-                        pin = 1;
-                        break;
-                case 'w':
-                        wait_for_go = 0;
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return 0;
-                default:
-                        goto bad;
-                }
-        }
-        if (optind != argc)
-                goto bad;
+        /* No options of its own: one call reads the whole command line. */
+        gen_getopt(&args, argc, argv);
+        count = args.count;
 
         /* Pin first: every event, the probes included, then comes from that one CPU. */
-        if (pin && gen_pin_cpu((int) cpu) < 0) {
-                fprintf(stderr, "gen-getppid: cannot pin to CPU %" PRIu64 ": %s\n", cpu, strerror(errno));
+        if (gen_pin(&args) < 0)
                 return 1;
-        }
 
-        printf("%d\n", (int) getpid());
-        fflush(stdout);
+        gen_say("%d\n", (int) getpid());
+        r = gen_go(&args, probe);
+        if (r != 0)
+                return r;
 
-        while (wait_for_go) {
-                if (gen_read_command(cmd, sizeof(cmd)) < 0)
-                        return 3;
-                if (strcmp(cmd, "probe") == 0) {
-                        syscall(SYS_getppid);
-                        printf("probed %" PRIu64 "\n", gen_now_ns(CLOCK_BOOTTIME));
-                        fflush(stdout);
-                } else if (cmd[0] == '\0' || strcmp(cmd, "go") == 0)
-                        break;
-                else {
-                        fprintf(stderr, "gen-getppid: unknown command '%s'\n", cmd);
-                        return 1;
-                }
-        }
-
-        printf("go %" PRIu64 "\n", gen_now_ns(CLOCK_BOOTTIME));
-        fflush(stdout);
-
-        gen_pacer_init(&pacer, rate);
+        gen_pacer_init(&pacer, args.rate);
         start_ns = pacer.start_ns;
         for (i = 0; i < count; i++) {
                 gen_pacer_wait(&pacer, i);
                 syscall(SYS_getppid);
         }
 
-        printf("done %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", gen_now_ns(CLOCK_BOOTTIME), count,
-               gen_now_ns(CLOCK_MONOTONIC) - start_ns);
-        fflush(stdout);
+        gen_say("done %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", gen_now_ns(CLOCK_BOOTTIME), count,
+                gen_now_ns(CLOCK_MONOTONIC) - start_ns);
         return 0;
-
-bad:
-        usage(stderr);
-        return 2;
 }

@@ -22,30 +22,31 @@
 
 #define MARKER_MAX 4096
 
-static void usage(FILE *f) {
-        fprintf(f, "usage: gen-marker (--instance NAME | --file PATH) [--count N] [--rate WRITES_PER_S]\n"
-                   "                  [--cpu CPU] [--seq] [--wait] MESSAGE...\n");
-}
+static const char usage[] =
+        "usage: gen-marker (--instance NAME | --file PATH) [--count N] [--rate WRITES_PER_S]\n"
+        "                  [--cpu CPU] [--seq] [--wait] MESSAGE...\n";
 
 int main(int argc, char **argv) {
         static const struct option options[] = {
                 { "instance", required_argument, NULL, 'i' },
                 { "file", required_argument, NULL, 'f' },
-                { "count", required_argument, NULL, 'n' },
-                { "rate", required_argument, NULL, 'r' },
-                { "cpu", required_argument, NULL, 'c' },
                 { "seq", no_argument, NULL, 's' },
-                { "wait", no_argument, NULL, 'w' },
-                { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 }
         };
+        GenArgs args = {
+                .name = "gen-marker",
+                .usage = usage,
+                .flags = GEN_OPT_RATE | GEN_OPT_WAIT | GEN_OPT_OPERANDS,
+                .extra = options,
+                .count = 1,
+        };
         const char *instance = NULL, *file = NULL;
-        uint64_t count = 1, rate = 0, cpu = 0, seq_no = 0, round;
-        int c, fd, pin = 0, seq = 0, wait_for_go = 0;
-        char path[PATH_MAX], buf[MARKER_MAX + 32], cmd[128];
+        uint64_t seq_no = 0, round;
+        int c, fd, r, seq = 0;
+        char path[PATH_MAX], buf[MARKER_MAX + 32];
         GenPacer pacer;
 
-        while ((c = getopt_long(argc, argv, "i:f:n:r:c:swh", options, NULL)) >= 0) {
+        while ((c = gen_getopt(&args, argc, argv)) > 0) {
                 switch (c) {
                 case 'i':
                         instance = optarg;
@@ -53,41 +54,20 @@ int main(int argc, char **argv) {
                 case 'f':
                         file = optarg;
                         break;
-                case 'n':
-                        if (gen_parse_u64(optarg, &count) < 0)
-                                goto bad;
-                        break;
-                case 'r':
-                        if (gen_parse_u64(optarg, &rate) < 0)
-                                goto bad;
-                        break;
-                case 'c':
-                        if (gen_parse_u64(optarg, &cpu) < 0 || cpu >= CPU_SETSIZE)
-                                goto bad;
-                        pin = 1;
-                        break;
                 case 's':
                         seq = 1;
                         break;
-                case 'w':
-                        wait_for_go = 1;
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return 0;
-                default:
-                        goto bad;
                 }
         }
-        if (!instance == !file || optind >= argc)
-                goto bad;
+        if (!instance == !file)
+                gen_bad_usage(&args);
 
         if (instance) {
                 /* The name goes into a path: refuse anything that could leave instances/. */
                 if (!*instance || strchr(instance, '/') || strcmp(instance, ".") == 0 ||
                     strcmp(instance, "..") == 0) {
                         fprintf(stderr, "gen-marker: invalid instance name '%s'\n", instance);
-                        return 2;
+                        return GEN_EXIT_USAGE;
                 }
                 snprintf(path, sizeof(path), "/sys/kernel/tracing/instances/%s/trace_marker", instance);
                 file = path;
@@ -95,13 +75,11 @@ int main(int argc, char **argv) {
         for (int a = optind; a < argc; a++)
                 if (strlen(argv[a]) > MARKER_MAX) {
                         fprintf(stderr, "gen-marker: message longer than %d bytes\n", MARKER_MAX);
-                        return 2;
+                        return GEN_EXIT_USAGE;
                 }
 
-        if (pin && gen_pin_cpu((int) cpu) < 0) {
-                fprintf(stderr, "gen-marker: cannot pin to CPU %" PRIu64 ": %s\n", cpu, strerror(errno));
+        if (gen_pin(&args) < 0)
                 return 1;
-        }
 
         fd = open(file, O_WRONLY | O_CLOEXEC);
         if (fd < 0) {
@@ -109,13 +87,14 @@ int main(int argc, char **argv) {
                 return 1;
         }
 
-        printf("%d\n", (int) getpid());
-        fflush(stdout);
-        if (wait_for_go && gen_read_command(cmd, sizeof(cmd)) < 0)
-                return 3;
+        gen_say("%d\n", (int) getpid());
+        /* Any line releases the writes; unlike the other generators no "go" line follows it. */
+        r = gen_wait_for_go(&args, NULL);
+        if (r != 0)
+                return r;
 
-        gen_pacer_init(&pacer, rate);
-        for (round = 0; round < count; round++)
+        gen_pacer_init(&pacer, args.rate);
+        for (round = 0; round < args.count; round++)
                 for (int a = optind; a < argc; a++) {
                         const char *msg = argv[a];
                         size_t len;
@@ -138,11 +117,6 @@ int main(int argc, char **argv) {
                 }
 
         close(fd);
-        printf("done %" PRIu64 " %" PRIu64 "\n", gen_now_ns(CLOCK_BOOTTIME), seq_no);
-        fflush(stdout);
+        gen_say("done %" PRIu64 " %" PRIu64 "\n", gen_now_ns(CLOCK_BOOTTIME), seq_no);
         return 0;
-
-bad:
-        usage(stderr);
-        return 2;
 }

@@ -16,17 +16,12 @@
  */
 
 #include <fcntl.h>
-#include <getopt.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "gen-common.h"
-
-static void usage(FILE *f) {
-        fprintf(f, "usage: gen-pingpong [--count N] [--cpu CPU] [--no-wait]\n");
-}
 
 static int read_byte(int fd) {
         char b;
@@ -61,48 +56,24 @@ static int child_run(int in_fd, int out_fd, uint64_t count) {
 }
 
 int main(int argc, char **argv) {
-        static const struct option options[] = {
-                { "count", required_argument, NULL, 'n' },
-                { "cpu", required_argument, NULL, 'c' },
-                { "no-wait", no_argument, NULL, 'w' },
-                { "help", no_argument, NULL, 'h' },
-                { NULL, 0, NULL, 0 }
+        GenArgs args = {
+                .name = "gen-pingpong",
+                .usage = "usage: gen-pingpong [--count N] [--cpu CPU] [--no-wait]\n",
+                .flags = GEN_OPT_NO_WAIT,
+                .count = 10000,
         };
-        uint64_t count = 10000, cpu = 0, i;
-        int c, pin = 0, wait_for_go = 1, status, to_child[2], to_parent[2];
-        char cmd[128];
+        uint64_t count, i;
+        int r, status, to_child[2], to_parent[2];
         pid_t child;
 
-        while ((c = getopt_long(argc, argv, "n:c:wh", options, NULL)) >= 0) {
-                switch (c) {
-                case 'n':
-                        if (gen_parse_u64(optarg, &count) < 0)
-                                goto bad;
-                        break;
-                case 'c':
-                        if (gen_parse_u64(optarg, &cpu) < 0 || cpu >= CPU_SETSIZE)
-                                goto bad;
-                        pin = 1;
-                        break;
-                case 'w':
-                        wait_for_go = 0;
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return 0;
-                default:
-                        goto bad;
-                }
-        }
-        if (optind != argc)
-                goto bad;
+        /* No options of its own: one call reads the whole command line. */
+        gen_getopt(&args, argc, argv);
+        count = args.count;
 
         prctl(PR_SET_NAME, "tpd-pp-parent", 0, 0, 0);
         /* Pinned before the fork, so the child inherits the affinity. */
-        if (pin && gen_pin_cpu((int) cpu) < 0) {
-                fprintf(stderr, "gen-pingpong: cannot pin to CPU %" PRIu64 ": %s\n", cpu, strerror(errno));
+        if (gen_pin(&args) < 0)
                 return 1;
-        }
         if (pipe2(to_child, O_CLOEXEC) < 0 || pipe2(to_parent, O_CLOEXEC) < 0) {
                 fprintf(stderr, "gen-pingpong: pipe: %s\n", strerror(errno));
                 return 1;
@@ -125,17 +96,16 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "gen-pingpong: child did not start\n");
                 return 1;
         }
-        printf("%d %d\n", (int) getpid(), (int) child);
-        fflush(stdout);
+        gen_say("%d %d\n", (int) getpid(), (int) child);
 
-        if (wait_for_go && gen_read_command(cmd, sizeof(cmd)) < 0) {
+        /* Without a probe any line is the go: the only failure is EOF. */
+        r = gen_go(&args, NULL);
+        if (r != 0) {
                 kill(child, SIGKILL);
                 waitpid(child, NULL, 0);
-                return 3;
+                return r;
         }
 
-        printf("go %" PRIu64 "\n", gen_now_ns(CLOCK_BOOTTIME));
-        fflush(stdout);
         for (i = 0; i < count; i++)
                 if (write_byte(to_child[1]) < 0 || read_byte(to_parent[0]) < 0) {
                         fprintf(stderr, "gen-pingpong: round trip %" PRIu64 " failed\n", i);
@@ -148,11 +118,6 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "gen-pingpong: child failed\n");
                 return 1;
         }
-        printf("done %" PRIu64 " %" PRIu64 "\n", gen_now_ns(CLOCK_BOOTTIME), count);
-        fflush(stdout);
+        gen_say("done %" PRIu64 " %" PRIu64 "\n", gen_now_ns(CLOCK_BOOTTIME), count);
         return 0;
-
-bad:
-        usage(stderr);
-        return 2;
 }
