@@ -556,7 +556,7 @@ static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
 
         c->stream = s;
         c->upgraded = call->upgrade;
-        m->n_streams++;
+        manager_stream_started(m);
         log_debug("Client %d: stream started (%zu events, %zu pids, %zu cpus%s).", (int) c->pid, n, n_pids,
                   n_cpus, filter ? ", filtered" : "");
         return 0;

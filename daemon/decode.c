@@ -503,6 +503,7 @@ static int encode_record(Decoder *d, Batch *batch, const uint8_t *data, size_t s
                 .event_id = id,
                 .kind = RECORD_EVENT,
         };
+        batch_note_event(batch, id);
         d->stats.records++;
         return 1;
 }

@@ -204,6 +204,9 @@ Batch *batch_unref(Batch *b) {
 void batch_reset(Batch *b) {
         b->buf.len = 0;
         b->n_records = 0;
+        b->n_ids = 0;
+        b->many_ids = false;
+        b->plain_end = 0;
 }
 
 Record *batch_add_record(Batch *b) {

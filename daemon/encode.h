@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define _batch_likely(x) __builtin_expect(!!(x), 1)
+
 /*
  * JSON output for the record path: a growable byte buffer with writers for the few value kinds a
  * trace record has, and the Batch, a refcounted run of encoded NDJSON lines shared by every
@@ -70,12 +72,21 @@ typedef struct Record {
 
 /* Encoded records of one read, shared by reference among the client queues that carry them.
  * Offsets rather than pointers, since the data may move while the batch is being filled. */
+#define BATCH_IDS_MAX 8
+
 typedef struct Batch {
         unsigned refs;
         JsonBuf buf;
         Record *records;
         size_t n_records;
         size_t cap_records;
+        /* The event ids of the batch's records, while there are few: a stream that selects all of
+         * them takes the whole batch at once. */
+        uint16_t ids[BATCH_IDS_MAX];
+        uint8_t n_ids;
+        bool many_ids;
+        /* The plain lines end here; "print" variants made later are appended after. */
+        size_t plain_end;
 } Batch;
 
 Batch *batch_new(void);
@@ -85,5 +96,18 @@ Batch *batch_unref(Batch *b);
 void batch_reset(Batch *b);
 /* Appends a record slot; returns NULL on allocation failure. */
 Record *batch_add_record(Batch *b);
+/* Notes that the batch holds a record of event id. */
+static inline void batch_note_event(Batch *b, uint16_t id) {
+        if (_batch_likely(b->n_ids > 0 && b->ids[b->n_ids - 1] == id))
+                return;
+        for (unsigned i = 0; i < b->n_ids; i++)
+                if (b->ids[i] == id)
+                        return;
+        if (b->n_ids < BATCH_IDS_MAX)
+                b->ids[b->n_ids++] = id;
+        else
+                b->many_ids = true;
+}
+
 /* Encodes a lost record ({"ts":…,"cpu":…,"lost":N,"cause":…}) as the batch's next record. */
 int batch_add_lost(Batch *b, uint64_t ts, unsigned cpu, uint64_t count, int kind);

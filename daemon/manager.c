@@ -168,16 +168,13 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
                 if (b->records[i].kind == RECORD_LOST_OVERRUN && cpu < m->n_cpus)
                         m->overrun_reported[cpu] += b->records[i].lost;
 
+        b->plain_end = b->buf.len;
         for (Client *c = m->clients; c; c = c->next) {
                 if (!c->stream)
                         continue;
-                for (size_t i = 0; i < b->n_records; i++) {
-                        r = stream_offer(c->stream, m->decoder, b, i);
-                        if (r < 0) {
-                                log_warning_errno(r, "Client %d: failed to queue records: %m", (int) c->pid);
-                                break;
-                        }
-                }
+                r = stream_offer_batch(c->stream, m->decoder, b);
+                if (r < 0)
+                        log_warning_errno(r, "Client %d: failed to queue records: %m", (int) c->pid);
         }
 
         manager_flush_clients(m);
@@ -203,7 +200,18 @@ static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
                 if (c->stream && c->stream->drops_pending)
                         (void) client_flush(c);
         }
+        /* Without streams nothing waits for a partial page: sleep until one starts. */
+        if (m->n_streams == 0)
+                return 0;
         return rearm(s, (uint64_t) m->config.flush_interval_ms * 1000);
+}
+
+void manager_stream_started(Manager *m) {
+        int enabled = SD_EVENT_OFF;
+
+        m->n_streams++;
+        if (sd_event_source_get_enabled(m->flush_timer, &enabled) >= 0 && enabled == SD_EVENT_OFF)
+                (void) rearm(m->flush_timer, (uint64_t) m->config.flush_interval_ms * 1000);
 }
 
 /* STATUS= for systemctl status: what tpd does, in one line. */

@@ -80,5 +80,8 @@ int manager_run(Manager *m);
 /* Saves the pinned events and their filters, to be restored at the next start. */
 int manager_save_state(Manager *m);
 
+/* Counts a new stream, and wakes the flush timer that sleeps while there is none. */
+void manager_stream_started(Manager *m);
+
 /* Writes what every stream has queued; used after records were offered. */
 void manager_flush_clients(Manager *m);

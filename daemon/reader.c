@@ -73,22 +73,19 @@ int reader_drain(Reader *r) {
 }
 
 int reader_flush(Reader *r) {
-        ssize_t n;
-        int k;
+        /* read() hands out full pages and, unlike splice(), the one the kernel is still writing; it
+         * returns EAGAIN when the buffer is empty, so an idle flush costs one syscall per CPU. */
+        for (unsigned round = 0; round < READER_BATCH_PAGES; round++) {
+                ssize_t n = read(r->fd, r->buf, r->page_size);
 
-        k = reader_drain(r);
-        if (k < 0)
-                return k;
-
-        /* splice() never hands out a page the kernel is still writing; read() does, and returns
-         * EAGAIN when the buffer is empty, so an idle flush costs one syscall. */
-        n = read(r->fd, r->buf, r->page_size);
-        if (n < 0)
-                return errno == EAGAIN || errno == EINTR ? 0
-                                                         : log_error_errno(negative_errno(),
-                                                                           "Failed to read CPU %u: %m", r->cpu);
-        if ((size_t) n == r->page_size)
+                if (n < 0)
+                        return errno == EAGAIN || errno == EINTR
+                                       ? 0
+                                       : log_error_errno(negative_errno(), "Failed to read CPU %u: %m", r->cpu);
+                if ((size_t) n != r->page_size)
+                        return 0;
                 r->handler(r->userdata, r->cpu, r->buf, 1, r->page_size);
+        }
         return 0;
 }
 

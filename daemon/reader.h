@@ -21,7 +21,7 @@ int reader_new(sd_event *event, int fd, unsigned cpu, size_t page_size, ReaderHa
                Reader **ret);
 Reader *reader_free(Reader *r);
 
-/* Moves every full page there is now, then the partial page if any; for the flush timer. */
+/* Reads what there is now, the partially filled page included; for the flush timer. */
 int reader_flush(Reader *r);
 
 /* Moves every full page there is now. */

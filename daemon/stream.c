@@ -258,3 +258,44 @@ int stream_offer(Stream *s, Decoder *d, Batch *b, size_t index) {
         s->delivered++;
         return 1;
 }
+
+/* Whether the stream selects every record of the batch without looking at each. */
+static bool stream_takes_all(const Stream *s, const Batch *b) {
+        if (s->mode != STREAM_RAW || s->print || s->filter || s->n_pids > 0 || s->drops_pending)
+                return false;
+        if (s->cpus && !bitmap_test(s->cpus, s->cpus_bits, b->records[0].cpu))
+                return false;
+        if (s->events) {
+                if (b->many_ids)
+                        return false;
+                for (unsigned i = 0; i < b->n_ids; i++)
+                        if (!bitmap_test(s->events, s->events_bits, b->ids[i]))
+                                return false;
+        }
+        return true;
+}
+
+int stream_offer_batch(Stream *s, Decoder *d, Batch *b) {
+        size_t start, queued = 0;
+        int r;
+
+        if (b->n_records == 0)
+                return 0;
+
+        start = b->records[0].offset;
+        if (stream_takes_all(s, b) && s->queue.bytes + (b->plain_end - start) <= s->max_bytes) {
+                r = queue_push_batch(&s->queue, b, (uint32_t) start, (uint32_t) (b->plain_end - start));
+                if (r < 0)
+                        return r;
+                s->delivered += b->n_records;
+                return (int) b->n_records;
+        }
+
+        for (size_t i = 0; i < b->n_records; i++) {
+                r = stream_offer(s, d, b, i);
+                if (r < 0)
+                        return r;
+                queued += (size_t) r;
+        }
+        return (int) queued;
+}

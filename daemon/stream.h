@@ -66,5 +66,10 @@ bool stream_matches(const Stream *s, Decoder *d, const Record *r);
  * queue is full. Returns 1 when queued, 0 when not selected or dropped, or a negative errno. */
 int stream_offer(Stream *s, Decoder *d, Batch *b, size_t index);
 
+/* Offers every record of a batch, all of one CPU, whose plain lines are complete (plain_end set).
+ * A stream that selects them all, and has room, takes the batch as one slice. Returns the number
+ * of records queued, or a negative errno. */
+int stream_offer_batch(Stream *s, Decoder *d, Batch *b);
+
 /* Queues the pending client-loss records, if the queue has room for them. */
 int stream_report_drops(Stream *s);

@@ -751,6 +751,55 @@ static void test_filter_malformed(void) {
                 TEST_FAIL("%u malformed filters were not refused cleanly", failures);
 }
 
+/* A stream that selects every record of a batch takes it as one slice; others take record by
+ * record, and both see the same bytes. */
+static void test_offer_batch(void) {
+        Batch *b = batch_new();
+        Stream *all = stream_make(STREAM_RAW, 2, 1 << 20);
+        Stream *both = stream_make(STREAM_RAW, 2, 1 << 20);
+        Stream *one = stream_make(STREAM_RAW, 2, 1 << 20);
+        Stream *other_cpu = stream_make(STREAM_RAW, 2, 1 << 20);
+        Stream *small = stream_make(STREAM_RAW, 2, 20);
+        static const char lines[] = "{\"e\":0}\n{\"e\":1}\n{\"e\":2}\n";
+
+        ASSERT(b);
+        add_event(b, 1, 372, 10, 1, "{\"e\":0}\n");
+        batch_note_event(b, 372);
+        add_event(b, 1, 305, 10, 2, "{\"e\":1}\n");
+        batch_note_event(b, 305);
+        add_event(b, 1, 372, 10, 3, "{\"e\":2}\n");
+        batch_note_event(b, 372);
+        ASSERT_INT_EQ(b->n_ids, 2);
+        b->plain_end = b->buf.len;
+
+        ASSERT_INT_EQ(stream_select_event(both, 372), 0);
+        ASSERT_INT_EQ(stream_select_event(both, 305), 0);
+        ASSERT_INT_EQ(stream_select_event(one, 305), 0);
+        ASSERT_INT_EQ(stream_select_cpu(other_cpu, 0), 0);
+
+        ASSERT_INT_EQ(stream_offer_batch(all, NULL, b), 3);
+        ASSERT_INT_EQ(all->queue.n, 1);
+        ASSERT_MEM_EQ(b->buf.data + all->queue.entries[0].offset, all->queue.entries[0].length, lines,
+                      sizeof(lines) - 1);
+        ASSERT_INT_EQ(stream_offer_batch(both, NULL, b), 3);
+        ASSERT_INT_EQ(both->queue.n, 1);
+        ASSERT_U64_EQ(both->delivered, 3);
+        ASSERT_INT_EQ(stream_offer_batch(one, NULL, b), 1);
+        ASSERT_INT_EQ(one->queue.bytes, 8);
+        ASSERT_INT_EQ(stream_offer_batch(other_cpu, NULL, b), 0);
+        ASSERT_INT_EQ(other_cpu->queue.bytes, 0);
+        /* No room for the whole batch: record by record, the rest counted as lost. */
+        ASSERT_INT_EQ(stream_offer_batch(small, NULL, b), 2);
+        ASSERT_U64_EQ(small->lost_client, 1);
+
+        stream_free(all);
+        stream_free(both);
+        stream_free(one);
+        stream_free(other_cpu);
+        stream_free(small);
+        batch_unref(b);
+}
+
 int main(int argc, char **argv) {
         if (argc != 2) {
                 fprintf(stderr, "usage: test-stream DATADIR\n");
@@ -759,6 +808,7 @@ int main(int argc, char **argv) {
         datadir = argv[1];
 
         test_selection();
+        test_offer_batch();
         test_overrun_fanout();
         test_filter();
         test_print();
