@@ -15,6 +15,7 @@
 #define CLIENT_READ_SIZE 16384U
 
 static int client_update_events(Client *c);
+static int client_process(Client *c);
 
 Client *client_free(Client *c) {
         Manager *m;
@@ -110,7 +111,15 @@ static bool client_done(Client *c) {
 int client_flush(Client *c) {
         int r;
 
-        r = queue_write(&c->out, c->fd);
+        for (;;) {
+                r = queue_write(&c->out, c->fd);
+                if (r != 0 || c->stream || varlink_buffer_pending(&c->in) == 0)
+                        break;
+                /* The replies went out: answer the calls that waited for room. */
+                r = client_process(c);
+                if (r < 0 || queue_is_empty(&c->out))
+                        break;
+        }
         if (r == 0 && c->stream) {
                 r = queue_write(&c->stream->queue, c->fd);
                 /* Room again: tell the client what it missed. */
@@ -141,9 +150,9 @@ int client_flush(Client *c) {
 static int client_update_events(Client *c) {
         uint32_t events = 0;
 
-        if (!c->read_closed && queue_is_empty(&c->out))
-                events |= EPOLLIN;
-        else if (!c->read_closed && c->out.bytes < CLIENT_OUT_MAX)
+        /* Calls are read only while their replies are being taken: a client that sends without
+         * reading cannot make us queue without bound. */
+        if (!c->read_closed && c->out.bytes < CLIENT_OUT_MAX)
                 events |= EPOLLIN;
         if (client_backlogged(c))
                 events |= EPOLLOUT;
