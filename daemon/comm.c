@@ -9,6 +9,8 @@
 
 #define COMM_LEN 16
 #define COMM_SLOTS 4096U /* direct-mapped by pid */
+#define COMM_SAVED_MIN_AGE 5U
+#define COMM_SAVED_MAX_AGE 10U
 
 typedef struct CommEntry {
         int pid;
@@ -42,6 +44,8 @@ int comm_cache_new(const char *saved_cmdlines_path, CommCache **ret) {
                 return -ENOMEM;
         }
         c->generation = 1;
+        /* As if the table were too old: the first lookup reads it. */
+        c->saved_generation = c->generation - COMM_SAVED_MAX_AGE - 1;
         *ret = c;
         return 0;
 }
@@ -65,7 +69,8 @@ static int cmp_saved(const void *a, const void *b) {
         return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-/* saved_cmdlines is small (128 entries by default): reread it at most once per generation. */
+/* saved_cmdlines holds thousands of entries on 6.x kernels: reading it costs far more than a
+ * record (see comm_cache_lookup() for when it is reread). */
 static void load_saved(CommCache *c) {
         _cleanup_free_ SavedComm *l = NULL;
         size_t n = 0, cap = 0;
@@ -142,8 +147,16 @@ const char *comm_cache_lookup(CommCache *c, int pid) {
                 return e->comm;
         }
 
-        load_saved(c);
         s = c->n_saved > 0 ? bsearch(&key, c->saved, c->n_saved, sizeof(SavedComm), cmp_saved) : NULL;
+        /* A pid the table lacks may have appeared since it was read, but rereading it for every
+         * such pid would cost more than all records: at most every COMM_SAVED_MIN_AGE generations
+         * (/proc answers meanwhile). And names change at exec: a table is used for at most
+         * COMM_SAVED_MAX_AGE generations. */
+        if ((!s && c->generation - c->saved_generation >= COMM_SAVED_MIN_AGE) ||
+            c->generation - c->saved_generation > COMM_SAVED_MAX_AGE) {
+                load_saved(c);
+                s = c->n_saved > 0 ? bsearch(&key, c->saved, c->n_saved, sizeof(SavedComm), cmp_saved) : NULL;
+        }
         if (s && !streq(s->comm, "<...>")) {
                 memcpy(e->comm, s->comm, COMM_LEN);
                 return e->comm;

@@ -40,11 +40,30 @@ static const char digit_pairs[201] = "00010203040506070809"
                                      "80818283848586878889"
                                      "90919293949596979899";
 
-void json_put_u64(JsonBuf *b, uint64_t v) {
-        char tmp[JSON_U64_MAX_LEN];
-        char *p = tmp + sizeof(tmp);
+static inline unsigned count_digits(uint64_t v) {
+        unsigned n = 1;
 
-        /* Two digits per division: this runs for every integer of every record. */
+        for (;;) {
+                if (v < 10)
+                        return n;
+                if (v < 100)
+                        return n + 1;
+                if (v < 1000)
+                        return n + 2;
+                if (v < 10000)
+                        return n + 3;
+                v /= 10000;
+                n += 4;
+        }
+}
+
+void json_put_u64(JsonBuf *b, uint64_t v) {
+        unsigned n = count_digits(v);
+        char *p = b->data + b->len + n;
+
+        /* Straight into the reserved room, two digits per division: this runs for every integer
+         * of every record. */
+        b->len += n;
         while (v >= 100) {
                 unsigned i = (unsigned) (v % 100) * 2;
                 v /= 100;
@@ -57,8 +76,6 @@ void json_put_u64(JsonBuf *b, uint64_t v) {
                 *--p = digit_pairs[i];
         } else
                 *--p = (char) ('0' + v);
-
-        jsonbuf_put(b, p, (size_t) (tmp + sizeof(tmp) - p));
 }
 
 void json_put_i64(JsonBuf *b, int64_t v) {
