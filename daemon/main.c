@@ -25,6 +25,8 @@ static void help(void) {
                "     --clock=CLOCK           Trace clock (default: boot)\n"
                "     --buffer-size-kb=KB     Ring buffer size per CPU (default: the kernel's)\n"
                "     --flush-interval-ms=MS  Deliver partially filled pages after MS (default: 100)\n"
+               "     --buffer-percent=N      Wake the readers when N %% of the buffer is full\n"
+               "                             (default: %u)\n"
                "     --max-clients=N         Streams served at once (default: 64)\n"
                "     --client-queue-kb=KB    Records queued per stream before it loses some\n"
                "                             (default: 8192)\n"
@@ -34,7 +36,7 @@ static void help(void) {
                "     --state-dir=DIR         Save pinned events here (default: $STATE_DIRECTORY,\n"
                "                             else /var/lib/tpd); empty: do not save\n"
                "  -v --verbose               Log debug messages\n",
-               TPD_SOCKET_DEFAULT, CONFIG_FILE_DEFAULT);
+               TPD_SOCKET_DEFAULT, MANAGER_BUFFER_PERCENT_DEFAULT, CONFIG_FILE_DEFAULT);
 }
 
 static int parse_unsigned(const char *s, unsigned min, unsigned max, unsigned *ret) {
@@ -87,6 +89,7 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *c) {
                 ARG_ACCESS_GROUP,
                 ARG_STATE_DIR,
                 ARG_CONFIG,
+                ARG_BUFFER_PERCENT,
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -101,12 +104,13 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *c) {
                 { "access-group", required_argument, NULL, ARG_ACCESS_GROUP },
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
                 { "config", required_argument, NULL, ARG_CONFIG },
+                { "buffer-percent", required_argument, NULL, ARG_BUFFER_PERCENT },
                 { "verbose", no_argument, NULL, 'v' },
                 {}
         };
-        int opt, r = 0;
+        int opt, idx = -1, r = 0;
 
-        while ((opt = getopt_long(argc, argv, "hv", options, NULL)) >= 0) {
+        while ((opt = getopt_long(argc, argv, "hv", options, &idx)) >= 0) {
                 switch (opt) {
                 case 'h':
                         help();
@@ -150,6 +154,9 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *c) {
                 case ARG_STATE_DIR:
                         r = replace_string(&c->state_dir, optarg);
                         break;
+                case ARG_BUFFER_PERCENT:
+                        r = parse_unsigned(optarg, 1, 100, &c->buffer_percent);
+                        break;
                 case ARG_CONFIG:
                         /* Read before the other options, in run(). */
                         break;
@@ -160,7 +167,7 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *c) {
                         return -EINVAL;
                 }
                 if (r < 0) {
-                        log_error("Invalid value '%s' for --%s.", optarg, options[0].name);
+                        log_error("Invalid value '%s' for --%s.", optarg, idx >= 0 ? options[idx].name : "?");
                         return r;
                 }
         }
@@ -191,7 +198,7 @@ static int listen_fd_from_systemd(void) {
 
 static int run(int argc, char *argv[]) {
         _cleanup_(manager_config_done) ManagerConfig config = {
-                .buffer_percent = 1,
+                .buffer_percent = MANAGER_BUFFER_PERCENT_DEFAULT,
                 .flush_interval_ms = 100,
                 .max_clients = 64,
                 .client_queue_kb = 8192,
