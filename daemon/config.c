@@ -15,6 +15,12 @@ typedef enum ConfigSection {
         SECTION_UNKNOWN,
 } ConfigSection;
 
+bool config_instance_name_is_valid(const char *name) {
+        /* The name becomes a directory under instances/: a plain name, never a path. */
+        return *name && strlen(name) <= 64 && name[0] != '.' &&
+               strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") == strlen(name);
+}
+
 static char *strip(char *s) {
         char *e;
 
@@ -25,7 +31,7 @@ static char *strip(char *s) {
         return s;
 }
 
-static int set_string(char **dst, const char *value) {
+int config_set_string(char **dst, const char *value) {
         char *s = strdup(value);
         if (!s)
                 return -ENOMEM;
@@ -34,7 +40,7 @@ static int set_string(char **dst, const char *value) {
         return 0;
 }
 
-static int parse_uint(const char *value, unsigned min, unsigned max, unsigned *ret) {
+int config_parse_unsigned(const char *value, unsigned min, unsigned max, unsigned *ret) {
         char *end;
         unsigned long v;
 
@@ -105,26 +111,24 @@ static int assign(ManagerConfig *c, ConfigSection section, const char *key, char
                         return parse_events(c, value, path, line);
                 if (streq(key, "Instance")) {
                         what = "an instance name of letters, digits, '_', '-' and '.'";
-                        if (!*value || strlen(value) > 64 || value[0] == '.' ||
-                            strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
-                                    strlen(value))
+                        if (!config_instance_name_is_valid(value))
                                 r = -EINVAL;
                         else
-                                r = set_string(&c->instance, value);
+                                r = config_set_string(&c->instance, value);
                 } else if (streq(key, "Clock")) {
                         what = "a trace clock name (see the instance's trace_clock)";
                         if (!*value || strspn(value, "abcdefghijklmnopqrstuvwxyz0123456789-_") != strlen(value))
                                 r = -EINVAL;
                         else
-                                r = set_string(&c->clock, value);
+                                r = config_set_string(&c->clock, value);
                 } else if (streq(key, "BufferSizeKB")) {
                         what = "a size in KiB from 4 to 4194304, or 0 for the kernel's default";
-                        r = parse_uint(value, 0, 4U * 1024 * 1024, &c->buffer_size_kb);
+                        r = config_parse_unsigned(value, 0, 4U * 1024 * 1024, &c->buffer_size_kb);
                         if (r >= 0 && c->buffer_size_kb > 0 && c->buffer_size_kb < 4)
                                 r = -EINVAL;
                 } else if (streq(key, "FlushIntervalMSec")) {
                         what = "milliseconds from 1 to 60000";
-                        r = parse_uint(value, 1, 60 * 1000, &c->flush_interval_ms);
+                        r = config_parse_unsigned(value, 1, 60 * 1000, &c->flush_interval_ms);
                 } else
                         goto unknown;
                 break;
@@ -135,13 +139,13 @@ static int assign(ManagerConfig *c, ConfigSection section, const char *key, char
                         if (strpbrk(value, " \t:/"))
                                 r = -EINVAL;
                         else
-                                r = set_string(&c->access_group, value);
+                                r = config_set_string(&c->access_group, value);
                 } else if (streq(key, "MaxClients")) {
                         what = "a number from 1 to 65536";
-                        r = parse_uint(value, 1, 65536, &c->max_clients);
+                        r = config_parse_unsigned(value, 1, 65536, &c->max_clients);
                 } else if (streq(key, "ClientQueueKB")) {
                         what = "a size in KiB from 64 to 1048576";
-                        r = parse_uint(value, 64, 1024 * 1024, &c->client_queue_kb);
+                        r = config_parse_unsigned(value, 64, 1024 * 1024, &c->client_queue_kb);
                 } else
                         goto unknown;
                 break;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "build-config.h"
@@ -15,6 +16,11 @@
  */
 
 #define CONFIG_FILE_DEFAULT TPD_SYSCONFDIR "/tpd/tpd.conf"
+
+/* Shared with the command line: the same checks for the same settings. */
+bool config_instance_name_is_valid(const char *name);
+int config_parse_unsigned(const char *value, unsigned min, unsigned max, unsigned *ret);
+int config_set_string(char **dst, const char *value);
 
 /* Parses one file into c. Returns 0, -ENOENT when it does not exist, or -EINVAL after logging
  * "file:line: reason". */

@@ -39,27 +39,6 @@ static void help(void) {
                TPD_SOCKET_DEFAULT, MANAGER_BUFFER_PERCENT_DEFAULT, CONFIG_FILE_DEFAULT);
 }
 
-static int parse_unsigned(const char *s, unsigned min, unsigned max, unsigned *ret) {
-        char *end;
-        unsigned long v;
-
-        errno = 0;
-        v = strtoul(s, &end, 10);
-        if (errno || end == s || *end || *s == '-' || v < min || v > max)
-                return -EINVAL;
-        *ret = (unsigned) v;
-        return 0;
-}
-
-static int replace_string(char **dst, const char *src) {
-        char *s = strdup(src);
-        if (!s)
-                return -ENOMEM;
-        free(*dst);
-        *dst = s;
-        return 0;
-}
-
 /* The --config option, found before anything else is parsed: the files are read first, so that
  * options on the command line override them. */
 static const char *config_path_from_argv(int argc, char *argv[]) {
@@ -119,43 +98,39 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *c) {
                         printf("tpd %s\n", TPD_VERSION);
                         return 0;
                 case ARG_SOCKET:
-                        r = replace_string(&c->socket_path, optarg);
+                        r = config_set_string(&c->socket_path, optarg);
                         break;
                 case ARG_INSTANCE:
-                        /* The name becomes a directory under instances/: keep it a plain name. */
-                        if (!*optarg || strlen(optarg) > 64 || strspn(optarg, "abcdefghijklmnopqrstuvwxyz"
-                                                                                "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                                                "0123456789_-.") != strlen(optarg) ||
-                            optarg[0] == '.') {
+                        if (!config_instance_name_is_valid(optarg)) {
                                 log_error("Invalid instance name '%s': use letters, digits, '_', '-' and '.'.",
                                           optarg);
                                 return -EINVAL;
                         }
-                        r = replace_string(&c->instance, optarg);
+                        r = config_set_string(&c->instance, optarg);
                         break;
                 case ARG_CLOCK:
-                        r = replace_string(&c->clock, optarg);
+                        r = config_set_string(&c->clock, optarg);
                         break;
                 case ARG_BUFFER_SIZE_KB:
-                        r = parse_unsigned(optarg, 4, 4U * 1024 * 1024, &c->buffer_size_kb);
+                        r = config_parse_unsigned(optarg, 4, 4U * 1024 * 1024, &c->buffer_size_kb);
                         break;
                 case ARG_FLUSH_INTERVAL_MS:
-                        r = parse_unsigned(optarg, 1, 60 * 1000, &c->flush_interval_ms);
+                        r = config_parse_unsigned(optarg, 1, 60 * 1000, &c->flush_interval_ms);
                         break;
                 case ARG_MAX_CLIENTS:
-                        r = parse_unsigned(optarg, 1, 65536, &c->max_clients);
+                        r = config_parse_unsigned(optarg, 1, 65536, &c->max_clients);
                         break;
                 case ARG_CLIENT_QUEUE_KB:
-                        r = parse_unsigned(optarg, 64, 1024 * 1024, &c->client_queue_kb);
+                        r = config_parse_unsigned(optarg, 64, 1024 * 1024, &c->client_queue_kb);
                         break;
                 case ARG_ACCESS_GROUP:
-                        r = replace_string(&c->access_group, optarg);
+                        r = config_set_string(&c->access_group, optarg);
                         break;
                 case ARG_STATE_DIR:
-                        r = replace_string(&c->state_dir, optarg);
+                        r = config_set_string(&c->state_dir, optarg);
                         break;
                 case ARG_BUFFER_PERCENT:
-                        r = parse_unsigned(optarg, 1, 100, &c->buffer_percent);
+                        r = config_parse_unsigned(optarg, 1, 100, &c->buffer_percent);
                         break;
                 case ARG_CONFIG:
                         /* Read before the other options, in run(). */
@@ -212,11 +187,11 @@ static int run(int argc, char *argv[]) {
         r = parse_argv(argc, argv, &config);
         if (r <= 0)
                 return r;
-        if ((!config.socket_path && replace_string(&config.socket_path, TPD_SOCKET_DEFAULT) < 0) ||
-            (!config.instance && replace_string(&config.instance, "tpd") < 0) ||
-            (!config.clock && replace_string(&config.clock, "boot") < 0) ||
-            (!config.access_group && replace_string(&config.access_group, "tracing") < 0) ||
-            (!config.state_dir && replace_string(&config.state_dir, getenv("STATE_DIRECTORY") ?: "/var/lib/tpd") < 0))
+        if ((!config.socket_path && config_set_string(&config.socket_path, TPD_SOCKET_DEFAULT) < 0) ||
+            (!config.instance && config_set_string(&config.instance, "tpd") < 0) ||
+            (!config.clock && config_set_string(&config.clock, "boot") < 0) ||
+            (!config.access_group && config_set_string(&config.access_group, "tracing") < 0) ||
+            (!config.state_dir && config_set_string(&config.state_dir, getenv("STATE_DIRECTORY") ?: "/var/lib/tpd") < 0))
                 return log_error_errno(-ENOMEM, "Out of memory.");
         if (config.state_dir && !*config.state_dir)
                 config.state_dir = mfree(config.state_dir);
