@@ -464,12 +464,16 @@ class Process:
         except subprocess.TimeoutExpired:
             return None
 
-    def kill(self, grace=3.0):
+    def terminate(self, grace=3.0):
+        """SIGTERM, then SIGKILL after grace seconds; waits for the exit."""
         if self.running():
             self.proc.send_signal(signal.SIGTERM)
             if self.wait(grace) is None:
                 self.proc.kill()
                 self.proc.wait()
+
+    def kill(self, grace=3.0):
+        self.terminate(grace)
         for f in (self.proc.stdin, self.proc.stdout):
             if f:
                 try:
@@ -624,11 +628,7 @@ class Stream(Process):
         return rc
 
     def kill(self, grace=3.0):
-        if self.running():
-            self.proc.send_signal(signal.SIGTERM)
-            if self.wait(grace) is None:
-                self.proc.kill()
-                self.proc.wait()
+        self.terminate(grace)
         if self.reader:
             # The reader thread must see EOF before its fd is closed (and its number reused).
             self.reader.thread.join(5)
