@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +10,8 @@
 
 #define COMM_LEN 16
 #define COMM_SLOTS 4096U /* direct-mapped by pid */
-#define COMM_SAVED_MIN_AGE 5U
-#define COMM_SAVED_MAX_AGE 10U
+/* The inode number of the initial PID namespace (include/linux/proc_ns.h). */
+#define PROC_PID_INIT_INO 0xEFFFFFFCU
 
 typedef struct CommEntry {
         int pid;
@@ -27,7 +28,8 @@ typedef struct SavedComm {
 struct CommCache {
         char *saved_path;
         uint32_t generation; /* starts at 1: a zeroed entry is never current */
-        uint32_t saved_generation;
+        uint32_t saved_generation; /* 0: never read */
+        bool proc_first;
         SavedComm *saved;
         size_t n_saved;
         CommEntry slots[COMM_SLOTS];
@@ -35,6 +37,7 @@ struct CommCache {
 
 int comm_cache_new(const char *saved_cmdlines_path, CommCache **ret) {
         CommCache *c = calloc(1, sizeof(CommCache));
+        struct stat st;
 
         if (!c)
                 return -ENOMEM;
@@ -44,8 +47,7 @@ int comm_cache_new(const char *saved_cmdlines_path, CommCache **ret) {
                 return -ENOMEM;
         }
         c->generation = 1;
-        /* As if the table were too old: the first lookup reads it. */
-        c->saved_generation = c->generation - COMM_SAVED_MAX_AGE - 1;
+        c->proc_first = stat("/proc/self/ns/pid", &st) == 0 && st.st_ino == PROC_PID_INIT_INO;
         *ret = c;
         return 0;
 }
@@ -70,7 +72,7 @@ static int cmp_saved(const void *a, const void *b) {
 }
 
 /* saved_cmdlines holds thousands of entries on 6.x kernels: reading it costs far more than a
- * record (see comm_cache_lookup() for when it is reread). */
+ * record, so it is read at most once per generation (see comm_cache_lookup()). */
 static void load_saved(CommCache *c) {
         _cleanup_free_ SavedComm *l = NULL;
         size_t n = 0, cap = 0;
@@ -130,9 +132,15 @@ static bool lookup_proc(int pid, char comm[COMM_LEN]) {
         return true;
 }
 
+static SavedComm *find_saved(CommCache *c, int pid) {
+        SavedComm key = { .pid = pid };
+
+        return c->n_saved > 0 ? bsearch(&key, c->saved, c->n_saved, sizeof(SavedComm), cmp_saved) : NULL;
+}
+
 const char *comm_cache_lookup(CommCache *c, int pid) {
         CommEntry *e = &c->slots[(unsigned) pid % COMM_SLOTS];
-        SavedComm key = { .pid = pid }, *s;
+        SavedComm *s;
 
         if (_likely_(e->pid == pid && e->generation == c->generation))
                 return e->known ? e->comm : NULL;
@@ -147,22 +155,23 @@ const char *comm_cache_lookup(CommCache *c, int pid) {
                 return e->comm;
         }
 
-        s = c->n_saved > 0 ? bsearch(&key, c->saved, c->n_saved, sizeof(SavedComm), cmp_saved) : NULL;
-        /* A pid the table lacks may have appeared since it was read, but rereading it for every
-         * such pid would cost more than all records: at most every COMM_SAVED_MIN_AGE generations
-         * (/proc answers meanwhile). And names change at exec: a table is used for at most
-         * COMM_SAVED_MAX_AGE generations. */
-        if ((!s && c->generation - c->saved_generation >= COMM_SAVED_MIN_AGE) ||
-            c->generation - c->saved_generation > COMM_SAVED_MAX_AGE) {
+        /* In the initial PID namespace /proc is the live truth for running tasks, and costs one
+         * small read; the kernel's table is a snapshot that may name an earlier task of a reused
+         * pid, so it serves for tasks that are gone. Elsewhere /proc would name other processes
+         * (records carry initial-namespace pids): the table is the only source, and is reread
+         * whenever it is older than this generation. */
+        if (c->proc_first && lookup_proc(pid, e->comm))
+                return e->comm;
+
+        s = find_saved(c, pid);
+        if ((!s || !c->proc_first) && c->saved_generation != c->generation) {
                 load_saved(c);
-                s = c->n_saved > 0 ? bsearch(&key, c->saved, c->n_saved, sizeof(SavedComm), cmp_saved) : NULL;
+                s = find_saved(c, pid);
         }
         if (s && !streq(s->comm, "<...>")) {
                 memcpy(e->comm, s->comm, COMM_LEN);
                 return e->comm;
         }
-        if (lookup_proc(pid, e->comm))
-                return e->comm;
 
         e->known = false;
         return NULL;

@@ -4,9 +4,10 @@
 #include <stdint.h>
 
 /*
- * Command names of pids for the "comm" of records: the kernel's saved_cmdlines first (it knows
- * pids of any namespace and tasks that have exited), then /proc. Entries expire when the
- * generation advances (once a second), since a pid's name changes at exec and pids are reused.
+ * Command names of pids for the "comm" of records: /proc for running tasks when tpd runs in the
+ * initial PID namespace, and the kernel's saved_cmdlines, which knows tasks that have exited and
+ * is the only source from another namespace. Entries expire when the generation advances (once a
+ * second), since a pid's name changes at exec and pids are reused.
  */
 
 typedef struct CommCache CommCache;

@@ -223,6 +223,7 @@ void batch_reset(Batch *b) {
         b->n_records = 0;
         b->n_ids = 0;
         b->many_ids = false;
+        b->n_lost = 0;
         b->plain_end = 0;
 }
 
@@ -270,5 +271,6 @@ int batch_add_lost(Batch *b, uint64_t ts, unsigned cpu, uint64_t count, int kind
         rec->pid = -1;
         rec->offset = (uint32_t) start;
         rec->length = (uint32_t) (b->buf.len - start);
+        b->n_lost++;
         return 0;
 }

@@ -85,6 +85,7 @@ typedef struct Batch {
         uint16_t ids[BATCH_IDS_MAX];
         uint8_t n_ids;
         bool many_ids;
+        uint32_t n_lost; /* lost records among the records */
         /* The plain lines end here; "print" variants made later are appended after. */
         size_t plain_end;
 } Batch;

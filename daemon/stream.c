@@ -205,7 +205,6 @@ int stream_report_drops(Stream *s) {
                 r = stream_queue(s, b, b->records[b->n_records - 1].offset, b->records[b->n_records - 1].length);
                 if (r < 0)
                         break;
-                s->delivered++;
                 s->dropped[cpu] = 0;
         }
         batch_unref(b);
@@ -255,7 +254,8 @@ int stream_offer(Stream *s, Decoder *d, Batch *b, size_t index) {
         r = stream_queue(s, b, offset, length);
         if (r < 0)
                 return r;
-        s->delivered++;
+        if (rec->kind == RECORD_EVENT)
+                s->delivered++;
         return 1;
 }
 
@@ -287,7 +287,7 @@ int stream_offer_batch(Stream *s, Decoder *d, Batch *b) {
                 r = queue_push_batch(&s->queue, b, (uint32_t) start, (uint32_t) (b->plain_end - start));
                 if (r < 0)
                         return r;
-                s->delivered += b->n_records;
+                s->delivered += b->n_records - b->n_lost;
                 return (int) b->n_records;
         }
 

@@ -43,7 +43,7 @@ typedef struct Stream {
         uint64_t *dropped_ts; /* ts of the last record dropped, per CPU */
         bool drops_pending;
 
-        uint64_t delivered; /* records queued, lost records included */
+        uint64_t delivered; /* event records queued; lost records are not counted */
         uint64_t lost_client;
 } Stream;
 
