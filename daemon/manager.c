@@ -209,7 +209,15 @@ static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
 void manager_stream_started(Manager *m) {
         int enabled = SD_EVENT_OFF;
 
-        m->n_streams++;
+        /* Pages read while nobody listened were not decoded, nor their losses counted: start the
+         * count of reported overruns from the kernel's, so that the first page that flags a loss
+         * without a count does not charge the new stream with losses from before it. */
+        if (m->n_streams++ == 0)
+                for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
+                        TracingCpuStats st;
+                        if (tracing_cpu_stats(m->tracing, cpu, &st) >= 0)
+                                m->overrun_reported[cpu] = st.overrun;
+                }
         if (sd_event_source_get_enabled(m->flush_timer, &enabled) >= 0 && enabled == SD_EVENT_OFF)
                 (void) rearm(m->flush_timer, (uint64_t) m->config.flush_interval_ms * 1000);
 }
