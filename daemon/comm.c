@@ -10,6 +10,8 @@
 
 #define COMM_LEN 16
 #define COMM_SLOTS 4096U /* direct-mapped by pid */
+#define COMM_SAVED_GENERATIONS 10U
+
 /* The inode number of the initial PID namespace (include/linux/proc_ns.h). */
 #define PROC_PID_INIT_INO 0xEFFFFFFCU
 
@@ -66,20 +68,26 @@ void comm_cache_next_generation(CommCache *c) {
                 c->generation = 1;
 }
 
+/* Names are cached for one generation (a flush interval), so that a rename (exec, prctl) shows
+ * soon; the big saved_cmdlines table is reread at most every COMM_SAVED_GENERATIONS. */
+static bool saved_is_old(const CommCache *c) {
+        return c->saved_generation == 0 || c->generation - c->saved_generation >= COMM_SAVED_GENERATIONS;
+}
+
 static int cmp_saved(const void *a, const void *b) {
         const SavedComm *x = a, *y = b;
         return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
 /* saved_cmdlines holds thousands of entries on 6.x kernels: reading it costs far more than a
- * record, so it is read at most once per generation (see comm_cache_lookup()). */
+ * record, so it is read only when old (see saved_is_old() and comm_cache_lookup()). */
 static void load_saved(CommCache *c) {
         _cleanup_free_ SavedComm *l = NULL;
         size_t n = 0, cap = 0;
         char line[64];
         FILE *f;
 
-        if (!c->saved_path || c->saved_generation == c->generation)
+        if (!c->saved_path || !saved_is_old(c))
                 return;
         c->saved_generation = c->generation;
 
@@ -164,7 +172,7 @@ const char *comm_cache_lookup(CommCache *c, int pid) {
                 return e->comm;
 
         s = find_saved(c, pid);
-        if ((!s || !c->proc_first) && c->saved_generation != c->generation) {
+        if ((!s || !c->proc_first) && saved_is_old(c)) {
                 load_saved(c);
                 s = find_saved(c, pid);
         }

@@ -6,8 +6,9 @@
 /*
  * Command names of pids for the "comm" of records: /proc for running tasks when tpd runs in the
  * initial PID namespace, and the kernel's saved_cmdlines, which knows tasks that have exited and
- * is the only source from another namespace. Entries expire when the generation advances (once a
- * second), since a pid's name changes at exec and pids are reused.
+ * is the only source from another namespace. Entries expire when the generation advances (every
+ * flush interval while streams run), since a pid's name changes at exec and prctl, and pids are
+ * reused.
  */
 
 typedef struct CommCache CommCache;

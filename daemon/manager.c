@@ -15,9 +15,8 @@
 #include "server.h"
 #include "state.h"
 
-/* Once a second: comm names expire, and every STATUS_TICKS the status line is sent. */
-#define HOUSEKEEPING_USEC (1000 * 1000ULL)
-#define STATUS_TICKS 5U
+/* How often the STATUS= line is sent. */
+#define STATUS_USEC (5 * 1000 * 1000ULL)
 
 void manager_config_done(ManagerConfig *c) {
         free(c->socket_path);
@@ -73,7 +72,7 @@ Manager *manager_free(Manager *m) {
                 reader_free(m->readers[i]);
         free(m->readers);
         sd_event_source_disable_unref(m->flush_timer);
-        sd_event_source_disable_unref(m->housekeeping_timer);
+        sd_event_source_disable_unref(m->status_timer);
         decoder_free(m->decoder);
         tracing_free(m->tracing);
         comm_cache_free(m->comm);
@@ -191,6 +190,8 @@ static int rearm(sd_event_source *s, uint64_t usec) {
 static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
 
+        /* Names looked up before this tick may have changed since (exec, prctl). */
+        comm_cache_next_generation(m->comm);
         for (unsigned i = 0; i < m->n_cpus; i++)
                 (void) reader_flush(m->readers[i]);
         /* Streams whose drops were not reported yet get their lost records now that there may be
@@ -246,13 +247,11 @@ static void manager_notify_status(Manager *m) {
                           lost_client);
 }
 
-static int manager_on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
+static int manager_on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
 
-        comm_cache_next_generation(m->comm);
-        if (++m->housekeeping_ticks % STATUS_TICKS == 0)
-                manager_notify_status(m);
-        return rearm(s, HOUSEKEEPING_USEC);
+        manager_notify_status(m);
+        return rearm(s, STATUS_USEC);
 }
 
 static int manager_on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -450,8 +449,8 @@ int manager_start(Manager *m, int listen_fd) {
                                        (uint64_t) m->config.flush_interval_ms * 1000, 1000, manager_on_flush, m);
         if (r < 0)
                 return r;
-        r = sd_event_add_time_relative(m->event, &m->housekeeping_timer, CLOCK_MONOTONIC, HOUSEKEEPING_USEC,
-                                       100 * 1000, manager_on_housekeeping, m);
+        r = sd_event_add_time_relative(m->event, &m->status_timer, CLOCK_MONOTONIC, STATUS_USEC,
+                                       100 * 1000, manager_on_status_timer, m);
         if (r < 0)
                 return r;
 

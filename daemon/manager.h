@@ -48,8 +48,7 @@ typedef struct Manager {
 
         sd_event *event;
         sd_event_source *flush_timer;
-        sd_event_source *housekeeping_timer;
-        unsigned housekeeping_ticks;
+        sd_event_source *status_timer;
         uint64_t status_usec;    /* when the last STATUS= was sent */
         uint64_t status_records; /* records decoded until then */
 
