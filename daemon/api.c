@@ -409,6 +409,11 @@ static int64_t boot_to_realtime_ns(void) {
         return ((int64_t) rt.tv_sec - bt.tv_sec) * 1000000000LL + (rt.tv_nsec - bt.tv_nsec);
 }
 
+static void release_holds(Manager *m, TracingEvent **held, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                (void) tracing_event_unref(m->tracing, held[i]);
+}
+
 static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
         static const char *const keys[] = { "events", "pids", "cpus", "filter", "print", NULL };
         _cleanup_free_ char **names = NULL;
@@ -417,6 +422,8 @@ static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
         _cleanup_free_ const char **filter_events = NULL;
         _cleanup_free_ char *clock = NULL;
         size_t n_names, n = 0, n_pids, n_cpus, n_filter = 0;
+        _cleanup_free_ TracingEvent **held = NULL;
+        size_t n_held = 0;
         const char *filter = NULL;
         Stream *s = NULL;
         json_object *p;
@@ -519,19 +526,23 @@ static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
                 }
         }
 
-        /* Hold the named events for the stream's lifetime. */
-        c->held = calloc(n + 1, sizeof(TracingEvent *));
-        if (!c->held) {
+        /* Hold the named events for the stream's lifetime. The holds go to the connection only once
+         * the stream is set up: a call that fails on the way must leave the connection as it was. */
+        held = calloc(n + 1, sizeof(TracingEvent *));
+        if (!held) {
                 stream_free(s);
                 return -ENOMEM;
         }
-        for (size_t i = 0; i < n; i++) {
+        r = 0;
+        for (size_t i = 0; i < n && r >= 0; i++) {
                 r = tracing_event_ref(m->tracing, events[i]);
-                if (r < 0) {
-                        stream_free(s);
-                        return tracefs_error(c, r, "enable the event");
-                }
-                c->held[c->n_held++] = events[i];
+                if (r >= 0)
+                        held[n_held++] = events[i];
+        }
+        if (r < 0) {
+                release_holds(m, held, n_held);
+                stream_free(s);
+                return tracefs_error(c, r, "enable the event");
         }
 
         (void) tracing_get_clock(m->tracing, &clock);
@@ -550,10 +561,13 @@ static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
                 }
         }
         if (r < 0) {
+                release_holds(m, held, n_held);
                 stream_free(s);
                 return r;
         }
 
+        c->held = TAKE_PTR(held);
+        c->n_held = n_held;
         c->stream = s;
         c->upgraded = call->upgrade;
         manager_stream_started(m);
