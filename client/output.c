@@ -10,9 +10,8 @@
 #include <string.h>
 
 #include "output.h"
+#include "util.h"
 
-#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
-#define MAX(a, b) ((a) > (b) ? (a) : (b))
 #define TABLE_COLUMNS_MAX 8
 
 static size_t array_length(json_object *a) {

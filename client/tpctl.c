@@ -4,134 +4,31 @@
  * `stream` upgrades its connection and then copies the daemon's NDJSON to stdout without parsing it.
  */
 
-#include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <poll.h>
 #include <json-c/json.h>
 #include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include "build-config.h"
+#include "connection.h"
+#include "copy.h"
+#include "log.h"
 #include "output.h"
 #include "tpd-protocol.h"
-
-#define EXIT_USAGE 2
-
-/*
- * TPD_MESSAGE_MAX bounds what tpd accepts; replies can be larger (an unfiltered ListEvents names all
- * ~2300 events of a kernel). This cap only stops a runaway peer from eating our memory.
- */
-#define TPCTL_REPLY_MAX (16U * 1024U * 1024U)
-#define TPCTL_BUFFER_SIZE (64U * 1024U)
-
-/* Larger pipes mean fewer splice() calls per MiB; 1 MiB is the default pipe-max-size for non-root. */
-#define STREAM_PIPE_SIZE (1024 * 1024)
-
-#define HINT_ACCESS "tpd accepts root and members of its access group (default 'tracing').\n"
-
-#define streq(a, b) (strcmp((a), (b)) == 0)
-#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
-
-#define _cleanup_(f) __attribute__((cleanup(f)))
-#define TAKE_PTR(p) ({ __typeof__(p) _p = (p); (p) = NULL; _p; })
-
-static inline void freep(void *p) {
-        free(*(void **) p);
-}
-
-static inline void closep(int *fd) {
-        if (*fd >= 0)
-                close(*fd);
-}
-
-static inline void close_pairp(int (*p)[2]) {
-        closep(&(*p)[0]);
-        closep(&(*p)[1]);
-}
 
 static inline void json_object_putp(json_object **j) {
         json_object_put(*j);
 }
 
-/* Prints "tpctl: MESSAGE" to stderr, with %m naming -r; returns r so callers can `return log_…();`. */
-static int __attribute__((format(printf, 2, 3))) log_error_errno(int r, const char *fmt, ...) {
-        va_list ap;
-
-        fputs("tpctl: ", stderr);
-        errno = r < 0 ? -r : r;
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputc('\n', stderr);
-        return r;
-}
-
-#define log_error(...) log_error_errno(0, __VA_ARGS__)
-#define log_oom() log_error_errno(-ENOMEM, "out of memory")
-
-static int __attribute__((format(printf, 1, 2))) log_usage(const char *fmt, ...) {
-        va_list ap;
-
-        fputs("tpctl: ", stderr);
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputs("\nSee 'tpctl --help'.\n", stderr);
-        return -EINVAL;
-}
-
-/* For commands: usage errors print a hint and end with status 2. */
-#define usage_error(...) (log_usage(__VA_ARGS__), EXIT_USAGE)
-
-/* The one wrapper around json-c's parser: NULL and error codes become -EBADMSG plus a reason. */
-static int json_parse(const char *s, size_t len, json_object **ret, const char **ret_reason) {
-        _cleanup_(json_object_putp) json_object *o = NULL;
-        json_tokener *tok = json_tokener_new();
-        size_t end;
-
-        if (!tok)
-                return -ENOMEM;
-        o = json_tokener_parse_ex(tok, s, len);
-        end = json_tokener_get_parse_end(tok);
-        *ret_reason = o ? "trailing garbage" : json_tokener_error_desc(json_tokener_get_error(tok));
-        if (json_tokener_get_error(tok) == json_tokener_continue)
-                *ret_reason = "unexpected end of input";
-        json_tokener_free(tok);
-        if (!o)
-                return -EBADMSG;
-        for (; end < len; end++)
-                if (!strchr(" \t\r\n", s[end]))
-                        return -EBADMSG;
-        *ret = TAKE_PTR(o);
-        return 0;
-}
-
-/* Adds v to o, taking v over; a NULL v is json-c's out-of-memory. */
-static int json_add(json_object *o, const char *key, json_object *v) {
-        if (!v)
-                return -ENOMEM;
-        if (json_object_object_add(o, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
 static int json_add_strings(json_object *o, const char *key, char *const *a, size_t n, char *const *b,
                             size_t m) {
-        json_object *array = json_object_new_array_ext(n + m);
+        json_object *array = json_object_new_array_ext((int) (n + m));
         int r = json_add(o, key, array);
 
         for (size_t i = 0; r >= 0 && i < n + m; i++) {
@@ -146,7 +43,7 @@ static int json_add_strings(json_object *o, const char *key, char *const *a, siz
 }
 
 static int json_add_ints(json_object *o, const char *key, const int *v, size_t n) {
-        json_object *array = json_object_new_array_ext(n);
+        json_object *array = json_object_new_array_ext((int) n);
         int r = json_add(o, key, array);
 
         for (size_t i = 0; r >= 0 && i < n; i++) {
@@ -158,193 +55,6 @@ static int json_add_ints(json_object *o, const char *key, const int *v, size_t n
                 }
         }
         return r;
-}
-
-typedef struct Varlink {
-        int fd;
-        char *buf;
-        size_t len; /* bytes in buf; after a reply, what followed its NUL */
-        size_t size;
-} Varlink;
-
-static void varlink_done(Varlink *v) {
-        closep(&v->fd);
-        free(v->buf);
-}
-
-static int varlink_connect(Varlink *v, const char *path) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        size_t l = strlen(path);
-
-        if (l == 0 || l >= sizeof(sa.sun_path))
-                return log_error_errno(-ENAMETOOLONG, "socket path '%s' is empty or longer than %zu bytes",
-                                       path, sizeof(sa.sun_path) - 1);
-        memcpy(sa.sun_path, path, l);
-
-        v->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (v->fd < 0)
-                return log_error_errno(-errno, "cannot create a socket: %m");
-        if (connect(v->fd, (struct sockaddr *) &sa, offsetof(struct sockaddr_un, sun_path) + l + 1) < 0) {
-                int r = -errno;
-
-                log_error_errno(r, "cannot connect to tpd at '%s': %m", path);
-                if (r == -EACCES || r == -EPERM)
-                        fputs(HINT_ACCESS, stderr);
-                else
-                        fprintf(stderr, "Is tpd running? Start it with 'systemctl start tpd' or "
-                                        "'tpd --socket %s', or point tpctl at it with --socket or $%s.\n",
-                                path, TPD_SOCKET_ENV);
-                return r;
-        }
-        return 0;
-}
-
-static int varlink_send(Varlink *v, const char *method, json_object *params, bool upgrade) {
-        _cleanup_(json_object_putp) json_object *call = json_object_new_object();
-        const char *s;
-        size_t len;
-
-        if (!call || json_add(call, "method", json_object_new_string(method)) < 0 ||
-            json_add(call, "parameters", json_object_get(params)) < 0 ||
-            (upgrade && json_add(call, "upgrade", json_object_new_boolean(true)) < 0))
-                return log_oom();
-
-        s = json_object_to_json_string_length(call, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
-                                              &len);
-        if (!s)
-                return log_oom();
-        if (len + 1 > TPD_MESSAGE_MAX)
-                return log_error_errno(-EMSGSIZE, "the call is %zu bytes long, tpd accepts at most %u",
-                                       len + 1, TPD_MESSAGE_MAX);
-
-        /* The string's terminating NUL is Varlink's message delimiter: send len + 1 bytes. */
-        for (size_t done = 0; done < len + 1;) {
-                ssize_t n = send(v->fd, s + done, len + 1 - done, MSG_NOSIGNAL);
-
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return log_error_errno(-errno, "cannot send to tpd: %m");
-                done += n;
-        }
-        return 0;
-}
-
-/* Reads one message; bytes after its NUL stay at the start of v->buf (stream data, after Stream). */
-static int varlink_recv(Varlink *v, json_object **ret) {
-        _cleanup_(json_object_putp) json_object *reply = NULL;
-        json_object *error, *params;
-        const char *reason;
-        size_t scanned = 0, consumed;
-        char *nul;
-        int r;
-
-        for (;;) {
-                ssize_t n;
-
-                nul = v->len > scanned ? memchr(v->buf + scanned, 0, v->len - scanned) : NULL;
-                if (nul)
-                        break;
-                scanned = v->len;
-
-                if (v->len == v->size) {
-                        size_t size = v->size > 0 ? v->size * 2 : TPCTL_BUFFER_SIZE;
-                        char *p;
-
-                        if (v->size >= TPCTL_REPLY_MAX)
-                                return log_error_errno(-EMSGSIZE, "reply from tpd exceeds %u bytes",
-                                                       TPCTL_REPLY_MAX);
-                        p = realloc(v->buf, size);
-                        if (!p)
-                                return log_oom();
-                        v->buf = p;
-                        v->size = size;
-                }
-
-                n = read(v->fd, v->buf + v->len, v->size - v->len);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return log_error_errno(-errno, "cannot read from tpd: %m");
-                if (n == 0)
-                        return log_error_errno(-ECONNRESET, "tpd closed the connection without replying");
-                v->len += n;
-        }
-
-        r = json_parse(v->buf, nul - v->buf, &reply, &reason);
-        if (r == -ENOMEM)
-                return log_oom();
-        if (r < 0)
-                return log_error_errno(r, "tpd sent a malformed reply: %s", reason);
-
-        if (!json_object_is_type(reply, json_type_object))
-                return log_error_errno(-EBADMSG, "tpd sent a reply that is not a JSON object");
-        error = json_object_object_get(reply, "error");
-        if (error && !json_object_is_type(error, json_type_string))
-                return log_error_errno(-EBADMSG, "tpd sent an error id that is not a string");
-        if (!json_object_object_get_ex(reply, "parameters", &params) || !params) {
-                /* Varlink allows leaving out empty parameters; callers always find an object. */
-                params = json_object_new_object();
-                if (json_add(reply, "parameters", params) < 0)
-                        return log_oom();
-        }
-        if (!json_object_is_type(params, json_type_object))
-                return log_error_errno(-EBADMSG, "tpd sent parameters that are not a JSON object");
-
-        consumed = nul + 1 - v->buf;
-        memmove(v->buf, nul + 1, v->len - consumed);
-        v->len -= consumed;
-        *ret = TAKE_PTR(reply);
-        return 0;
-}
-
-static json_object *reply_parameters(json_object *reply) {
-        return json_object_object_get(reply, "parameters");
-}
-
-static void print_error_reply(json_object *reply) {
-        const char *id = json_object_get_string(json_object_object_get(reply, "error"));
-        json_object *params = reply_parameters(reply);
-        json_object *message = json_object_object_get(params, "message");
-
-        if (json_object_is_type(message, json_type_string) && json_object_get_string_len(message) > 0)
-                log_error("%s", json_object_get_string(message));
-        else if (json_object_object_length(params) > 0)
-                log_error("%s %s", id, json_object_to_json_string_ext(params, JSON_C_TO_STRING_PLAIN));
-        else
-                log_error("%s", id);
-
-        if (streq(id, VARLINK_ERROR_PERMISSION_DENIED))
-                fputs(HINT_ACCESS, stderr);
-        else if (streq(id, TPD_ERROR_NO_SUCH_EVENT))
-                fputs("'tpctl list' shows the events this kernel has.\n", stderr);
-}
-
-/*
- * Connects, sends one call and reads its reply. Returns 0 for a successful reply, 1 for an error reply
- * (already printed; *ret_reply holds it), negative errno when tpd could not be asked (printed).
- */
-static int varlink_call(Varlink *v, const char *socket_path, const char *method, json_object *params,
-                        bool upgrade, json_object **ret_reply) {
-        json_object *reply = NULL;
-        int r;
-
-        r = varlink_connect(v, socket_path);
-        if (r < 0)
-                return r;
-        r = varlink_send(v, method, params, upgrade);
-        if (r < 0)
-                return r;
-        r = varlink_recv(v, &reply);
-        if (r < 0)
-                return r;
-
-        *ret_reply = reply;
-        if (json_object_object_get(reply, "error")) {
-                print_error_reply(reply);
-                return 1;
-        }
-        return 0;
 }
 
 static int exit_status(int r) {
@@ -399,19 +109,20 @@ enum {
 
 static const char *const option_names[] = { "--filter", "--all", "--event", "--pid", "--cpu", "--print" };
 
-/* Sends method with params and prints the reply: as JSON with --json, else with print (if any). */
+/* Sends method with params (taken over) and prints the reply: as JSON with --json, else with print
+ * (if any). */
 static int run_call(const Args *a, const char *method, json_object *params, void (*print)(json_object *)) {
-        _cleanup_(varlink_done) Varlink v = { .fd = -1 };
-        _cleanup_(json_object_putp) json_object *reply = NULL;
+        _cleanup_(connection_done) Connection c = CONNECTION_NULL;
+        _cleanup_(varlink_reply_done) VarlinkReply reply = {};
         int r;
 
-        r = varlink_call(&v, a->socket_path, method, params, false, &reply);
+        r = connection_call(&c, a->socket_path, method, params, false, &reply);
         if (r != 0)
                 return exit_status(r);
         if (a->json)
-                print_json(reply_parameters(reply));
+                print_json(reply.parameters);
         else if (print)
-                print(reply_parameters(reply));
+                print(reply.parameters);
         return EXIT_SUCCESS;
 }
 
@@ -420,7 +131,7 @@ static int verb_list(const Args *a, char **args, size_t n) {
 
         if (!params || (n > 0 && json_add(params, "pattern", json_object_new_string(args[0])) < 0))
                 return exit_status(log_oom());
-        return run_call(a, TPD_METHOD("ListEvents"), params, print_list);
+        return run_call(a, TPD_METHOD("ListEvents"), TAKE_PTR(params), print_list);
 }
 
 static int verb_describe(const Args *a, char **args, size_t n) {
@@ -428,7 +139,7 @@ static int verb_describe(const Args *a, char **args, size_t n) {
 
         if (!params || json_add(params, "event", json_object_new_string(args[0])) < 0)
                 return exit_status(log_oom());
-        return run_call(a, TPD_METHOD("DescribeEvent"), params, print_describe);
+        return run_call(a, TPD_METHOD("DescribeEvent"), TAKE_PTR(params), print_describe);
 }
 
 static int verb_enable(const Args *a, char **args, size_t n) {
@@ -437,7 +148,7 @@ static int verb_enable(const Args *a, char **args, size_t n) {
         if (!params || json_add_strings(params, "events", args, n, NULL, 0) < 0 ||
             (a->filter && json_add(params, "filter", json_object_new_string(a->filter)) < 0))
                 return exit_status(log_oom());
-        return run_call(a, TPD_METHOD("Enable"), params, NULL);
+        return run_call(a, TPD_METHOD("Enable"), TAKE_PTR(params), NULL);
 }
 
 static int verb_disable(const Args *a, char **args, size_t n) {
@@ -451,7 +162,7 @@ static int verb_disable(const Args *a, char **args, size_t n) {
         if (!params || (a->all ? json_add(params, "all", json_object_new_boolean(true))
                                : json_add_strings(params, "events", args, n, NULL, 0)) < 0)
                 return exit_status(log_oom());
-        return run_call(a, TPD_METHOD("Disable"), params, NULL);
+        return run_call(a, TPD_METHOD("Disable"), TAKE_PTR(params), NULL);
 }
 
 static int verb_status(const Args *a, char **args, size_t n) {
@@ -459,22 +170,22 @@ static int verb_status(const Args *a, char **args, size_t n) {
 
         if (!params)
                 return exit_status(log_oom());
-        return run_call(a, TPD_METHOD("GetStatus"), params, print_status);
+        return run_call(a, TPD_METHOD("GetStatus"), TAKE_PTR(params), print_status);
 }
 
 static int verb_call(const Args *a, char **args, size_t n) {
-        _cleanup_(varlink_done) Varlink v = { .fd = -1 };
-        _cleanup_(json_object_putp) json_object *params = NULL, *reply = NULL;
-        _cleanup_(freep) char *method = NULL;
-        const char *reason;
+        _cleanup_(connection_done) Connection c = CONNECTION_NULL;
+        _cleanup_(varlink_reply_done) VarlinkReply reply = {};
+        _cleanup_(json_object_putp) json_object *params = NULL;
+        _cleanup_free_ char *method = NULL;
         int r;
 
         if (n > 1) {
-                r = json_parse(args[1], strlen(args[1]), &params, &reason);
+                r = varlink_json_parse(args[1], strlen(args[1]), &params);
                 if (r == -ENOMEM)
                         return exit_status(log_oom());
                 if (r < 0)
-                        return usage_error("PARAMETERS are not valid JSON: %s", reason);
+                        return usage_error("PARAMETERS are not valid JSON");
                 if (!json_object_is_type(params, json_type_object))
                         return usage_error("PARAMETERS must be a JSON object: "
                                            "'{\"event\":\"sched:sched_switch\"}'");
@@ -487,123 +198,12 @@ static int verb_call(const Args *a, char **args, size_t n) {
                 return exit_status(log_oom());
         }
 
-        r = varlink_call(&v, a->socket_path, method, params, false, &reply);
+        r = connection_call(&c, a->socket_path, method, TAKE_PTR(params), false, &reply);
         if (r < 0)
                 return exit_status(r);
         /* Error replies go to stdout whole, so scripts can look at the error id and its parameters. */
-        print_json(r == 0 ? reply_parameters(reply) : reply);
+        print_json(r == 0 ? reply.parameters : reply.object);
         return r == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
-
-static int write_all(int fd, const char *p, size_t n) {
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return -errno;
-                p += k;
-                n -= k;
-        }
-        return 0;
-}
-
-/* Moves n bytes that are already in a pipe to out with read() and write(). */
-static int pipe_drain(int in, int out, size_t n, char *buf, size_t size) {
-        while (n > 0) {
-                ssize_t k = read(in, buf, n < size ? n : size);
-                int r;
-
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        return k < 0 ? -errno : -EIO;
-                r = write_all(out, buf, k);
-                if (r < 0)
-                        return r;
-                n -= k;
-        }
-        return 0;
-}
-
-/*
- * Copies sock to out inside the kernel: directly when out is a pipe, else through a pipe of our own.
- * Returns 0 at end of stream, -EINVAL when splice() cannot serve these files (nothing is in flight
- * then, so the caller may go on with read/write), other negative errno on failure.
- */
-static int stream_splice(int sock, int out, char *buf, size_t size) {
-        _cleanup_(close_pairp) int pipefd[2] = { -1, -1 };
-        struct stat st;
-        int to = out;
-
-        if (fstat(out, &st) < 0)
-                return -errno;
-        if (!S_ISFIFO(st.st_mode)) {
-                if (pipe2(pipefd, O_CLOEXEC) < 0)
-                        return -errno;
-                (void) fcntl(pipefd[1], F_SETPIPE_SZ, STREAM_PIPE_SIZE);
-                to = pipefd[1];
-        }
-
-        for (;;) {
-                struct pollfd in = { .fd = sock, .events = POLLIN };
-                ssize_t n;
-
-                /* Wait outside splice(): a splice() blocked on the socket holds the pipe's lock,
-                 * and a reader of our stdout could not take what is already in the pipe. */
-                if (poll(&in, 1, -1) < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                n = splice(sock, NULL, to, NULL, STREAM_PIPE_SIZE, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0 && errno == EAGAIN) {
-                        /* The socket had data, so the pipe is full: wait until the reader makes room. */
-                        struct pollfd o = { .fd = to, .events = POLLOUT };
-                        if (poll(&o, 1, -1) < 0 && errno != EINTR)
-                                return -errno;
-                        continue;
-                }
-                if (n < 0)
-                        return -errno;
-                if (n == 0)
-                        return 0;
-
-                while (to != out && n > 0) {
-                        ssize_t k = splice(pipefd[0], NULL, out, NULL, n, SPLICE_F_MOVE);
-
-                        if (k < 0 && errno == EINTR)
-                                continue;
-                        if (k < 0 && errno == EINVAL) {
-                                /* out takes no splice (a tty, an O_APPEND file): what is already in
-                                 * our pipe must still get out, in order, before falling back. */
-                                int r = pipe_drain(pipefd[0], out, n, buf, size);
-
-                                return r < 0 ? r : -EINVAL;
-                        }
-                        if (k < 0)
-                                return -errno;
-                        n -= k;
-                }
-        }
-}
-
-static int stream_copy(int sock, int out, char *buf, size_t size) {
-        for (;;) {
-                ssize_t n = read(sock, buf, size);
-                int r;
-
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        return n < 0 ? -errno : 0;
-                r = write_all(out, buf, n);
-                if (r < 0)
-                        return r;
-        }
 }
 
 static void stream_on_signal(int sig) {
@@ -613,8 +213,9 @@ static void stream_on_signal(int sig) {
 }
 
 static int verb_stream(const Args *a, char **args, size_t n) {
-        _cleanup_(varlink_done) Varlink v = { .fd = -1 };
-        _cleanup_(json_object_putp) json_object *params = json_object_new_object(), *reply = NULL;
+        _cleanup_(connection_done) Connection c = CONNECTION_NULL;
+        _cleanup_(varlink_reply_done) VarlinkReply reply = {};
+        _cleanup_(json_object_putp) json_object *params = json_object_new_object();
         struct sigaction sa_exit = { .sa_handler = stream_on_signal };
         struct sigaction sa_ignore = { .sa_handler = SIG_IGN };
         int r;
@@ -632,19 +233,13 @@ static int verb_stream(const Args *a, char **args, size_t n) {
         (void) sigaction(SIGINT, &sa_exit, NULL);
         (void) sigaction(SIGTERM, &sa_exit, NULL);
 
-        r = varlink_call(&v, a->socket_path, TPD_METHOD("Stream"), params, true, &reply);
+        r = connection_call(&c, a->socket_path, TPD_METHOD("Stream"), TAKE_PTR(params), true, &reply);
         if (r != 0)
                 return exit_status(r);
-        json_object_put(TAKE_PTR(reply));
-        json_object_put(TAKE_PTR(params));
+        varlink_reply_done(&reply);
 
         /* What came with the reply in the same read() is already stream data. */
-        r = write_all(STDOUT_FILENO, v.buf, v.len);
-        if (r >= 0)
-                r = stream_splice(v.fd, STDOUT_FILENO, v.buf, v.size);
-        if (r == -EINVAL)
-                r = stream_copy(v.fd, STDOUT_FILENO, v.buf, v.size);
-
+        r = copy_stream(c.fd, STDOUT_FILENO, c.in.data + c.in.consumed, varlink_buffer_pending(&c.in));
         if (r == 0 || r == -ECONNRESET) {
                 log_error("tpd closed the stream");
                 return TPD_EXIT_DAEMON_GONE;

@@ -40,10 +40,32 @@ typedef struct VarlinkCall {
         bool upgrade;
 } VarlinkCall;
 
+/* Strict JSON (no trailing commas, single quotes, NaN, or trailing bytes) of exactly len bytes;
+ * -EBADMSG otherwise. The one place json-c's parser is called. */
+int varlink_json_parse(const char *text, size_t len, json_object **ret);
+
+/* Adds v under key, taking v over; a NULL v is json-c's out-of-memory, so is a failed add. */
+int json_add(json_object *o, const char *key, json_object *v);
+
 /* Parses and checks a call: an object with a string "method", an optional object "parameters"
  * and optional booleans more/oneway/upgrade, nothing else of the wrong type. -EBADMSG otherwise. */
 int varlink_call_parse(const char *msg, size_t len, VarlinkCall *ret);
 void varlink_call_done(VarlinkCall *call);
+
+typedef struct VarlinkReply {
+        const char *error;       /* the error id, NULL for a reply */
+        json_object *object;     /* the whole message */
+        json_object *parameters; /* never NULL: an empty object when absent */
+        bool continues;
+} VarlinkReply;
+
+/* Parses and checks a reply: an object with optional string "error", object "parameters" and
+ * boolean "continues". -EBADMSG otherwise. */
+int varlink_reply_parse(const char *msg, size_t len, VarlinkReply *ret);
+void varlink_reply_done(VarlinkReply *reply);
+
+/* Serialises a call (NUL included in *ret_len). Takes ownership of parameters (NULL: none). */
+int varlink_call_format(const char *method, json_object *parameters, bool upgrade, char **ret, size_t *ret_len);
 
 /* Serialises a reply or an error (NUL included in *ret_len). Takes ownership of parameters, which
  * may be NULL. */

@@ -58,24 +58,34 @@ size_t varlink_buffer_pending(const VarlinkBuffer *b) {
         return b->len - b->consumed;
 }
 
-int varlink_call_parse(const char *msg, size_t len, VarlinkCall *ret) {
+int varlink_json_parse(const char *text, size_t len, json_object **ret) {
         json_tokener *tok;
-        json_object *o, *v;
-        VarlinkCall call = {};
+        json_object *o;
 
         tok = json_tokener_new();
         if (!tok)
                 return -ENOMEM;
         /* Only JSON: json-c otherwise takes trailing commas, single quotes and NaN. */
         json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-        o = json_tokener_parse_ex(tok, msg, (int) len);
-        /* Anything after the object (other than nothing) is malformed. */
+        o = json_tokener_parse_ex(tok, text, (int) len);
+        /* Anything after the value (other than nothing) is malformed. */
         if (o && json_tokener_get_parse_end(tok) != len) {
                 json_object_put(o);
                 o = NULL;
         }
         json_tokener_free(tok);
+        if (!o)
+                return -EBADMSG;
+        *ret = o;
+        return 0;
+}
 
+int varlink_call_parse(const char *msg, size_t len, VarlinkCall *ret) {
+        json_object *o = NULL, *v;
+        VarlinkCall call = {};
+
+        if (varlink_json_parse(msg, len, &o) < 0)
+                goto bad;
         if (!o || !json_object_is_type(o, json_type_object))
                 goto bad;
         call.object = o;
@@ -120,6 +130,16 @@ void varlink_call_done(VarlinkCall *call) {
         *call = (VarlinkCall) {};
 }
 
+int json_add(json_object *o, const char *key, json_object *v) {
+        if (!v)
+                return -ENOMEM;
+        if (json_object_object_add(o, key, v) < 0) {
+                json_object_put(v);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 static int serialize(json_object *o, char **ret, size_t *ret_len) {
         const char *s;
         size_t n;
@@ -136,6 +156,69 @@ static int serialize(json_object *o, char **ret, size_t *ret_len) {
         *ret = p;
         *ret_len = n + 1;
         return 0;
+}
+
+int varlink_reply_parse(const char *msg, size_t len, VarlinkReply *ret) {
+        json_object *o = NULL, *v;
+        VarlinkReply reply = {};
+        int r;
+
+        r = varlink_json_parse(msg, len, &o);
+        if (r < 0)
+                return r;
+        if (!json_object_is_type(o, json_type_object))
+                goto bad;
+        if (json_object_object_get_ex(o, "error", &v) && !json_object_is_type(v, json_type_null)) {
+                if (!json_object_is_type(v, json_type_string))
+                        goto bad;
+                reply.error = json_object_get_string(v);
+        }
+        if (json_object_object_get_ex(o, "continues", &v) && !json_object_is_type(v, json_type_null)) {
+                if (!json_object_is_type(v, json_type_boolean))
+                        goto bad;
+                reply.continues = json_object_get_boolean(v);
+        }
+        /* Varlink allows leaving out empty parameters; callers always find an object. */
+        if (json_object_object_get_ex(o, "parameters", &v) && !json_object_is_type(v, json_type_null)) {
+                if (!json_object_is_type(v, json_type_object))
+                        goto bad;
+                reply.parameters = json_object_get(v);
+        } else if (!(reply.parameters = json_object_new_object())) {
+                json_object_put(o);
+                return -ENOMEM;
+        }
+        reply.object = o;
+        *ret = reply;
+        return 0;
+
+bad:
+        json_object_put(o);
+        return -EBADMSG;
+}
+
+void varlink_reply_done(VarlinkReply *reply) {
+        json_object_put(reply->parameters);
+        json_object_put(reply->object);
+        *reply = (VarlinkReply) {};
+}
+
+int varlink_call_format(const char *method, json_object *parameters, bool upgrade, char **ret, size_t *ret_len) {
+        json_object *o = json_object_new_object();
+        int r = o ? json_add(o, "method", json_object_new_string(method)) : -ENOMEM;
+
+        if (r < 0) {
+                json_object_put(parameters);
+                json_object_put(o);
+                return r;
+        }
+        /* json_add() takes parameters over, also when it fails. */
+        r = json_add(o, "parameters", parameters ?: json_object_new_object());
+        if (r >= 0 && upgrade)
+                r = json_add(o, "upgrade", json_object_new_boolean(true));
+        if (r >= 0)
+                r = serialize(o, ret, ret_len);
+        json_object_put(o);
+        return r;
 }
 
 int varlink_reply(json_object *parameters, bool continues, char **ret, size_t *ret_len) {

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+
+#include <json-c/json.h>
+
+#include "varlink.h"
+
+/*
+ * tpctl's side of a Varlink connection: connect, send one call, read its reply. Framing and message
+ * checks are the shared ones (include/varlink.h), so tpctl reads exactly what tpd writes. Every
+ * failure is printed here, once, with a hint where one helps.
+ */
+
+typedef struct Connection {
+        int fd;
+        VarlinkBuffer in; /* after the reply to Stream: the first stream bytes */
+} Connection;
+
+#define CONNECTION_NULL ((Connection) { .fd = -1 })
+
+void connection_done(Connection *c);
+
+/*
+ * Connects, sends one call (taking params over) and reads its reply. Returns 0 for a successful
+ * reply, 1 for an error reply (already printed), negative errno when tpd could not be asked
+ * (printed). *ret_reply is set for 0 and 1.
+ */
+int connection_call(Connection *c, const char *socket_path, const char *method, json_object *params,
+                    bool upgrade, VarlinkReply *ret_reply);
