@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -336,7 +337,7 @@ static int method_get_status(Manager *m, Client *c, const VarlinkCall *call) {
         uint64_t delivered = m->delivered, lost_client = m->lost_client;
         unsigned buffer_kb = 0;
         TracingEvent *const *events;
-        json_object *p, *cpus, *evs, *lost;
+        json_object *p, *cpus, *evs, *lost, *settings;
         size_t n;
 
         if (check_keys(c, call, keys) < 0)
@@ -386,6 +387,25 @@ static int method_get_status(Manager *m, Client *c, const VarlinkCall *call) {
         json_object_object_add(lost, "overrun", json_u64(decoder_stats(m->decoder)->overrun));
         json_object_object_add(lost, "client", json_u64(lost_client));
 
+        settings = json_object_new_object();
+        for (size_t i = 0; i < config_n_settings; i++) {
+                const Setting *s = &config_settings[i];
+                const void *v = (const char *) &m->config + s->offset;
+
+                if (s->type == SETTING_UNSIGNED)
+                        json_object_object_add(settings, s->name, json_object_new_int64(*(const unsigned *) v));
+                else if (s->type == SETTING_STRING)
+                        json_object_object_add(settings, s->name,
+                                               *(char *const *) v ? json_object_new_string(*(char *const *) v)
+                                                                  : NULL);
+                else {
+                        json_object *l = json_object_new_array();
+                        for (char *const *e = *(char **const *) v; e && *e; e++)
+                                json_object_array_add(l, json_object_new_string(*e));
+                        json_object_object_add(settings, s->name, l);
+                }
+        }
+
         p = json_object_new_object();
         json_object_object_add(p, "version", json_object_new_string(TPD_VERSION));
         json_object_object_add(p, "instance", json_object_new_string(tracing_instance_name(m->tracing)));
@@ -398,6 +418,7 @@ static int method_get_status(Manager *m, Client *c, const VarlinkCall *call) {
         json_object_object_add(p, "streams", json_object_new_int((int) m->n_streams));
         json_object_object_add(p, "delivered", json_u64(delivered));
         json_object_object_add(p, "lost", lost);
+        json_object_object_add(p, "settings", settings);
         return client_reply(c, p);
 }
 
@@ -576,44 +597,76 @@ static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
         return 0;
 }
 
-static int method_configure(Manager *m, Client *c, const VarlinkCall *call) {
-        static const char *const keys[] = { "buffer_size_kb", "clock", "flush_interval_ms", NULL };
-        int64_t buffer_kb = -1, flush_ms = -1;
-        const char *clock = NULL;
+/* Puts a checked value of a runtime setting into effect. */
+static int configure_apply(Manager *m, Client *c, const Setting *s, const Config *v) {
         int r;
 
-        if (check_keys(c, call, keys) < 0)
-                return 0;
+        if (streq(s->name, "clock")) {
+                r = tracing_set_clock(m->tracing, v->clock);
+                if (r == -EINVAL)
+                        return client_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", s->name,
+                                             "The kernel has no trace clock '%s'.", v->clock);
+                if (r < 0)
+                        return tracefs_error(c, r, "set the trace clock");
+        } else if (streq(s->name, "buffer_size_kb")) {
+                /* The kernel's default size is only known before the first change. */
+                if (v->buffer_size_kb == 0)
+                        return client_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", s->name,
+                                             "buffer_size_kb 0 (the kernel's default) applies at start only.");
+                r = tracing_set_buffer_size_kb(m->tracing, v->buffer_size_kb);
+                if (r < 0)
+                        return tracefs_error(c, r, "set the buffer size");
+        } else if (streq(s->name, "flush_interval_ms"))
+                (void) sd_event_source_set_time_relative(m->flush_timer, (uint64_t) v->flush_interval_ms * 1000);
+        return 0;
+}
+
+/* Configure takes the settings config_settings[] marks "runtime", by their names, checked as the
+ * configuration files check them. */
+static int method_configure(Manager *m, Client *c, const VarlinkCall *call) {
+        int r;
+
+        json_object_object_foreach(call->parameters, key, val) {
+                const Setting *s = config_setting_by_name(key);
+                (void) val;
+                if (!s || !s->runtime)
+                        return invalid_parameter(c, key);
+        }
         if (c->uid != 0 && c->uid != geteuid())
                 return client_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, NULL, NULL,
                                      "Only root may change tpd's settings.");
-        if (varlink_param_int(call->parameters, "buffer_size_kb", true, &buffer_kb) < 0 ||
-            (buffer_kb != -1 && (buffer_kb < 4 || buffer_kb > 4 * 1024 * 1024)))
-                return invalid_parameter(c, "buffer_size_kb");
-        if (varlink_param_int(call->parameters, "flush_interval_ms", true, &flush_ms) < 0 ||
-            (flush_ms != -1 && (flush_ms < 1 || flush_ms > 60 * 1000)))
-                return invalid_parameter(c, "flush_interval_ms");
-        if (varlink_param_string(call->parameters, "clock", true, &clock) < 0)
-                return invalid_parameter(c, "clock");
 
-        if (clock) {
-                r = tracing_set_clock(m->tracing, clock);
+        json_object_object_foreach(call->parameters, name, value) {
+                const Setting *s = config_setting_by_name(name);
+                _cleanup_(config_done) Config scratch = {};
+                char number[32];
+                const char *text;
+
+                if (json_object_is_type(value, json_type_null))
+                        continue;
+                if (s->type == SETTING_UNSIGNED && json_object_is_type(value, json_type_int)) {
+                        snprintf(number, sizeof(number), "%" PRId64, json_object_get_int64(value));
+                        text = number;
+                } else if (s->type == SETTING_STRING && json_object_is_type(value, json_type_string) &&
+                           strlen(json_object_get_string(value)) == (size_t) json_object_get_string_len(value))
+                        text = json_object_get_string(value);
+                else
+                        return invalid_parameter(c, name);
+
+                r = config_setting_set(s, &scratch, text);
                 if (r == -EINVAL)
-                        return client_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "clock",
-                                             "The kernel has no trace clock '%s'.", clock);
+                        return client_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", name,
+                                             "Invalid value for '%s': expected %s.", name, s->expected);
                 if (r < 0)
-                        return tracefs_error(c, r, "set the trace clock");
-        }
-        if (buffer_kb != -1) {
-                r = tracing_set_buffer_size_kb(m->tracing, (unsigned) buffer_kb);
+                        return r;
+                r = configure_apply(m, c, s, &scratch);
+                if (r != 0)
+                        return r;
+                r = config_setting_set(s, &m->config, text);
                 if (r < 0)
-                        return tracefs_error(c, r, "set the buffer size");
+                        return r;
+                log_info("Setting %s changed to %s by uid %u.", name, text, (unsigned) c->uid);
         }
-        if (flush_ms != -1) {
-                m->config.flush_interval_ms = (unsigned) flush_ms;
-                (void) sd_event_source_set_time_relative(m->flush_timer, (uint64_t) flush_ms * 1000);
-        }
-        log_info("Settings changed by uid %u.", (unsigned) c->uid);
         return client_reply(c, NULL);
 }
 

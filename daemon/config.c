@@ -1,24 +1,114 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <dirent.h>
+#include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 #include "log.h"
+#include "tpd-protocol.h"
 #include "tracing.h"
-
-typedef enum ConfigSection {
-        SECTION_NONE,
-        SECTION_TRACING,
-        SECTION_CLIENTS,
-        SECTION_UNKNOWN,
-} ConfigSection;
 
 bool config_instance_name_is_valid(const char *name) {
         /* The name becomes a directory under instances/: a plain name, never a path. */
         return *name && strlen(name) <= 64 && name[0] != '.' &&
                strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") == strlen(name);
+}
+
+bool config_clock_name_is_valid(const char *name) {
+        /* The kernel's names (local, mono_raw, x86-tsc, ...); the instance's trace_clock decides. */
+        return *name && strlen(name) <= 32 && strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-_") == strlen(name);
+}
+
+static bool group_name_is_valid(const char *name) {
+        return *name && !strpbrk(name, " \t:/");
+}
+
+static bool socket_path_is_valid(const char *path) {
+        /* sockaddr_un's sun_path holds 107 bytes and a NUL. */
+        return path[0] == '/' && strlen(path) < 108;
+}
+
+#define FIELD(f) offsetof(Config, f)
+
+/* Readers wake when this share of the ring buffer holds full pages: 0 would wake on every event
+ * (and make a blocking splice return at once), 50, the kernel's default, lets a slow stream wait
+ * for half the buffer. At 10 (35 pages of the default 1410 KiB) each wake-up moves a batch large
+ * enough that fan-out to 8 streams costs 1.5x one stream instead of 2.5x at 1 (tests/bench), and
+ * the flush timer still delivers a slow stream within its interval. */
+#define BUFFER_PERCENT_DEFAULT "10"
+
+const Setting config_settings[] = {
+        { NULL, NULL, "socket", "socket", "PATH", SETTING_STRING, FIELD(socket_path), .valid = socket_path_is_valid,
+          .default_value = TPD_SOCKET_DEFAULT, .expected = "an absolute path of at most 107 bytes",
+          .help = "Listen on PATH, unless systemd passes a socket" },
+        { "Tracing", "Events", NULL, "events", NULL, SETTING_EVENTS, FIELD(events),
+          .expected = "system:event names or globs", .help = "Events pinned at every start" },
+        { "Tracing", "Instance", "instance", "instance", "NAME", SETTING_STRING, FIELD(instance),
+          .valid = config_instance_name_is_valid, .default_value = "tpd",
+          .expected = "an instance name of letters, digits, '_', '-' and '.'",
+          .help = "Tracefs instance to create" },
+        { "Tracing", "Clock", "clock", "clock", "CLOCK", SETTING_STRING, FIELD(clock), .runtime = true,
+          .valid = config_clock_name_is_valid, .default_value = "boot",
+          .expected = "a trace clock name (see the instance's trace_clock)", .help = "Trace clock of \"ts\"" },
+        { "Tracing", "BufferSizeKB", "buffer-size-kb", "buffer_size_kb", "KB", SETTING_UNSIGNED,
+          FIELD(buffer_size_kb), 4, 4U * 1024 * 1024, .zero_ok = true, .runtime = true, .default_value = "0",
+          .expected = "a size in KiB from 4 to 4194304, or 0 for the kernel's default",
+          .help = "Ring buffer size per CPU; 0: the kernel's default" },
+        { "Tracing", "BufferPercent", "buffer-percent", "buffer_percent", "N", SETTING_UNSIGNED,
+          FIELD(buffer_percent), 1, 100, .default_value = BUFFER_PERCENT_DEFAULT,
+          .expected = "a percentage from 1 to 100", .help = "Wake the readers when N % of the buffer is full" },
+        { "Tracing", "FlushIntervalMSec", "flush-interval-ms", "flush_interval_ms", "MS", SETTING_UNSIGNED,
+          FIELD(flush_interval_ms), 1, 60 * 1000, .runtime = true, .default_value = "100",
+          .expected = "milliseconds from 1 to 60000", .help = "Deliver partially filled pages after MS" },
+        { "Clients", "AccessGroup", "access-group", "access_group", "GROUP", SETTING_STRING, FIELD(access_group),
+          .valid = group_name_is_valid, .default_value = "tracing", .expected = "a group name",
+          .help = "Group allowed besides root" },
+        { "Clients", "MaxClients", "max-clients", "max_clients", "N", SETTING_UNSIGNED, FIELD(max_clients), 1,
+          65536, .default_value = "64", .expected = "a number from 1 to 65536",
+          .help = "Streams served at once (connections: twice as many)" },
+        { "Clients", "ClientQueueKB", "client-queue-kb", "client_queue_kb", "KB", SETTING_UNSIGNED,
+          FIELD(client_queue_kb), 64, 1024 * 1024, .default_value = "8192",
+          .expected = "a size in KiB from 64 to 1048576",
+          .help = "Memory a stream may hold before it loses records" },
+        { "Clients", "MaxConnectionsPerUser", "max-connections-per-user", "max_connections_per_user", "N",
+          SETTING_UNSIGNED, FIELD(max_connections_per_user), 1, 2 * 65536, .default_value = "32",
+          .expected = "a number from 1 to 131072", .help = "Connections one user other than root may hold" },
+        { "Clients", "MaxStreamsPerUser", "max-streams-per-user", "max_streams_per_user", "N", SETTING_UNSIGNED,
+          FIELD(max_streams_per_user), 1, 65536, .default_value = "16", .expected = "a number from 1 to 65536",
+          .help = "Streams one user other than root may hold" },
+        { "Clients", "MaxGlobEvents", "max-glob-events", "max_glob_events", "N", SETTING_UNSIGNED,
+          FIELD(max_glob_events), 1, 65536, .default_value = "64",
+          .expected = "a number of events from 1 to 65536",
+          .help = "Events a member's glob may match (root's may match more)" },
+        { "Clients", "MaxCallEvents", "max-call-events", "max_call_events", "N", SETTING_UNSIGNED,
+          FIELD(max_call_events), 1, 4096, .default_value = "512", .expected = "a number of events from 1 to 4096",
+          .help = "Events one call of a member may select" },
+        { "Clients", "MaxEnabledEvents", "max-enabled-events", "max_enabled_events", "N", SETTING_UNSIGNED,
+          FIELD(max_enabled_events), 0, 65536, .default_value = "1024",
+          .expected = "a number of events from 0 (no bound) to 65536",
+          .help = "Events tpd keeps enabled at most; 0: no bound" },
+        { NULL, NULL, "state-dir", "state_dir", "DIR", SETTING_STRING, FIELD(state_dir),
+          .expected = "a directory", .help = "Save pinned events here ($STATE_DIRECTORY, else /var/lib/tpd); "
+                                          "empty: do not save" },
+};
+const size_t config_n_settings = ELEMENTSOF(config_settings);
+
+const Setting *config_setting_by_key(const char *section, const char *key) {
+        for (size_t i = 0; i < config_n_settings; i++)
+                if (config_settings[i].key && streq(config_settings[i].section, section) &&
+                    streq(config_settings[i].key, key))
+                        return &config_settings[i];
+        return NULL;
+}
+
+const Setting *config_setting_by_name(const char *name) {
+        for (size_t i = 0; i < config_n_settings; i++)
+                if (streq(config_settings[i].name, name))
+                        return &config_settings[i];
+        return NULL;
 }
 
 static char *strip(char *s) {
@@ -31,7 +121,7 @@ static char *strip(char *s) {
         return s;
 }
 
-int config_set_string(char **dst, const char *value) {
+static int set_string(char **dst, const char *value) {
         char *s = strdup(value);
         if (!s)
                 return -ENOMEM;
@@ -40,7 +130,7 @@ int config_set_string(char **dst, const char *value) {
         return 0;
 }
 
-int config_parse_unsigned(const char *value, unsigned min, unsigned max, unsigned *ret) {
+static int parse_unsigned(const char *value, unsigned min, unsigned max, bool zero_ok, unsigned *ret) {
         char *end;
         unsigned long v;
 
@@ -48,7 +138,7 @@ int config_parse_unsigned(const char *value, unsigned min, unsigned max, unsigne
                 return -EINVAL;
         errno = 0;
         v = strtoul(value, &end, 10);
-        if (errno || *end || v < min || v > max)
+        if (errno || *end || v > UINT_MAX || ((v < min || v > max) && !(zero_ok && v == 0)))
                 return -EINVAL;
         *ret = (unsigned) v;
         return 0;
@@ -68,7 +158,13 @@ static int strv_push(char ***l, char *s) {
         return 0;
 }
 
-static int parse_events(ManagerConfig *c, char *value, const char *path, unsigned line) {
+static bool event_pattern_is_valid(const char *w) {
+        return tracing_event_name_is_valid(w) || (tracing_is_glob(w) && strchr(w, ':'));
+}
+
+/* Events=: words accumulate, an empty value resets. On -EINVAL *ret_bad is the offending word. */
+static int add_events(Config *c, const char *value, const char *origin, char **ret_bad) {
+        _cleanup_free_ char *copy = NULL;
         char *save = NULL;
         int r;
 
@@ -77,100 +173,171 @@ static int parse_events(ManagerConfig *c, char *value, const char *path, unsigne
                 c->events_origin = strv_free(c->events_origin);
                 return 0;
         }
-        for (char *w = strtok_r(value, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
-                char *name, *origin;
+        copy = strdup(value);
+        if (!copy)
+                return -ENOMEM;
+        for (char *w = strtok_r(copy, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+                char *name, *o;
 
-                if (!tracing_event_name_is_valid(w) && !(tracing_is_glob(w) && strchr(w, ':'))) {
-                        log_error("%s:%u: '%s' is not an event name (system:event, globs allowed).", path, line, w);
-                        return -EINVAL;
+                if (!event_pattern_is_valid(w)) {
+                        *ret_bad = strdup(w);
+                        return *ret_bad ? -EINVAL : -ENOMEM;
                 }
                 name = strdup(w);
-                if (!name || asprintf(&origin, "%s:%u", path, line) < 0) {
+                o = strdup(origin);
+                if (!name || !o) {
                         free(name);
+                        free(o);
                         return -ENOMEM;
                 }
                 r = strv_push(&c->events, name);
                 if (r >= 0)
-                        r = strv_push(&c->events_origin, origin);
+                        r = strv_push(&c->events_origin, o);
                 else
-                        free(origin);
+                        free(o);
                 if (r < 0)
                         return r;
         }
         return 0;
 }
 
-static int assign(ManagerConfig *c, ConfigSection section, const char *key, char *value, const char *path,
-                  unsigned line) {
-        const char *what = NULL;
-        int r = 0;
+int config_setting_set(const Setting *s, Config *c, const char *value) {
+        void *p = (char *) c + s->offset;
 
-        switch (section) {
-        case SECTION_TRACING:
-                if (streq(key, "Events"))
-                        return parse_events(c, value, path, line);
-                if (streq(key, "Instance")) {
-                        what = "an instance name of letters, digits, '_', '-' and '.'";
-                        if (!config_instance_name_is_valid(value))
-                                r = -EINVAL;
-                        else
-                                r = config_set_string(&c->instance, value);
-                } else if (streq(key, "Clock")) {
-                        what = "a trace clock name (see the instance's trace_clock)";
-                        if (!*value || strspn(value, "abcdefghijklmnopqrstuvwxyz0123456789-_") != strlen(value))
-                                r = -EINVAL;
-                        else
-                                r = config_set_string(&c->clock, value);
-                } else if (streq(key, "BufferSizeKB")) {
-                        what = "a size in KiB from 4 to 4194304, or 0 for the kernel's default";
-                        r = config_parse_unsigned(value, 0, 4U * 1024 * 1024, &c->buffer_size_kb);
-                        if (r >= 0 && c->buffer_size_kb > 0 && c->buffer_size_kb < 4)
-                                r = -EINVAL;
-                } else if (streq(key, "FlushIntervalMSec")) {
-                        what = "milliseconds from 1 to 60000";
-                        r = config_parse_unsigned(value, 1, 60 * 1000, &c->flush_interval_ms);
-                } else
-                        goto unknown;
-                break;
-
-        case SECTION_CLIENTS:
-                if (streq(key, "AccessGroup")) {
-                        what = "a group name";
-                        if (strpbrk(value, " \t:/"))
-                                r = -EINVAL;
-                        else
-                                r = config_set_string(&c->access_group, value);
-                } else if (streq(key, "MaxClients")) {
-                        what = "a number from 1 to 65536";
-                        r = config_parse_unsigned(value, 1, 65536, &c->max_clients);
-                } else if (streq(key, "ClientQueueKB")) {
-                        what = "a size in KiB from 64 to 1048576";
-                        r = config_parse_unsigned(value, 64, 1024 * 1024, &c->client_queue_kb);
-                } else
-                        goto unknown;
-                break;
-
-        case SECTION_NONE:
-                log_error("%s:%u: '%s=' outside of a section.", path, line, key);
-                return -EINVAL;
-
-        case SECTION_UNKNOWN:
-                return 0;
+        switch (s->type) {
+        case SETTING_STRING:
+                if (s->valid && !s->valid(value))
+                        return -EINVAL;
+                return set_string(p, value);
+        case SETTING_UNSIGNED:
+                return parse_unsigned(value, s->min, s->max, s->zero_ok, p);
+        case SETTING_EVENTS: {
+                _cleanup_free_ char *bad = NULL;
+                return add_events(c, value, "command line", &bad);
         }
-
-        if (r == -EINVAL) {
-                log_error("%s:%u: invalid value '%s' for %s=: expected %s.", path, line, value, key, what);
-                return r;
         }
-        return r;
+        return -EINVAL;
+}
 
-unknown:
-        log_warning("%s:%u: unknown key '%s', ignoring.", path, line, key);
+const char *config_setting_format(const Setting *s, const Config *c, char *buf, size_t size) {
+        const void *p = (const char *) c + s->offset;
+
+        switch (s->type) {
+        case SETTING_STRING:
+                snprintf(buf, size, "%s", strempty(*(char *const *) p));
+                break;
+        case SETTING_UNSIGNED:
+                snprintf(buf, size, "%u", *(const unsigned *) p);
+                break;
+        case SETTING_EVENTS: {
+                size_t n = 0;
+                buf[0] = 0;
+                for (char *const *e = *(char **const *) p; e && *e && n < size; e++)
+                        n += (size_t) snprintf(buf + n, size - n, "%s%s", n > 0 ? " " : "", *e);
+                break;
+        }
+        }
+        return buf;
+}
+
+void config_done(Config *c) {
+        for (size_t i = 0; i < config_n_settings; i++)
+                if (config_settings[i].type == SETTING_STRING)
+                        free(*(char **) ((char *) c + config_settings[i].offset));
+        strv_free(c->events);
+        strv_free(c->events_origin);
+        *c = (Config) {};
+}
+
+int config_init(Config *c) {
+        *c = (Config) {};
+        for (size_t i = 0; i < config_n_settings; i++) {
+                const Setting *s = &config_settings[i];
+                int r;
+
+                if (!s->default_value)
+                        continue;
+                r = config_setting_set(s, c, s->default_value);
+                if (r < 0)
+                        return r;
+        }
         return 0;
 }
 
-int config_parse_file(const char *path, ManagerConfig *c) {
-        ConfigSection section = SECTION_NONE;
+static char **strv_copy(char *const *l) {
+        size_t n = strv_length(l);
+        char **copy = calloc(n + 1, sizeof(char *));
+
+        for (size_t i = 0; copy && i < n; i++)
+                if (!(copy[i] = strdup(l[i])))
+                        copy = strv_free(copy);
+        return copy;
+}
+
+int config_copy(Config *dst, const Config *src) {
+        *dst = *src;
+        /* Own copies of every pointer, or none: config_done() must be safe on failure. */
+        for (size_t i = 0; i < config_n_settings; i++)
+                if (config_settings[i].type == SETTING_STRING)
+                        *(char **) ((char *) dst + config_settings[i].offset) = NULL;
+        dst->events = dst->events_origin = NULL;
+
+        for (size_t i = 0; i < config_n_settings; i++) {
+                const Setting *s = &config_settings[i];
+                const char *v = *(char *const *) ((const char *) src + s->offset);
+
+                if (s->type == SETTING_STRING && v && set_string((char **) ((char *) dst + s->offset), v) < 0)
+                        return -ENOMEM;
+        }
+        if (src->events) {
+                dst->events = strv_copy(src->events);
+                dst->events_origin = strv_copy(src->events_origin);
+                if (!dst->events || !dst->events_origin)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+static int assign(Config *c, const char *section, const char *key, const char *value, const char *path,
+                  unsigned line) {
+        const Setting *s;
+        _cleanup_free_ char *bad = NULL, *origin = NULL;
+        int r;
+
+        if (!section) {
+                log_error("%s:%u: '%s=' outside of a section.", path, line, key);
+                return -EINVAL;
+        }
+        s = config_setting_by_key(section, key);
+        if (!s) {
+                log_warning("%s:%u: unknown key '%s', ignoring.", path, line, key);
+                return 0;
+        }
+        if (s->type == SETTING_EVENTS) {
+                if (asprintf(&origin, "%s:%u", path, line) < 0)
+                        return -ENOMEM;
+                r = add_events(c, value, origin, &bad);
+                if (r == -EINVAL)
+                        log_error("%s:%u: '%s' is not an event name (system:event, globs allowed).", path, line,
+                                  bad);
+                return r;
+        }
+        r = config_setting_set(s, c, value);
+        if (r == -EINVAL)
+                log_error("%s:%u: invalid value '%s' for %s=: expected %s.", path, line, value, key, s->expected);
+        return r;
+}
+
+static bool section_is_known(const char *name) {
+        for (size_t i = 0; i < config_n_settings; i++)
+                if (config_settings[i].section && streq(config_settings[i].section, name))
+                        return true;
+        return false;
+}
+
+int config_parse_file(const char *path, Config *c) {
+        _cleanup_free_ char *section = NULL;
+        bool known = false;
         _cleanup_free_ char *buf = NULL;
         size_t size = 0;
         unsigned line = 0;
@@ -199,14 +366,15 @@ int config_parse_file(const char *path, ManagerConfig *c) {
                                 break;
                         }
                         *end = 0;
-                        if (streq(l + 1, "Tracing"))
-                                section = SECTION_TRACING;
-                        else if (streq(l + 1, "Clients"))
-                                section = SECTION_CLIENTS;
-                        else {
-                                log_warning("%s:%u: unknown section [%s], ignoring it.", path, line, l + 1);
-                                section = SECTION_UNKNOWN;
+                        free(section);
+                        section = strdup(l + 1);
+                        if (!section) {
+                                r = -ENOMEM;
+                                break;
                         }
+                        known = section_is_known(section);
+                        if (!known)
+                                log_warning("%s:%u: unknown section [%s], ignoring it.", path, line, section);
                         continue;
                 }
 
@@ -224,6 +392,8 @@ int config_parse_file(const char *path, ManagerConfig *c) {
                         r = -EINVAL;
                         break;
                 }
+                if (section && !known)
+                        continue;
                 r = assign(c, section, key, value, path, line);
                 if (r < 0)
                         break;
@@ -237,7 +407,7 @@ static int is_conf(const struct dirent *d) {
         return d->d_name[0] != '.' && n > 5 && streq(d->d_name + n - 5, ".conf");
 }
 
-int config_load(const char *path, ManagerConfig *c) {
+int config_load(const char *path, Config *c) {
         _cleanup_free_ char *dir = NULL;
         struct dirent **entries = NULL;
         int n, r;

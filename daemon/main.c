@@ -14,29 +14,39 @@
 #include "manager.h"
 #include "tpd-protocol.h"
 
+/* --help: options in the first column, their text from this column on, lines up to this width. */
+#define HELP_COLUMN 29
+#define HELP_WIDTH 100
+
 static void help(void) {
         printf("Usage: tpd [OPTIONS]\n\n"
                "Serve Linux kernel tracepoints as JSON over Varlink.\n\n"
                "  -h --help                  Show this help\n"
                "     --version               Show the version\n"
-               "     --socket=PATH           Listen on PATH (default: %s), unless systemd\n"
-               "                             passes a socket\n"
-               "     --instance=NAME         Tracefs instance to create (default: tpd)\n"
-               "     --clock=CLOCK           Trace clock (default: boot)\n"
-               "     --buffer-size-kb=KB     Ring buffer size per CPU (default: the kernel's)\n"
-               "     --flush-interval-ms=MS  Deliver partially filled pages after MS (default: 100)\n"
-               "     --buffer-percent=N      Wake the readers when N %% of the buffer is full\n"
-               "                             (default: %u)\n"
-               "     --max-clients=N         Streams served at once (default: 64)\n"
-               "     --client-queue-kb=KB    Records queued per stream before it loses some\n"
-               "                             (default: 8192)\n"
-               "     --access-group=GROUP    Group allowed besides root (default: tracing)\n"
                "     --config=PATH           Configuration file, and drop-ins in PATH.d/\n"
                "                             (default: %s)\n"
-               "     --state-dir=DIR         Save pinned events here (default: $STATE_DIRECTORY,\n"
-               "                             else /var/lib/tpd); empty: do not save\n"
                "  -v --verbose               Log debug messages\n",
-               TPD_SOCKET_DEFAULT, MANAGER_BUFFER_PERCENT_DEFAULT, CONFIG_FILE_DEFAULT);
+               CONFIG_FILE_DEFAULT);
+        for (size_t i = 0; i < config_n_settings; i++) {
+                const Setting *s = &config_settings[i];
+                char option[64], def[64] = "";
+                int col;
+
+                if (!s->option)
+                        continue;
+                snprintf(option, sizeof(option), "--%s=%s", s->option, s->metavar);
+                if (s->default_value)
+                        snprintf(def, sizeof(def), " (default: %s)", s->default_value);
+                if (strlen(option) + 6 > HELP_COLUMN)
+                        col = printf("     %s\n%*s", option, HELP_COLUMN, "") - (int) strlen(option) - 6;
+                else
+                        col = printf("     %-*s", HELP_COLUMN - 5, option);
+                col += printf("%s", s->help);
+                if (*def && col + (int) strlen(def) > HELP_WIDTH)
+                        printf("\n%*s%s\n", HELP_COLUMN, "", def + 1);
+                else
+                        printf("%s\n", def);
+        }
 }
 
 /* The --config option, found before anything else is parsed: the files are read first, so that
@@ -55,41 +65,31 @@ static const char *config_path_from_argv(int argc, char *argv[]) {
         return path;
 }
 
-static int parse_argv(int argc, char *argv[], ManagerConfig *c) {
+static int parse_argv(int argc, char *argv[], Config *c) {
         enum {
                 ARG_VERSION = 0x100,
-                ARG_SOCKET,
-                ARG_INSTANCE,
-                ARG_CLOCK,
-                ARG_BUFFER_SIZE_KB,
-                ARG_FLUSH_INTERVAL_MS,
-                ARG_MAX_CLIENTS,
-                ARG_CLIENT_QUEUE_KB,
-                ARG_ACCESS_GROUP,
-                ARG_STATE_DIR,
                 ARG_CONFIG,
-                ARG_BUFFER_PERCENT,
+                ARG_SETTING, /* + the index in config_settings[] */
         };
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "version", no_argument, NULL, ARG_VERSION },
-                { "socket", required_argument, NULL, ARG_SOCKET },
-                { "instance", required_argument, NULL, ARG_INSTANCE },
-                { "clock", required_argument, NULL, ARG_CLOCK },
-                { "buffer-size-kb", required_argument, NULL, ARG_BUFFER_SIZE_KB },
-                { "flush-interval-ms", required_argument, NULL, ARG_FLUSH_INTERVAL_MS },
-                { "max-clients", required_argument, NULL, ARG_MAX_CLIENTS },
-                { "client-queue-kb", required_argument, NULL, ARG_CLIENT_QUEUE_KB },
-                { "access-group", required_argument, NULL, ARG_ACCESS_GROUP },
-                { "state-dir", required_argument, NULL, ARG_STATE_DIR },
-                { "config", required_argument, NULL, ARG_CONFIG },
-                { "buffer-percent", required_argument, NULL, ARG_BUFFER_PERCENT },
-                { "verbose", no_argument, NULL, 'v' },
-                {}
-        };
-        int opt, idx = -1, r = 0;
+        _cleanup_free_ struct option *options = NULL;
+        size_t n = 0;
+        int opt, idx = -1, r;
+
+        options = calloc(config_n_settings + 5, sizeof(struct option));
+        if (!options)
+                return log_error_errno(-ENOMEM, "Out of memory.");
+        options[n++] = (struct option) { "help", no_argument, NULL, 'h' };
+        options[n++] = (struct option) { "version", no_argument, NULL, ARG_VERSION };
+        options[n++] = (struct option) { "config", required_argument, NULL, ARG_CONFIG };
+        options[n++] = (struct option) { "verbose", no_argument, NULL, 'v' };
+        for (size_t i = 0; i < config_n_settings; i++)
+                if (config_settings[i].option)
+                        options[n++] = (struct option) { config_settings[i].option, required_argument, NULL,
+                                                         ARG_SETTING + (int) i };
 
         while ((opt = getopt_long(argc, argv, "hv", options, &idx)) >= 0) {
+                const Setting *s;
+
                 switch (opt) {
                 case 'h':
                         help();
@@ -97,41 +97,6 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *c) {
                 case ARG_VERSION:
                         printf("tpd %s\n", TPD_VERSION);
                         return 0;
-                case ARG_SOCKET:
-                        r = config_set_string(&c->socket_path, optarg);
-                        break;
-                case ARG_INSTANCE:
-                        if (!config_instance_name_is_valid(optarg)) {
-                                log_error("Invalid instance name '%s': use letters, digits, '_', '-' and '.'.",
-                                          optarg);
-                                return -EINVAL;
-                        }
-                        r = config_set_string(&c->instance, optarg);
-                        break;
-                case ARG_CLOCK:
-                        r = config_set_string(&c->clock, optarg);
-                        break;
-                case ARG_BUFFER_SIZE_KB:
-                        r = config_parse_unsigned(optarg, 4, 4U * 1024 * 1024, &c->buffer_size_kb);
-                        break;
-                case ARG_FLUSH_INTERVAL_MS:
-                        r = config_parse_unsigned(optarg, 1, 60 * 1000, &c->flush_interval_ms);
-                        break;
-                case ARG_MAX_CLIENTS:
-                        r = config_parse_unsigned(optarg, 1, 65536, &c->max_clients);
-                        break;
-                case ARG_CLIENT_QUEUE_KB:
-                        r = config_parse_unsigned(optarg, 64, 1024 * 1024, &c->client_queue_kb);
-                        break;
-                case ARG_ACCESS_GROUP:
-                        r = config_set_string(&c->access_group, optarg);
-                        break;
-                case ARG_STATE_DIR:
-                        r = config_set_string(&c->state_dir, optarg);
-                        break;
-                case ARG_BUFFER_PERCENT:
-                        r = config_parse_unsigned(optarg, 1, 100, &c->buffer_percent);
-                        break;
                 case ARG_CONFIG:
                         /* Read before the other options, in run(). */
                         break;
@@ -139,11 +104,17 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *c) {
                         log_set_max_level(LOG_DEBUG);
                         break;
                 default:
-                        return -EINVAL;
-                }
-                if (r < 0) {
-                        log_error("Invalid value '%s' for --%s.", optarg, idx >= 0 ? options[idx].name : "?");
-                        return r;
+                        if (opt < ARG_SETTING || (size_t) (opt - ARG_SETTING) >= config_n_settings)
+                                return -EINVAL;
+                        s = &config_settings[opt - ARG_SETTING];
+                        r = config_setting_set(s, c, optarg);
+                        if (r == -ENOMEM)
+                                return log_error_errno(r, "Out of memory.");
+                        if (r < 0) {
+                                log_error("Invalid value '%s' for --%s: expected %s.", optarg, s->option,
+                                          s->expected);
+                                return r;
+                        }
                 }
         }
         if (optind < argc) {
@@ -172,28 +143,24 @@ static int listen_fd_from_systemd(void) {
 }
 
 static int run(int argc, char *argv[]) {
-        _cleanup_(manager_config_done) ManagerConfig config = {
-                .buffer_percent = MANAGER_BUFFER_PERCENT_DEFAULT,
-                .flush_interval_ms = 100,
-                .max_clients = 64,
-                .client_queue_kb = 8192,
-        };
+        _cleanup_(config_done) Config config = {};
         _cleanup_(manager_freep) Manager *m = NULL;
         int r, fd;
 
+        r = config_init(&config);
+        if (r < 0)
+                return log_error_errno(r, "Out of memory.");
         r = config_load(config_path_from_argv(argc, argv), &config);
         if (r < 0)
                 return r;
         r = parse_argv(argc, argv, &config);
         if (r <= 0)
                 return r;
-        if ((!config.socket_path && config_set_string(&config.socket_path, TPD_SOCKET_DEFAULT) < 0) ||
-            (!config.instance && config_set_string(&config.instance, "tpd") < 0) ||
-            (!config.clock && config_set_string(&config.clock, "boot") < 0) ||
-            (!config.access_group && config_set_string(&config.access_group, "tracing") < 0) ||
-            (!config.state_dir && config_set_string(&config.state_dir, getenv("STATE_DIRECTORY") ?: "/var/lib/tpd") < 0))
+        /* systemd's StateDirectory= says where; an empty --state-dir= says: do not save. */
+        if (!config.state_dir && config_setting_set(config_setting_by_name("state_dir"), &config,
+                                                    getenv("STATE_DIRECTORY") ?: "/var/lib/tpd") < 0)
                 return log_error_errno(-ENOMEM, "Out of memory.");
-        if (config.state_dir && !*config.state_dir)
+        if (!*config.state_dir)
                 config.state_dir = mfree(config.state_dir);
 
         log_setup_libraries();

@@ -18,48 +18,6 @@
 /* How often the STATUS= line is sent. */
 #define STATUS_USEC (5 * 1000 * 1000ULL)
 
-void manager_config_done(ManagerConfig *c) {
-        free(c->socket_path);
-        free(c->instance);
-        free(c->clock);
-        free(c->access_group);
-        free(c->state_dir);
-        strv_free(c->events);
-        strv_free(c->events_origin);
-        *c = (ManagerConfig) {};
-}
-
-static int config_copy(ManagerConfig *dst, const ManagerConfig *src) {
-        *dst = *src;
-        dst->socket_path = src->socket_path ? strdup(src->socket_path) : NULL;
-        dst->instance = src->instance ? strdup(src->instance) : NULL;
-        dst->clock = src->clock ? strdup(src->clock) : NULL;
-        dst->access_group = src->access_group ? strdup(src->access_group) : NULL;
-        dst->state_dir = src->state_dir ? strdup(src->state_dir) : NULL;
-        dst->events = NULL;
-        dst->events_origin = NULL;
-        for (size_t i = 0; src->events && src->events[i]; i++) {
-                size_t n = strv_length(dst->events);
-                char **l = reallocarray(dst->events, n + 2, sizeof(char *));
-                char **o = l ? reallocarray(dst->events_origin, n + 2, sizeof(char *)) : NULL;
-                if (l)
-                        dst->events = l;
-                if (!l || !o)
-                        return -ENOMEM;
-                dst->events_origin = o;
-                l[n] = strdup(src->events[i]);
-                o[n] = strdup(src->events_origin[i]);
-                l[n + 1] = o[n + 1] = NULL;
-                if (!l[n] || !o[n])
-                        return -ENOMEM;
-        }
-        if ((src->state_dir && !dst->state_dir) ||
-            (src->socket_path && !dst->socket_path) || (src->instance && !dst->instance) ||
-            (src->clock && !dst->clock) || (src->access_group && !dst->access_group))
-                return -ENOMEM;
-        return 0;
-}
-
 Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
@@ -80,12 +38,12 @@ Manager *manager_free(Manager *m) {
         free(m->overrun_reported);
         free(m->state_path);
         sd_event_unref(m->event);
-        manager_config_done(&m->config);
+        config_done(&m->config);
         free(m);
         return NULL;
 }
 
-int manager_new(const ManagerConfig *config, Manager **ret) {
+int manager_new(const Config *config, Manager **ret) {
         _cleanup_(manager_freep) Manager *m = NULL;
         int r;
 

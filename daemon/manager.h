@@ -8,6 +8,7 @@
 #include <systemd/sd-event.h>
 
 #include "comm.h"
+#include "config.h"
 #include "decode.h"
 #include "reader.h"
 #include "tracing.h"
@@ -21,30 +22,8 @@
 typedef struct Client Client;
 typedef struct Server Server;
 
-/* Readers wake when this share of the ring buffer holds full pages: 0 would wake on every event
- * (and make a blocking splice return at once), 50, the kernel's default, lets a slow stream wait
- * for half the buffer. At 10 (35 pages of the default 1410 KiB) each wake-up moves a batch large
- * enough that fan-out to 8 streams costs 1.5× one stream instead of 2.5× at 1 (tests/bench), and
- * the flush timer still delivers a slow stream within its interval. */
-#define MANAGER_BUFFER_PERCENT_DEFAULT 10U
-
-typedef struct ManagerConfig {
-        char *socket_path;
-        char *instance;
-        char *clock;
-        unsigned buffer_size_kb;    /* 0: keep the kernel's default */
-        unsigned buffer_percent;
-        unsigned flush_interval_ms;
-        unsigned max_clients;
-        unsigned client_queue_kb;
-        char *access_group;
-        char *state_dir; /* pins are saved here; NULL: not saved */
-        char **events;   /* Events=: pinned at every start */
-        char **events_origin; /* "file:line" of each, for error messages */
-} ManagerConfig;
-
 typedef struct Manager {
-        ManagerConfig config;
+        Config config;
 
         sd_event *event;
         sd_event_source *flush_timer;
@@ -74,8 +53,7 @@ typedef struct Manager {
         uint64_t lost_client; /* likewise */
 } Manager;
 
-void manager_config_done(ManagerConfig *c);
-int manager_new(const ManagerConfig *config, Manager **ret);
+int manager_new(const Config *config, Manager **ret);
 Manager *manager_free(Manager *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "util.h"
 #include "tpd-test.h"
 
 static char dir[] = "/tmp/tpd-test-config-XXXXXX";
@@ -35,7 +36,7 @@ static void remove_file(const char *name) {
 }
 
 /* Loads the configuration with stderr captured; returns config_load()'s result and the log. */
-static int load(ManagerConfig *c, char **ret_log) {
+static int load(Config *c, char **ret_log) {
         char log_path[512];
         int saved, fd, r;
 
@@ -47,7 +48,7 @@ static int load(ManagerConfig *c, char **ret_log) {
         ASSERT(dup2(fd, STDERR_FILENO) == STDERR_FILENO);
         close(fd);
 
-        *c = (ManagerConfig) { .flush_interval_ms = 100 };
+        *c = (Config) { .flush_interval_ms = 100 };
         r = config_load(main_path, c);
 
         fflush(stderr);
@@ -59,7 +60,7 @@ static int load(ManagerConfig *c, char **ret_log) {
 }
 
 static void test_missing(void) {
-        ManagerConfig c;
+        Config c;
         char *log;
 
         /* No file at all: the defaults stand, and nothing is said. */
@@ -68,11 +69,11 @@ static void test_missing(void) {
         ASSERT(c.events == NULL);
         ASSERT_STR_EQ(log, "");
         free(log);
-        manager_config_done(&c);
+        config_done(&c);
 }
 
 static void test_precedence(void) {
-        ManagerConfig c;
+        Config c;
         char *log;
 
         write_file("tpd.conf", "# comment\n"
@@ -110,7 +111,7 @@ static void test_precedence(void) {
         ASSERT(strstr(c.events_origin[2], "/tpd.conf.d/50-late.conf:3"));
         ASSERT_STR_EQ(log, "");
         free(log);
-        manager_config_done(&c);
+        config_done(&c);
 
         /* An empty Events= drops everything set before it, in earlier files too. */
         write_file("tpd.conf.d/60-reset.conf", "[Tracing]\nEvents=\nEvents=syscalls:sys_enter_getppid\n");
@@ -118,7 +119,7 @@ static void test_precedence(void) {
         ASSERT_INT_EQ(strv_length(c.events), 1);
         ASSERT_STR_EQ(c.events[0], "syscalls:sys_enter_getppid");
         free(log);
-        manager_config_done(&c);
+        config_done(&c);
 
         remove_file("tpd.conf.d/50-late.conf");
         remove_file("tpd.conf.d/10-early.conf");
@@ -127,7 +128,7 @@ static void test_precedence(void) {
 }
 
 static void test_unknown(void) {
-        ManagerConfig c;
+        Config c;
         char *log;
 
         write_file("tpd.conf", "[Tracing]\nFlushIntervalMSec=50\nColour=blue\n[Future]\nAnything=1\n");
@@ -137,7 +138,7 @@ static void test_unknown(void) {
         ASSERT(strstr(log, "/tpd.conf:3: unknown key 'Colour'"));
         ASSERT(strstr(log, "/tpd.conf:4: unknown section [Future]"));
         free(log);
-        manager_config_done(&c);
+        config_done(&c);
 }
 
 static void test_invalid(void) {
@@ -168,7 +169,7 @@ static void test_invalid(void) {
 
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 char where[64];
-                ManagerConfig c;
+                Config c;
                 char *log;
 
                 write_file("tpd.conf", cases[i].text);
@@ -177,25 +178,80 @@ static void test_invalid(void) {
                 if (!strstr(log, "<3>") || !strstr(log, where) || !strstr(log, cases[i].reason))
                         TEST_FAIL("case %zu: log %s lacks <3>, '%s' or '%s'", i, log, where, cases[i].reason);
                 free(log);
-                manager_config_done(&c);
+                config_done(&c);
         }
 
         /* The error names the drop-in it is in. */
         write_file("tpd.conf", "[Tracing]\nFlushIntervalMSec=100\n");
         write_file("tpd.conf.d/20-bad.conf", "[Clients]\n\n\nMaxClients=many\n");
         {
-                ManagerConfig c;
+                Config c;
                 char *log;
 
                 ASSERT_INT_EQ(load(&c, &log), -EINVAL);
                 ASSERT(strstr(log, "/tpd.conf.d/20-bad.conf:4: invalid value 'many' for MaxClients="));
                 free(log);
-                manager_config_done(&c);
+                config_done(&c);
         }
         remove_file("tpd.conf.d/20-bad.conf");
 }
 
-int main(void) {
+/* conf/tpd.conf shows every key of the table, commented out with its default, in its section, and
+ * no key the table lacks: the shipped file is the table's documentation. */
+static void test_shipped_file(const char *conf_path) {
+        _cleanup_free_ char *text = test_read_file(conf_path, NULL), *all = test_read_file(conf_path, NULL);
+        char section[64] = "";
+        size_t listed = 0;
+
+        ASSERT(text && all);
+        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+                char key[64], value[256] = "";
+                const Setting *s;
+
+                if (sscanf(line, "[%63[^]]]", section) == 1)
+                        continue;
+                if (line[0] != '#' || sscanf(line, "#%63[A-Za-z]=%255s", key, value) < 1 || !strchr(line, '='))
+                        continue;
+                s = config_setting_by_key(section, key);
+                if (!s)
+                        TEST_FAIL("%s: [%s] %s= is not a setting", conf_path, section, key);
+                if (!streq(value, strempty(s->default_value)))
+                        TEST_FAIL("%s: %s=%s, but its default is '%s'", conf_path, key, value,
+                                  strempty(s->default_value));
+                listed++;
+        }
+        for (size_t i = 0; i < config_n_settings; i++)
+                if (config_settings[i].key && !strstr(all, config_settings[i].key))
+                        TEST_FAIL("%s does not show %s=", conf_path, config_settings[i].key);
+        for (size_t i = 0; i < config_n_settings; i++)
+                listed -= config_settings[i].key ? 1 : 0;
+        ASSERT_INT_EQ(listed, 0);
+}
+
+/* Defaults come from the table, and every value a setting accepts it also prints back. */
+static void test_table(void) {
+        _cleanup_(config_done) Config c = {};
+        char buf[256];
+
+        ASSERT_INT_EQ(config_init(&c), 0);
+        for (size_t i = 0; i < config_n_settings; i++) {
+                const Setting *s = &config_settings[i];
+
+                ASSERT(s->name && s->help && s->expected);
+                ASSERT(config_setting_by_name(s->name) == s);
+                if (s->default_value)
+                        ASSERT_STR_EQ(config_setting_format(s, &c, buf, sizeof(buf)), s->default_value);
+                if (s->type == SETTING_UNSIGNED) {
+                        snprintf(buf, sizeof(buf), "%u", s->max);
+                        ASSERT_INT_EQ(config_setting_set(s, &c, buf), 0);
+                        snprintf(buf, sizeof(buf), "%llu", (unsigned long long) s->max + 1);
+                        ASSERT_INT_EQ(config_setting_set(s, &c, buf), -EINVAL);
+                }
+        }
+        ASSERT_INT_EQ(c.flush_interval_ms, 60000);
+}
+
+int main(int argc, char *argv[]) {
         char sub[512];
 
         ASSERT(mkdtemp(dir));
@@ -207,6 +263,9 @@ int main(void) {
         test_precedence();
         test_unknown();
         test_invalid();
+        test_table();
+        if (argc > 1)
+                test_shipped_file(argv[1]);
 
         remove_file("tpd.conf");
         remove_file("log");
