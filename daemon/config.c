@@ -143,6 +143,12 @@ static int assign(ManagerConfig *c, ConfigSection section, const char *key, char
                 } else if (streq(key, "MaxClients")) {
                         what = "a number from 1 to 65536";
                         r = config_parse_unsigned(value, 1, 65536, &c->max_clients);
+                } else if (streq(key, "MaxConnectionsPerUser")) {
+                        what = "a number from 1 to 131072";
+                        r = config_parse_unsigned(value, 1, 2 * 65536, &c->max_connections_per_user);
+                } else if (streq(key, "MaxStreamsPerUser")) {
+                        what = "a number from 1 to 65536";
+                        r = config_parse_unsigned(value, 1, 65536, &c->max_streams_per_user);
                 } else if (streq(key, "ClientQueueKB")) {
                         what = "a size in KiB from 64 to 1048576";
                         r = config_parse_unsigned(value, 64, 1024 * 1024, &c->client_queue_kb);

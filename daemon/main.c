@@ -176,6 +176,8 @@ static int run(int argc, char *argv[]) {
                 .buffer_percent = MANAGER_BUFFER_PERCENT_DEFAULT,
                 .flush_interval_ms = 100,
                 .max_clients = 64,
+                .max_connections_per_user = 32,
+                .max_streams_per_user = 16,
                 .client_queue_kb = 8192,
         };
         _cleanup_(manager_freep) Manager *m = NULL;

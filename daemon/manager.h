@@ -28,6 +28,14 @@ typedef struct Server Server;
  * the flush timer still delivers a slow stream within its interval. */
 #define MANAGER_BUFFER_PERCENT_DEFAULT 10U
 
+/* Connection and stream slots only root may take (at most half of them), so that no member, nor
+ * all of them together, can lock root out. */
+#define MANAGER_ROOT_SLOTS 4U
+
+static inline unsigned manager_root_slots(unsigned total) {
+        return total / 2 < MANAGER_ROOT_SLOTS ? total / 2 : MANAGER_ROOT_SLOTS;
+}
+
 typedef struct ManagerConfig {
         char *socket_path;
         char *instance;
@@ -36,6 +44,8 @@ typedef struct ManagerConfig {
         unsigned buffer_percent;
         unsigned flush_interval_ms;
         unsigned max_clients;
+        unsigned max_connections_per_user; /* not for root, who also keeps the last slots */
+        unsigned max_streams_per_user;
         unsigned client_queue_kb;
         char *access_group;
         char *state_dir; /* pins are saved here; NULL: not saved */
