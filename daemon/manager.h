@@ -74,6 +74,7 @@ typedef struct Manager {
         Server *server;
         Client *clients;
         unsigned n_clients;
+        unsigned n_refused; /* of n_clients, connections only waiting for their refusal */
         unsigned n_streams;
         gid_t access_gid;
         bool access_gid_valid;

@@ -88,43 +88,44 @@ static bool peer_is_member(Manager *m, const struct ucred *cred, const gid_t *gr
         return false;
 }
 
-/* Refuses a connection with one error message, sent without waiting: the peer reads it as the
- * answer to its first call. A peer that has not sent its call yet may get EPIPE instead. */
-static void server_refuse(int fd, const char *error, const char *key, const char *value, const char *message) {
-        json_object *params = json_object_new_object();
-        _cleanup_free_ char *text = NULL;
-        size_t len;
+/* A refused peer gets its error as the answer to its first call (closing at once would race with
+ * that call: the peer might see EPIPE instead of the reason). Only this many refusals wait at once;
+ * beyond, connections are closed without one. */
+#define SERVER_REFUSALS_MAX 16U
 
-        if (params) {
-                if (key)
-                        json_object_object_add(params, key, json_object_new_string(value));
-                json_object_object_add(params, "message", json_object_new_string(message));
-                if (varlink_error(error, params, &text, &len) >= 0)
-                        (void) send(fd, text, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+static void server_refuse(Server *s, int fd, const struct ucred *cred, const char *error, const char *message) {
+        Manager *m = s->manager;
+        Client *c;
+
+        if (m->n_refused >= SERVER_REFUSALS_MAX) {
+                safe_close(fd);
+                return;
         }
-        safe_close(fd);
+        if (client_new(m, fd, cred, &c) < 0)
+                return;
+        (void) client_refuse(c, error, message);
 }
 
 static unsigned connections_of(Manager *m, uid_t uid) {
         unsigned n = 0;
 
         for (Client *c = m->clients; c; c = c->next)
-                if (c->uid == uid)
+                if (c->uid == uid && !c->refusal_error)
                         n++;
         return n;
 }
 
 /* Returns NULL when the peer may have one more connection, else why not. */
 static const char *connection_limit(Manager *m, const struct ucred *cred, bool root) {
-        unsigned total = m->config.max_clients * 2;
+        unsigned total = m->config.max_clients * 2, n = m->n_clients - m->n_refused;
 
         if (m->config.max_clients == 0)
                 return NULL;
-        if (m->n_clients >= total)
+        if (n >= total)
                 return "tpd has no connection left";
         if (root)
                 return NULL;
-        if (m->n_clients >= total - manager_root_slots(total))
+        if (n >= total - manager_root_slots(total))
                 return "the connections left are kept for root";
         if (m->config.max_connections_per_user > 0 &&
             connections_of(m, cred->uid) >= m->config.max_connections_per_user)
@@ -203,8 +204,13 @@ static int server_on_accept(sd_event_source *source, int fd, uint32_t revents, v
                         if (ratelimit_below(&s->log_limit))
                                 log_notice("Denying access to uid %u (pid %d).", (unsigned) cred.uid,
                                            (int) cred.pid);
-                        server_refuse(cfd, VARLINK_ERROR_PERMISSION_DENIED, NULL, NULL,
-                                      "Only root and members of the access group may use tpd.");
+                        _cleanup_free_ char *message = NULL;
+
+                        if (asprintf(&message, "Only root and members of group '%s' may use tpd.",
+                                     strempty(m->config.access_group)) < 0)
+                                message = NULL;
+                        server_refuse(s, cfd, &cred, VARLINK_ERROR_PERMISSION_DENIED,
+                                      message ?: "Only root and members of the access group may use tpd.");
                         return 0;
                 }
         }
@@ -218,8 +224,7 @@ static int server_on_accept(sd_event_source *source, int fd, uint32_t revents, v
                                     (unsigned) cred.uid, (int) cred.pid, why, m->n_clients);
                 if (asprintf(&message, "Too many connections: %s.", why) < 0)
                         message = NULL;
-                server_refuse(cfd, TPD_ERROR_LIMIT_EXCEEDED, "limit", "connections",
-                              message ?: "Too many connections.");
+                server_refuse(s, cfd, &cred, TPD_ERROR_LIMIT_EXCEEDED, message ?: "Too many connections.");
                 return 0;
         }
 
