@@ -130,7 +130,8 @@ static json_object *events_with_holders(json_object *events) {
                 json_object_object_foreach(e, key, value)
                         json_object_object_add(row, key, json_object_get(value));
                 json_object_object_add(row, "pinned by", uid_list(json_object_object_get(e, "pin_uids")));
-                json_object_object_add(row, "streams of", uid_list(json_object_object_get(e, "stream_uids")));
+                json_object_object_add(row, "streams of",
+                                       uid_list(json_object_object_get(e, "stream_uids")));
                 if (json_object_object_get_ex(e, "filter_uid", &v))
                         json_object_object_add(row, "filter by", json_object_get(v));
                 json_object_array_add(rows, row);

@@ -317,10 +317,11 @@ static int method_enable(Manager *m, Client *c, const VarlinkCall *call) {
                         if (r < 0)
                                 return r;
                         if (r > 0)
-                                return client_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, "event", events[i]->name,
-                                                     "The kernel filter of '%s' is shared with %s: only root, "
-                                                     "or a user that alone holds the event, may change it.",
-                                                     events[i]->name, who);
+                                return client_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, "event",
+                                                     events[i]->name,
+                                                     "The kernel filter of '%s' is shared with %s: only "
+                                                     "root, or a user that alone holds the event, may "
+                                                     "change it.", events[i]->name, who);
                 }
 
         /* Check the filter against every event before touching any, so that a bad filter
@@ -422,8 +423,8 @@ static int method_disable(Manager *m, Client *c, const VarlinkCall *call) {
                         if (r < 0)
                                 return r;
                         return client_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, "event", e->name,
-                                             "'%s' is pinned by others (%s): a member removes only its own pins.",
-                                             e->name, strempty(who));
+                                             "'%s' is pinned by others (%s): a member removes only its "
+                                             "own pins.", e->name, strempty(who));
                 }
 
         list = json_object_new_array();

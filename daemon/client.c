@@ -212,8 +212,9 @@ static int client_on_stall(sd_event_source *s, uint64_t usec, void *userdata) {
         static RateLimit limit = RATELIMIT_INIT(10 * 1000 * 1000ULL, 5);
 
         if (ratelimit_below(&limit))
-                log_notice("Closing the connection of uid %u (pid %d): half a message and nothing more for %llu s.",
-                           (unsigned) c->uid, (int) c->pid, (unsigned long long) (CLIENT_STALL_USEC / 1000000));
+                log_notice("Closing the connection of uid %u (pid %d): half a message and nothing more "
+                           "for %llu s.", (unsigned) c->uid, (int) c->pid,
+                           (unsigned long long) (CLIENT_STALL_USEC / 1000000));
         client_free(c);
         return 0;
 }

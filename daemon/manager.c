@@ -337,7 +337,8 @@ int manager_save_state(Manager *m) {
                 if (events[i]->pinned)
                         pins[k++] = (StatePin) { .event = events[i]->name, .filter = events[i]->filter,
                                                  .filter_uid = events[i]->filter_uid,
-                                                 .uids = events[i]->pin_uids, .n_uids = events[i]->n_pin_uids };
+                                                 .uids = events[i]->pin_uids,
+                                                 .n_uids = events[i]->n_pin_uids };
         r = state_save(m->state_path, pins, k);
         free(pins); /* the strings belong to the events */
         if (r < 0)

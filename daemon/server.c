@@ -93,7 +93,8 @@ static bool peer_is_member(Manager *m, const struct ucred *cred, const gid_t *gr
  * beyond, connections are closed without one. */
 #define SERVER_REFUSALS_MAX 16U
 
-static void server_refuse(Server *s, int fd, const struct ucred *cred, const char *error, const char *message) {
+static void server_refuse(Server *s, int fd, const struct ucred *cred, const char *error,
+                          const char *message) {
         Manager *m = s->manager;
         Client *c;
 
@@ -176,7 +177,7 @@ static int server_on_accept(sd_event_source *source, int fd, uint32_t revents, v
                         return 0;
                 if (r == -EMFILE || r == -ENFILE || r == -ENOBUFS || r == -ENOMEM) {
                         if (ratelimit_below(&s->log_limit))
-                                log_warning_errno(r, "Failed to accept a connection, pausing for 100 ms: %m");
+                                log_warning_errno(r, "Failed to accept a connection, pausing 100 ms: %m");
                         server_pause(s);
                         return 0;
                 }
