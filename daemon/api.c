@@ -272,11 +272,11 @@ static int event_held_by_others(Manager *m, const TracingEvent *e, uid_t uid, ch
         return 1;
 }
 
-/* Removes the pin of uid, or with NULL every pin. The kernel filter belongs to whoever set it and
- * goes with that pin, or with the last pin: removing a filter only adds records, so no holder
- * loses any by it. */
+/* Removes the pin of uid, or with NULL every pin. The kernel filter stays while anyone pins the
+ * event, even when its setter leaves: the others may rely on it (on getting fewer records). It
+ * goes with the last pin; streams that still hold the event then get it unfiltered. */
 static int event_unpin(Manager *m, TracingEvent *e, const uid_t *uid) {
-        if (e->filter && (!uid || e->filter_uid == *uid || e->n_pin_uids <= 1))
+        if (e->filter && (!uid || e->n_pin_uids <= 1))
                 (void) tracing_event_set_filter(m->tracing, e, NULL, NULL);
         if (!uid)
                 return tracing_event_pin(m->tracing, e, false);

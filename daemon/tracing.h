@@ -27,7 +27,7 @@ typedef struct TracingEvent {
         char *event;
         struct tep_event *format;
         char *filter; /* kernel-side filter, NULL when none */
-        uid_t filter_uid; /* who set it: the filter goes when that uid's pin goes */
+        uid_t filter_uid; /* who set it */
         unsigned streams;
         uid_t *pin_uids; /* the uids that pinned the event, ascending, each once */
         size_t n_pin_uids;
