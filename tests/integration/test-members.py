@@ -35,12 +35,13 @@ from tpdtest import check, fail, log
 
 SCALE = float(os.environ.get('TPD_TEST_SCALE', '1'))
 GEN_EVENT = 'syscalls:sys_enter_getppid'
-# Events nothing on the machine calls: pinned, streamed and filtered without adding records, so
-# that the instance's written count is the generator's alone.
-ROOT_EVENT = 'syscalls:sys_enter_reboot'      # root pins it with a filter
-STREAM_ONLY = 'syscalls:sys_enter_sethostname'  # A's stream holds it, nobody pins it
-B_EVENT = 'syscalls:sys_enter_swapon'         # B's own
-SPARE_EVENT = 'syscalls:sys_enter_acct'       # what B's and root's extra streams ask for
+# Obsolete or privileged system calls nothing on the machine makes (not reboot or sethostname:
+# a container's boot and poweroff make those): pinned, streamed and filtered without adding
+# records, so that the instance's written count is the generator's alone.
+ROOT_EVENT = 'syscalls:sys_enter_sysfs'       # root pins it with a filter on 'option'
+STREAM_ONLY = 'syscalls:sys_enter_iopl'       # A's stream holds it, nobody pins it
+B_EVENT = 'syscalls:sys_enter_ioperm'         # B's own
+SPARE_EVENT = 'syscalls:sys_enter_ustat'      # what B's and root's extra streams ask for
 RATE = 4000
 COUNT = int(RATE * 15 * SCALE)
 MAX_CLIENTS = 8          # 8 streams, 16 connections; the last 4 of each are root's
@@ -234,13 +235,13 @@ def run(ctx, users):
     check(f'common_pid == {gen_pid}' in gen_filter, f'kernel filter of {GEN_EVENT}: {gen_filter!r}')
 
     # root pins an event with a filter; A and B pin it too (no filter change: allowed)
-    tpd.tpctl_ok('enable', ROOT_EVENT, '--filter', 'cmd == 1')
+    tpd.tpctl_ok('enable', ROOT_EVENT, '--filter', 'option == 1')
     ok_as('A', 'enable', ROOT_EVENT)
     ok_as('B', 'enable', ROOT_EVENT)
     # B filters an event it alone holds
-    ok_as('B', 'enable', B_EVENT, '--filter', 'swap_flags == 1')
+    ok_as('B', 'enable', B_EVENT, '--filter', 'turn_on == 1')
     root_filter = kernel_filter(ROOT_EVENT)
-    check('cmd == 1' in root_filter, f'kernel filter of {ROOT_EVENT}: {root_filter!r}')
+    check('option == 1' in root_filter, f'kernel filter of {ROOT_EVENT}: {root_filter!r}')
 
     ev = event_status(ROOT_EVENT)
     check(ev and ev.get('pin_uids') == sorted([0, uid_a, uid_b]) and ev.get('filter_uid') == 0,
@@ -260,9 +261,9 @@ def run(ctx, users):
     denied_as('B', 'disable', GEN_EVENT, text='pinned by others')
     denied_as('B', 'enable', GEN_EVENT, '--filter', 'common_pid == 1', text='only root')
     denied_as('B', 'enable', GEN_EVENT, '--filter', '', text='only root')
-    denied_as('B', 'enable', ROOT_EVENT, '--filter', 'cmd == 2', text='only root')
+    denied_as('B', 'enable', ROOT_EVENT, '--filter', 'option == 2', text='only root')
     denied_as('B', 'enable', ROOT_EVENT, '--filter', '', text='only root')
-    denied_as('B', 'enable', STREAM_ONLY, '--filter', 'len == 1', text=f'uid {uid_a} (stream)')
+    denied_as('B', 'enable', STREAM_ONLY, '--filter', 'level == 1', text=f'uid {uid_a} (stream)')
     denied_as('B', 'enable', GEN_EVENT, '--filter', 'common_pid == 2', text=f'uid {uid_a} (pin, stream)')
     ok_as('B', 'enable', GEN_EVENT)                      # a pin of its own: allowed, filter kept
     ok_as('B', 'disable', GEN_EVENT)                     # removes B's pin only
@@ -297,8 +298,8 @@ def run(ctx, users):
     check_emfile(tpd)
 
     # --- root may do what members may not
-    tpd.tpctl_ok('enable', ROOT_EVENT, '--filter', 'cmd == 3')
-    check('cmd == 3' in kernel_filter(ROOT_EVENT), f'root could not change its filter: {kernel_filter(ROOT_EVENT)!r}')
+    tpd.tpctl_ok('enable', ROOT_EVENT, '--filter', 'option == 3')
+    check('option == 3' in kernel_filter(ROOT_EVENT), f'root could not change its filter: {kernel_filter(ROOT_EVENT)!r}')
 
     # --- the good stream: exactly what the kernel wrote
     gen.wait_done(timeout=120)
@@ -324,7 +325,7 @@ def run(ctx, users):
     ev = event_status(STREAM_ONLY)
     check(ev and ev.get('pin_uids') == [uid_a], f'after a restart, {STREAM_ONLY}: {ev}')
     ev = event_status(ROOT_EVENT)
-    check(ev and ev.get('pin_uids') == [0, uid_a] and ev.get('filter_uid') == 0 and ev.get('filter') == 'cmd == 3',
+    check(ev and ev.get('pin_uids') == [0, uid_a] and ev.get('filter_uid') == 0 and ev.get('filter') == 'option == 3',
           f'after a restart, {ROOT_EVENT}: {ev}')
     ev = event_status(GEN_EVENT)
     check(ev and ev.get('pin_uids') == [uid_a] and ev.get('filter_uid') == uid_a, f'after a restart, {GEN_EVENT}: {ev}')
@@ -336,12 +337,12 @@ def run(ctx, users):
     # A state file of a tpd before pins had owners: its pins are root's.
     tpd.stop(clear_pins=False)
     with open(os.path.join(ctx.tmpdir, 'state', f'{tpd.instance}.json'), 'w') as f:
-        json.dump({'version': 1, 'pins': [{'event': ROOT_EVENT, 'filter': 'cmd == 4'}]}, f)
+        json.dump({'version': 1, 'pins': [{'event': ROOT_EVENT, 'filter': 'option == 4'}]}, f)
     tpd.start(clean=False)
     ev = event_status(ROOT_EVENT)
-    check(ev and ev.get('pin_uids') == [0] and ev.get('filter_uid') == 0 and ev.get('filter') == 'cmd == 4',
+    check(ev and ev.get('pin_uids') == [0] and ev.get('filter_uid') == 0 and ev.get('filter') == 'option == 4',
           f'{ROOT_EVENT} from an old state file: {ev}')
-    denied_as('A', 'enable', ROOT_EVENT, '--filter', 'cmd == 5', text='only root')
+    denied_as('A', 'enable', ROOT_EVENT, '--filter', 'option == 5', text='only root')
     tpd.stop()
 
 
