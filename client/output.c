@@ -106,6 +106,38 @@ void print_describe(json_object *p) {
         printf("Print fmt: %s\n", cell(p, "print_fmt"));
 }
 
+/* "0,1001" from an array of uids; "-" when empty. */
+static json_object *uid_list(json_object *a) {
+        char buf[256] = "";
+        size_t len = 0;
+
+        for (size_t i = 0; i < array_length(a) && len < sizeof(buf) - 16; i++)
+                len += (size_t) snprintf(buf + len, sizeof(buf) - len, "%s%lld", i > 0 ? "," : "",
+                                         (long long) json_object_get_int64(json_object_array_get_idx(a, i)));
+        return json_object_new_string(len > 0 ? buf : "-");
+}
+
+/* Events with their holders as text cells; the reply keeps the arrays. */
+static json_object *events_with_holders(json_object *events) {
+        json_object *rows = json_object_new_array();
+
+        for (size_t i = 0; rows && i < array_length(events); i++) {
+                json_object *e = json_object_array_get_idx(events, i), *row = json_object_new_object(), *v;
+
+                if (!row)
+                        break;
+                json_object_object_foreach(e, key, value)
+                        json_object_object_add(row, key, json_object_get(value));
+                json_object_object_add(row, "pinned by", uid_list(json_object_object_get(e, "pin_uids")));
+                json_object_object_add(row, "streams of",
+                                       uid_list(json_object_object_get(e, "stream_uids")));
+                if (json_object_object_get_ex(e, "filter_uid", &v))
+                        json_object_object_add(row, "filter by", json_object_get(v));
+                json_object_array_add(rows, row);
+        }
+        return rows;
+}
+
 void print_status(json_object *p) {
         static const Column cpu_cols[] = {
                 { "CPU", "cpu", true },
@@ -117,10 +149,18 @@ void print_status(json_object *p) {
         };
         static const Column event_cols[] = {
                 { "EVENT", "name" },
-                { "PINNED", "pinned" },
+                { "PINNED BY", "pinned by" },
                 { "STREAMS", "streams", true },
+                { "STREAM UIDS", "streams of" },
+                { "FILTER BY", "filter by", true },
                 { "FILTER", "filter" },
         };
+        static const Column conn_cols[] = {
+                { "UID", "uid", true },
+                { "PID", "pid", true },
+                { "STREAMING", "streaming" },
+        };
+        json_object *rows;
         json_object *lost = json_object_object_get(p, "lost");
         json_object *events = json_object_object_get(p, "events");
 
@@ -137,8 +177,14 @@ void print_status(json_object *p) {
         fputc('\n', stdout);
         print_table("", json_object_object_get(p, "cpus"), cpu_cols, ELEMENTSOF(cpu_cols));
         fputc('\n', stdout);
-        if (array_length(events) > 0)
-                print_table("", events, event_cols, ELEMENTSOF(event_cols));
-        else
+        if (array_length(events) > 0) {
+                rows = events_with_holders(events);
+                print_table("", rows, event_cols, ELEMENTSOF(event_cols));
+                json_object_put(rows);
+        } else
                 printf("No events enabled.\n");
+        if (array_length(json_object_object_get(p, "connections")) > 0) {
+                fputc('\n', stdout);
+                print_table("", json_object_object_get(p, "connections"), conn_cols, ELEMENTSOF(conn_cols));
+        }
 }

@@ -278,7 +278,7 @@ static void help(void) {
                "                             PATTERN is a glob: 'sched:*', '*:sched_switch'\n"
                "  describe EVENT             Show an event's id, fields and print format\n"
                "  enable EVENT... [-f EXPR]  Enable events until 'disable', with an optional kernel filter\n"
-               "  disable EVENT... | --all   Undo 'enable' for these events, or for every event\n"
+               "  disable EVENT... | --all   Remove your pins of these events, or all yours (root: all)\n"
                "  status                     Show tpd's settings, counters and enabled events\n"
                "  stream [EVENT...]          Print records as NDJSON, one JSON object a line, until\n"
                "                             interrupted; without EVENT or -e, every enabled event\n"

@@ -204,6 +204,86 @@ static int method_describe_event(Manager *m, Client *c, const VarlinkCall *call)
         return client_reply(c, p);
 }
 
+static bool client_holds(const Client *k, const TracingEvent *e) {
+        if (!k->stream)
+                return false;
+        /* A stream that named no event takes every enabled one: a kernel filter changes it too. */
+        if (k->n_held == 0)
+                return e->enabled;
+        for (size_t i = 0; i < k->n_held; i++)
+                if (k->held[i] == e)
+                        return true;
+        return false;
+}
+
+static int uids_add(uid_t **l, size_t *n, uid_t uid) {
+        uid_t *nl;
+
+        for (size_t i = 0; i < *n; i++)
+                if ((*l)[i] == uid)
+                        return 0;
+        nl = reallocarray(*l, *n + 1, sizeof(uid_t));
+        if (!nl)
+                return -ENOMEM;
+        nl[(*n)++] = uid;
+        *l = nl;
+        return 0;
+}
+
+/* Whether anyone but uid holds e: a pin of another uid, or a stream of another uid that gets the
+ * event. On 1, *ret_who says who: "uid 0 (pin), uid 1001 (pin, stream)". */
+static int event_held_by_others(Manager *m, const TracingEvent *e, uid_t uid, char **ret_who) {
+        _cleanup_free_ uid_t *streams = NULL;
+        _cleanup_free_ char *who = NULL;
+        size_t n_streams = 0, size = 0;
+        bool any = false;
+        FILE *f;
+
+        for (Client *k = m->clients; k; k = k->next)
+                if (k->uid != uid && client_holds(k, e) && uids_add(&streams, &n_streams, k->uid) < 0)
+                        return -ENOMEM;
+
+        f = open_memstream(&who, &size);
+        if (!f)
+                return -ENOMEM;
+        for (size_t i = 0; i < e->n_pin_uids; i++) {
+                bool streaming = false;
+
+                if (e->pin_uids[i] == uid)
+                        continue;
+                for (size_t j = 0; j < n_streams; j++)
+                        if (streams[j] == e->pin_uids[i]) {
+                                streaming = true;
+                                streams[j] = uid; /* listed here, not again below */
+                        }
+                fprintf(f, "%suid %u (pin%s)", any ? ", " : "", (unsigned) e->pin_uids[i],
+                        streaming ? ", stream" : "");
+                any = true;
+        }
+        for (size_t i = 0; i < n_streams; i++)
+                if (streams[i] != uid) {
+                        fprintf(f, "%suid %u (stream)", any ? ", " : "", (unsigned) streams[i]);
+                        any = true;
+                }
+        if (fclose(f) != 0)
+                return -ENOMEM;
+        if (!any)
+                return 0;
+        *ret_who = TAKE_PTR(who);
+        return 1;
+}
+
+/* Removes the pin of uid, or with NULL every pin. The kernel filter stays while anyone pins the
+ * event, even when its setter leaves: the others may rely on it (on getting fewer records). It
+ * goes with the last pin; streams that still hold the event then get it unfiltered. */
+static int event_unpin(Manager *m, TracingEvent *e, const uid_t *uid) {
+        if (e->filter && (!uid || e->n_pin_uids <= 1))
+                (void) tracing_event_set_filter(m->tracing, e, NULL, NULL);
+        if (!uid)
+                return tracing_event_pin(m->tracing, e, false);
+        return tracing_event_pin_uid(m->tracing, e, *uid, false);
+}
+
 static int method_enable(Manager *m, Client *c, const VarlinkCall *call) {
         static const char *const keys[] = { "events", "filter", NULL };
         _cleanup_free_ char **names = NULL;
@@ -226,6 +306,25 @@ static int method_enable(Manager *m, Client *c, const VarlinkCall *call) {
         if (r != 0)
                 return r < 0 ? r : 0;
 
+        /* A kernel filter decides what every holder of the event gets: a member may set, change
+         * or clear it only on events nobody else holds. */
+        if (filter && !client_is_root(c))
+                for (size_t i = 0; i < n; i++) {
+                        _cleanup_free_ char *who = NULL;
+
+                        if (streq_ptr(events[i]->filter, *filter ? filter : NULL))
+                                continue;
+                        r = event_held_by_others(m, events[i], c->uid, &who);
+                        if (r < 0)
+                                return r;
+                        if (r > 0)
+                                return client_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, "event",
+                                                     events[i]->name,
+                                                     "The kernel filter of '%s' is shared with %s: only "
+                                                     "root, or a user that alone holds the event, may "
+                                                     "change it.", events[i]->name, who);
+                }
+
         /* Check the filter against every event before touching any, so that a bad filter
          * changes nothing. An empty filter clears the events' filters. */
         if (filter && *filter)
@@ -245,7 +344,7 @@ static int method_enable(Manager *m, Client *c, const VarlinkCall *call) {
         for (size_t i = 0; i < n; i++) {
                 TracingEvent *e = events[i];
 
-                if (filter && !e->always_on) {
+                if (filter && !e->always_on && !streq_ptr(e->filter, *filter ? filter : NULL)) {
                         _cleanup_free_ char *message = NULL;
                         r = tracing_event_set_filter(m->tracing, e, *filter ? filter : NULL, &message);
                         if (r < 0) {
@@ -256,8 +355,9 @@ static int method_enable(Manager *m, Client *c, const VarlinkCall *call) {
                                                              message ? message : strerror(-r));
                                 return tracefs_error(c, r, "set the filter");
                         }
+                        e->filter_uid = c->uid;
                 }
-                r = tracing_event_pin(m->tracing, e, true);
+                r = tracing_event_pin_uid(m->tracing, e, c->uid, true);
                 if (r < 0) {
                         json_object_put(list);
                         return tracefs_error(c, r, "enable the event");
@@ -279,7 +379,7 @@ static int method_disable(Manager *m, Client *c, const VarlinkCall *call) {
         _cleanup_free_ TracingEvent **events = NULL;
         size_t n_names, n = 0;
         json_object *p, *list;
-        bool all = false;
+        bool all = false, root = client_is_root(c);
         int r;
 
         if (check_keys(c, call, keys) < 0)
@@ -305,16 +405,36 @@ static int method_disable(Manager *m, Client *c, const VarlinkCall *call) {
                         return r < 0 ? r : 0;
         }
 
+        /* A member removes its own pins only. Naming an event that only others pinned is refused
+         * (before anything changes); a glob or --all just passes over others' pins. Root removes
+         * every pin of what it names. */
+        if (!root && !all)
+                for (size_t i = 0; i < n; i++) {
+                        TracingEvent *e = events[i];
+                        _cleanup_free_ char *who = NULL;
+                        bool named = false;
+
+                        if (!e->pinned || tracing_event_pinned_by(e, c->uid))
+                                continue;
+                        for (size_t j = 0; j < n_names && !named; j++)
+                                named = !tracing_is_glob(names[j]) && streq(names[j], e->name);
+                        if (!named)
+                                continue;
+                        r = event_held_by_others(m, e, c->uid, &who);
+                        if (r < 0)
+                                return r;
+                        return client_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, "event", e->name,
+                                             "'%s' is pinned by others (%s): a member removes only its "
+                                             "own pins.", e->name, strempty(who));
+                }
+
         list = json_object_new_array();
         for (size_t i = 0; i < n; i++) {
                 TracingEvent *e = events[i];
 
-                if (!e->pinned)
+                if (!e->pinned || (!root && !tracing_event_pinned_by(e, c->uid)))
                         continue;
-                /* The filter came with the pin; streams that still hold the event get it unfiltered. */
-                if (e->filter)
-                        (void) tracing_event_set_filter(m->tracing, e, NULL, NULL);
-                r = tracing_event_pin(m->tracing, e, false);
+                r = event_unpin(m, e, root ? NULL : &c->uid);
                 if (r < 0) {
                         json_object_put(list);
                         return tracefs_error(c, r, "disable the event");
@@ -331,13 +451,32 @@ static json_object *json_u64(uint64_t v) {
         return json_object_new_uint64(v);
 }
 
+/* Who holds an event: the uids of its pins, of the streams that named it, and of its filter. */
+static void status_add_holders(Manager *m, const TracingEvent *e, json_object *o) {
+        json_object *pins = json_object_new_array(), *streams = json_object_new_array();
+        _cleanup_free_ uid_t *uids = NULL;
+        size_t n = 0;
+
+        for (size_t i = 0; i < e->n_pin_uids; i++)
+                json_object_array_add(pins, json_object_new_int64(e->pin_uids[i]));
+        for (Client *k = m->clients; k; k = k->next)
+                if (k->stream && k->n_held > 0 && client_holds(k, e))
+                        (void) uids_add(&uids, &n, k->uid);
+        for (size_t i = 0; i < n; i++)
+                json_object_array_add(streams, json_object_new_int64(uids[i]));
+        json_object_object_add(o, "pin_uids", pins);
+        json_object_object_add(o, "stream_uids", streams);
+        if (e->filter)
+                json_object_object_add(o, "filter_uid", json_object_new_int64(e->filter_uid));
+}
+
 static int method_get_status(Manager *m, Client *c, const VarlinkCall *call) {
         static const char *const keys[] = { NULL };
         _cleanup_free_ char *clock = NULL;
         uint64_t delivered = m->delivered, lost_client = m->lost_client;
         unsigned buffer_kb = 0;
         TracingEvent *const *events;
-        json_object *p, *cpus, *evs, *lost, *settings;
+        json_object *p, *cpus, *evs, *lost, *conns, *settings;
         size_t n;
 
         if (check_keys(c, call, keys) < 0)
@@ -375,7 +514,18 @@ static int method_get_status(Manager *m, Client *c, const VarlinkCall *call) {
                 json_object_object_add(o, "streams", json_object_new_int((int) events[i]->streams));
                 if (events[i]->filter)
                         json_object_object_add(o, "filter", json_object_new_string(events[i]->filter));
+                status_add_holders(m, events[i], o);
                 json_object_array_add(evs, o);
+        }
+
+        conns = json_object_new_array();
+        for (Client *k = m->clients; k; k = k->next) {
+                json_object *o = json_object_new_object();
+
+                json_object_object_add(o, "uid", json_object_new_int64(k->uid));
+                json_object_object_add(o, "pid", json_object_new_int64(k->pid));
+                json_object_object_add(o, "streaming", json_object_new_boolean(k->stream != NULL));
+                json_object_array_add(conns, o);
         }
 
         for (Client *k = m->clients; k; k = k->next)
@@ -416,6 +566,7 @@ static int method_get_status(Manager *m, Client *c, const VarlinkCall *call) {
         json_object_object_add(p, "events", evs);
         json_object_object_add(p, "clients", json_object_new_int((int) m->n_clients));
         json_object_object_add(p, "streams", json_object_new_int((int) m->n_streams));
+        json_object_object_add(p, "connections", conns);
         json_object_object_add(p, "delivered", json_u64(delivered));
         json_object_object_add(p, "lost", lost);
         json_object_object_add(p, "settings", settings);
@@ -433,6 +584,35 @@ static int64_t boot_to_realtime_ns(void) {
 static void release_holds(Manager *m, TracingEvent **held, size_t n) {
         for (size_t i = 0; i < n; i++)
                 (void) tracing_event_unref(m->tracing, held[i]);
+}
+
+/* Streams are limited in total and per user, and the last ones are root's. On a limit the error
+ * is queued and 1 returned. */
+static int stream_slot_check(Manager *m, Client *c) {
+        unsigned total = m->config.max_clients, reserved = manager_root_slots(total), mine = 0;
+        int r;
+
+        if (total == 0)
+                return 0;
+        if (m->n_streams >= total)
+                r = client_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
+                                  "tpd serves at most %u streams at once.", total);
+        else if (client_is_root(c))
+                return 0;
+        else if (m->n_streams >= total - reserved)
+                r = client_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
+                                  "The last %u of tpd's %u streams are kept for root.", reserved, total);
+        else {
+                for (Client *k = m->clients; k; k = k->next)
+                        if (k->stream && k->uid == c->uid)
+                                mine++;
+                if (m->config.max_streams_per_user == 0 || mine < m->config.max_streams_per_user)
+                        return 0;
+                r = client_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
+                                  "uid %u has %u streams, as many as a user may have (MaxStreamsPerUser=).",
+                                  (unsigned) c->uid, mine);
+        }
+        return r < 0 ? r : 1;
 }
 
 static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
@@ -476,9 +656,9 @@ static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
                 if (pids[i] < 0 || pids[i] > INT32_MAX)
                         return invalid_parameter(c, "pids");
 
-        if (m->config.max_clients > 0 && m->n_streams >= m->config.max_clients)
-                return client_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
-                                     "tpd serves at most %u streams at once.", m->config.max_clients);
+        r = stream_slot_check(m, c);
+        if (r != 0)
+                return r < 0 ? r : 0;
 
         if (n_names > 0) {
                 r = resolve_events(m, c, names, n_names, &events, &n);
@@ -687,13 +867,6 @@ static const struct {
 
 int api_dispatch(Manager *m, Client *c, const VarlinkCall *call) {
         int r;
-
-        if (c->denied) {
-                (void) client_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, NULL, NULL,
-                                     "Only root and members of group '%s' may use tpd.",
-                                     strempty(m->config.access_group));
-                return 0;
-        }
 
         for (size_t i = 0; i < ELEMENTSOF(methods); i++)
                 if (streq(call->method, methods[i].name)) {

@@ -2,12 +2,14 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "api.h"
 #include "client.h"
 #include "log.h"
 #include "manager.h"
+#include "ratelimit.h"
 #include "tpd-protocol.h"
 
 /* Stop reading calls while this much reply text waits for a client that does not read. */
@@ -16,6 +18,7 @@
 
 static int client_update_events(Client *c);
 static int client_process(Client *c);
+static int client_update_stall(Client *c);
 
 Client *client_free(Client *c) {
         Manager *m;
@@ -31,6 +34,9 @@ Client *client_free(Client *c) {
         if (c->next)
                 c->next->prev = c->prev;
         m->n_clients--;
+        if (c->refusal_error)
+                m->n_refused--;
+        free(c->refusal_message);
 
         if (c->stream) {
                 m->n_streams--;
@@ -43,6 +49,7 @@ Client *client_free(Client *c) {
         free(c->held);
 
         sd_event_source_disable_unref(c->source);
+        sd_event_source_disable_unref(c->stall_timer);
         safe_close(c->fd);
         varlink_buffer_done(&c->in);
         queue_done(&c->out);
@@ -179,6 +186,15 @@ static int client_process(Client *c) {
                 if (r <= 0)
                         return r;
 
+                c->n_calls++;
+                if (c->refusal_error) {
+                        /* Whatever was asked: the refusal, and nothing more. */
+                        c->read_closed = true;
+                        if (streq(c->refusal_error, TPD_ERROR_LIMIT_EXCEEDED))
+                                return client_errorf(c, c->refusal_error, "limit", "connections", "%s",
+                                                     c->refusal_message);
+                        return client_errorf(c, c->refusal_error, NULL, NULL, "%s", c->refusal_message);
+                }
                 r = varlink_call_parse(msg, len, &call);
                 if (r < 0) {
                         log_debug("Client %d: malformed message, closing.", (int) c->pid);
@@ -189,6 +205,57 @@ static int client_process(Client *c) {
                 if (r < 0)
                         return r;
         }
+}
+
+static int client_on_stall(sd_event_source *s, uint64_t usec, void *userdata) {
+        Client *c = userdata;
+        static RateLimit limit = RATELIMIT_INIT(10 * 1000 * 1000ULL, 5);
+
+        if (ratelimit_below(&limit))
+                log_notice("Closing the connection of uid %u (pid %d): half a message and nothing more "
+                           "for %llu s.", (unsigned) c->uid, (int) c->pid,
+                           (unsigned long long) (CLIENT_STALL_USEC / 1000000));
+        client_free(c);
+        return 0;
+}
+
+/* A peer that stops in the middle of a call would keep its buffer (up to 64 KiB) and its slot for
+ * ever: the call must be complete CLIENT_STALL_USEC after it started. A connection idle between
+ * calls is fine (tools keep one open); the per-user connection limit bounds those. */
+static int client_update_stall(Client *c) {
+        size_t pending = varlink_buffer_pending(&c->in);
+        /* While replies back up, calls are not read (client_update_events): not the peer's stall. */
+        bool partial = !c->stream && !c->upgraded && !c->read_closed && c->out.bytes < CLIENT_OUT_MAX &&
+                       pending > 0 && !memchr(c->in.data + c->in.consumed, 0, pending);
+
+        /* A refused connection gets the same time to send its call, from the start. */
+        if (c->refusal_error && !c->read_closed && c->n_calls == 0)
+                partial = true;
+        int r;
+
+        if (!partial) {
+                if (c->stall_timer)
+                        return sd_event_source_set_enabled(c->stall_timer, SD_EVENT_OFF);
+                return 0;
+        }
+        if (c->stall_timer) {
+                int enabled = SD_EVENT_OFF;
+
+                /* Armed and no call completed since: the deadline stands. */
+                (void) sd_event_source_get_enabled(c->stall_timer, &enabled);
+                if (enabled != SD_EVENT_OFF && c->stall_calls == c->n_calls)
+                        return 0;
+                r = sd_event_source_set_time_relative(c->stall_timer, CLIENT_STALL_USEC);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(c->stall_timer, SD_EVENT_ONESHOT);
+        } else {
+                r = sd_event_add_time_relative(c->manager->event, &c->stall_timer, CLOCK_MONOTONIC,
+                                               CLIENT_STALL_USEC, 0, client_on_stall, c);
+                if (r >= 0)
+                        (void) sd_event_source_set_description(c->stall_timer, "client-stall");
+        }
+        c->stall_calls = c->n_calls;
+        return r;
 }
 
 static int client_on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -228,6 +295,8 @@ static int client_on_io(sd_event_source *s, int fd, uint32_t revents, void *user
         }
 
         r = client_process(c);
+        if (r >= 0)
+                r = client_update_stall(c);
         if (r < 0) {
                 client_free(c);
                 return 0;
@@ -240,6 +309,22 @@ static int client_on_io(sd_event_source *s, int fd, uint32_t revents, void *user
 
         (void) client_flush(c);
         return 0;
+}
+
+int client_refuse(Client *c, const char *error, const char *message) {
+        int r;
+
+        c->refusal_message = strdup(message);
+        if (!c->refusal_message) {
+                client_free(c);
+                return -ENOMEM;
+        }
+        c->refusal_error = error;
+        c->manager->n_refused++;
+        r = client_update_stall(c);
+        if (r < 0)
+                client_free(c);
+        return r;
 }
 
 int client_new(Manager *m, int fd, const struct ucred *cred, Client **ret) {

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <json-c/json.h>
 #include <systemd/sd-event.h>
@@ -39,13 +40,29 @@ struct Client {
         Stream *stream;
         TracingEvent **held; /* events this stream enabled for its lifetime */
         size_t n_held;
-        bool denied; /* failed the access check: every call gets PermissionDenied */
+        sd_event_source *stall_timer; /* armed while a call is half received */
+        uint64_t n_calls;             /* calls received, to see progress */
+        uint64_t stall_calls;         /* n_calls when stall_timer was armed */
+        /* Refused at accept (access or limits): the first call gets this error, then the connection
+         * closes; one that sends nothing goes after CLIENT_STALL_USEC. */
+        const char *refusal_error;
+        char *refusal_message;
         bool upgraded;
         bool read_closed;
 };
 
+/* A control call must arrive whole within this long once its first byte did. */
+#define CLIENT_STALL_USEC (5 * 1000 * 1000ULL)
+
 int client_new(Manager *m, int fd, const struct ucred *cred, Client **ret);
 Client *client_free(Client *c);
+/* Marks a new connection as refused; see refusal_error. */
+int client_refuse(Client *c, const char *error, const char *message);
+
+/* Root (or tpd's own uid) may do what members may not: see DESIGN §5 and README "Access". */
+static inline bool client_is_root(const Client *c) {
+        return c->uid == 0 || c->uid == geteuid();
+}
 
 /* Queues a reply or an error; takes ownership of parameters. */
 int client_reply(Client *c, json_object *parameters);

@@ -293,7 +293,10 @@ int manager_save_state(Manager *m) {
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++)
                 if (events[i]->pinned)
-                        pins[k++] = (StatePin) { .event = events[i]->name, .filter = events[i]->filter };
+                        pins[k++] = (StatePin) { .event = events[i]->name, .filter = events[i]->filter,
+                                                 .filter_uid = events[i]->filter_uid,
+                                                 .uids = events[i]->pin_uids,
+                                                 .n_uids = events[i]->n_pin_uids };
         r = state_save(m->state_path, pins, k);
         free(pins); /* the strings belong to the events */
         if (r < 0)
@@ -323,6 +326,8 @@ static int manager_restore_state(Manager *m) {
 
                 /* The kernel may have lost an event (a module unloaded) or changed its format:
                  * restore what still works and say what does not. */
+                if (pins[i].n_uids == 0)
+                        continue;
                 r = tracing_event_get(m->tracing, pins[i].event, &e);
                 if (r < 0) {
                         log_warning_errno(r, "Not restoring '%s': %m", pins[i].event);
@@ -335,9 +340,12 @@ static int manager_restore_state(Manager *m) {
                                                   pins[i].filter, message ?: strerror(-r));
                                 continue;
                         }
+                        e->filter_uid = pins[i].filter_uid;
                 }
-                r = tracing_event_pin(m->tracing, e, true);
-                if (r < 0)
+                /* Each pin keeps its owner across restarts. */
+                for (size_t j = 0; j < pins[i].n_uids; j++)
+                        r = tracing_event_pin_uid(m->tracing, e, pins[i].uids[j], true);
+                if (!e->pinned)
                         continue;
                 log_info("Restored '%s'%s%s%s.", e->name, e->filter ? " with filter '" : "", strempty(e->filter),
                          e->filter ? "'" : "");

@@ -22,6 +22,13 @@
 typedef struct Client Client;
 typedef struct Server Server;
 
+/* Connection and stream slots only root may take (at most half of them), so that no member, nor
+ * all of them together, can lock root out. */
+#define MANAGER_ROOT_SLOTS 4U
+
+static inline unsigned manager_root_slots(unsigned total) {
+        return total / 2 < MANAGER_ROOT_SLOTS ? total / 2 : MANAGER_ROOT_SLOTS;
+}
 typedef struct Manager {
         Config config;
 
@@ -43,6 +50,7 @@ typedef struct Manager {
         Server *server;
         Client *clients;
         unsigned n_clients;
+        unsigned n_refused; /* of n_clients, connections only waiting for their refusal */
         unsigned n_streams;
         gid_t access_gid;
         bool access_gid_valid;

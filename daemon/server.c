@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <fcntl.h>
-#include <grp.h>
-#include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -11,21 +11,41 @@
 #include "client.h"
 #include "log.h"
 #include "manager.h"
+#include "ratelimit.h"
 #include "server.h"
+#include "tpd-protocol.h"
+#include "varlink.h"
+
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59
+#endif
+
+/* After EMFILE/ENFILE on accept, the listening socket rests this long: it stays readable while the
+ * connection waits in the backlog, and accepting again at once would spin. */
+#define SERVER_ACCEPT_RETRY_USEC (100 * 1000ULL)
 
 struct Server {
         Manager *manager;
         int fd;
         char *path; /* set when we bound it, and so must unlink it */
+        dev_t dev;  /* of the socket file we bound: only that one is unlinked at exit */
+        ino_t ino;
         sd_event_source *source;
+        sd_event_source *retry; /* re-enables source after a lack of file descriptors */
+        RateLimit log_limit;
 };
 
 Server *server_free(Server *s) {
+        struct stat st;
+
         if (!s)
                 return NULL;
         sd_event_source_disable_unref(s->source);
+        sd_event_source_disable_unref(s->retry);
         safe_close(s->fd);
-        if (s->path)
+        /* Someone may have put another file at the path meanwhile: remove only our socket. */
+        if (s->path && lstat(s->path, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == s->dev &&
+            st.st_ino == s->ino)
                 (void) unlink(s->path);
         free(s->path);
         free(s);
@@ -34,76 +54,224 @@ Server *server_free(Server *s) {
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(Server *, server_free);
 
-static bool in_group(uid_t uid, gid_t primary, gid_t group) {
-        struct passwd *pw;
-        gid_t groups[256];
-        int n = (int) ELEMENTSOF(groups);
+/* The peer's supplementary groups as the kernel recorded them at connect(): no user database
+ * look-up (NSS can block, and the database may disagree with what the process holds). */
+static int peer_groups(int fd, gid_t **ret, size_t *ret_n) {
+        socklen_t len = 64 * sizeof(gid_t);
 
-        if (primary == group)
-                return true;
-        pw = getpwuid(uid);
-        if (!pw || getgrouplist(pw->pw_name, primary, groups, &n) < 0)
+        for (;;) {
+                _cleanup_free_ gid_t *groups = malloc(len);
+                socklen_t n = len;
+
+                if (!groups)
+                        return -ENOMEM;
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &n) == 0) {
+                        *ret = TAKE_PTR(groups);
+                        *ret_n = n / sizeof(gid_t);
+                        return 0;
+                }
+                /* ERANGE: n says how much room the list needs. */
+                if (errno != ERANGE || n <= len)
+                        return negative_errno();
+                len = n;
+        }
+}
+
+static bool peer_is_member(Manager *m, const struct ucred *cred, const gid_t *groups, size_t n) {
+        if (!m->access_gid_valid)
                 return false;
-        for (int i = 0; i < n; i++)
-                if (groups[i] == group)
+        if (cred->gid == m->access_gid)
+                return true;
+        for (size_t i = 0; i < n; i++)
+                if (groups[i] == m->access_gid)
                         return true;
         return false;
 }
 
-/* The socket's mode keeps others out already; this check still holds when the socket was made
- * by someone else or its mode was changed. */
-static bool peer_allowed(Manager *m, const struct ucred *cred) {
-        if (cred->uid == 0 || cred->uid == geteuid())
-                return true;
-        return m->access_gid_valid && in_group(cred->uid, cred->gid, m->access_gid);
+/* A refused peer gets its error as the answer to its first call (closing at once would race with
+ * that call: the peer might see EPIPE instead of the reason). Only this many refusals wait at once;
+ * beyond, connections are closed without one. */
+#define SERVER_REFUSALS_MAX 16U
+
+static void server_refuse(Server *s, int fd, const struct ucred *cred, const char *error,
+                          const char *message) {
+        Manager *m = s->manager;
+        Client *c;
+
+        if (m->n_refused >= SERVER_REFUSALS_MAX) {
+                safe_close(fd);
+                return;
+        }
+        if (client_new(m, fd, cred, &c) < 0)
+                return;
+        (void) client_refuse(c, error, message);
+}
+
+static unsigned connections_of(Manager *m, uid_t uid) {
+        unsigned n = 0;
+
+        for (Client *c = m->clients; c; c = c->next)
+                if (c->uid == uid && !c->refusal_error)
+                        n++;
+        return n;
+}
+
+/* Returns NULL when the peer may have one more connection, else why not. */
+static const char *connection_limit(Manager *m, const struct ucred *cred, bool root) {
+        unsigned total = m->config.max_clients * 2, n = m->n_clients - m->n_refused;
+
+        if (m->config.max_clients == 0)
+                return NULL;
+        if (n >= total)
+                return "tpd has no connection left";
+        if (root)
+                return NULL;
+        if (n >= total - manager_root_slots(total))
+                return "the connections left are kept for root";
+        if (m->config.max_connections_per_user > 0 &&
+            connections_of(m, cred->uid) >= m->config.max_connections_per_user)
+                return "this user has as many connections as it may (MaxConnectionsPerUser=)";
+        return NULL;
+}
+
+static int server_on_retry(sd_event_source *source, uint64_t usec, void *userdata) {
+        Server *s = userdata;
+
+        (void) sd_event_source_set_enabled(s->source, SD_EVENT_ON);
+        return 0;
+}
+
+static void server_pause(Server *s) {
+        int r;
+
+        r = sd_event_source_set_enabled(s->source, SD_EVENT_OFF);
+        if (r >= 0) {
+                if (s->retry)
+                        r = sd_event_source_set_time_relative(s->retry, SERVER_ACCEPT_RETRY_USEC);
+                else
+                        r = sd_event_add_time_relative(s->manager->event, &s->retry, CLOCK_MONOTONIC,
+                                                       SERVER_ACCEPT_RETRY_USEC, 0, server_on_retry, s);
+        }
+        if (r >= 0)
+                r = sd_event_source_set_enabled(s->retry, SD_EVENT_ONESHOT);
+        if (r < 0)
+                /* Without the timer, keep accepting: better busy than deaf. */
+                (void) sd_event_source_set_enabled(s->source, SD_EVENT_ON);
 }
 
 static int server_on_accept(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         Server *s = userdata;
         Manager *m = s->manager;
+        _cleanup_free_ gid_t *groups = NULL;
         struct ucred cred;
         socklen_t len = sizeof(cred);
-        Client *c;
+        size_t n_groups = 0;
+        const char *why;
+        bool root;
         int cfd, r;
 
         cfd = accept4(s->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (cfd < 0) {
-                if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                        log_warning_errno(negative_errno(), "Failed to accept a connection: %m");
+                r = negative_errno();
+                if (r == -EAGAIN || r == -EINTR || r == -ECONNABORTED)
+                        return 0;
+                if (r == -EMFILE || r == -ENFILE || r == -ENOBUFS || r == -ENOMEM) {
+                        if (ratelimit_below(&s->log_limit))
+                                log_warning_errno(r, "Failed to accept a connection, pausing 100 ms: %m");
+                        server_pause(s);
+                        return 0;
+                }
+                if (ratelimit_below(&s->log_limit))
+                        log_warning_errno(r, "Failed to accept a connection: %m");
                 return 0;
         }
 
         if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-                log_warning_errno(negative_errno(), "Failed to get peer credentials: %m");
+                if (ratelimit_below(&s->log_limit))
+                        log_warning_errno(negative_errno(), "Failed to get peer credentials: %m");
                 safe_close(cfd);
                 return 0;
         }
+        root = cred.uid == 0 || cred.uid == geteuid();
 
-        if (m->config.max_clients > 0 && m->n_clients >= m->config.max_clients * 2) {
-                /* Streams are limited with a clear error in the API; this bounds idle
-                 * connections too. */
-                log_warning("Refusing connection of pid %d: %u clients connected.", (int) cred.pid, m->n_clients);
-                safe_close(cfd);
+        /* The socket's mode keeps others out already; this check still holds when the socket was
+         * made by someone else or its mode was changed. */
+        if (!root) {
+                r = peer_groups(cfd, &groups, &n_groups);
+                if (r < 0 && ratelimit_below(&s->log_limit))
+                        log_warning_errno(r, "Failed to get the groups of pid %d, checking its primary group "
+                                          "only: %m", (int) cred.pid);
+                if (!peer_is_member(m, &cred, groups, n_groups)) {
+                        if (ratelimit_below(&s->log_limit))
+                                log_notice("Denying access to uid %u (pid %d).", (unsigned) cred.uid,
+                                           (int) cred.pid);
+                        _cleanup_free_ char *message = NULL;
+
+                        if (asprintf(&message, "Only root and members of group '%s' may use tpd.",
+                                     strempty(m->config.access_group)) < 0)
+                                message = NULL;
+                        server_refuse(s, cfd, &cred, VARLINK_ERROR_PERMISSION_DENIED,
+                                      message ?: "Only root and members of the access group may use tpd.");
+                        return 0;
+                }
+        }
+
+        why = connection_limit(m, &cred, root);
+        if (why) {
+                _cleanup_free_ char *message = NULL;
+
+                if (ratelimit_below(&s->log_limit))
+                        log_warning("Refusing a connection of uid %u (pid %d): %s (%u connected).",
+                                    (unsigned) cred.uid, (int) cred.pid, why, m->n_clients);
+                if (asprintf(&message, "Too many connections: %s.", why) < 0)
+                        message = NULL;
+                server_refuse(s, cfd, &cred, TPD_ERROR_LIMIT_EXCEEDED, message ?: "Too many connections.");
                 return 0;
         }
 
-        r = client_new(m, cfd, &cred, &c);
-        if (r < 0) {
+        r = client_new(m, cfd, &cred, NULL);
+        if (r < 0)
                 log_warning_errno(r, "Failed to set up a client: %m");
-                return 0;
-        }
-        if (!peer_allowed(m, &cred)) {
-                log_notice("Denying access to uid %u (pid %d).", (unsigned) cred.uid, (int) cred.pid);
-                c->denied = true;
-        }
         return 0;
 }
 
-static int bind_path(const char *path) {
+/* Removes what is at path if it is a socket nobody answers on: a tpd that died left it. Anything
+ * else (a live socket, a file, a symlink) is not ours to remove. */
+static int remove_stale_socket(const char *path, const struct sockaddr_un *sa) {
+        _cleanup_close_ int fd = -1;
+        struct stat st;
+
+        if (lstat(path, &st) < 0)
+                return errno == ENOENT ? 0 : log_error_errno(negative_errno(), "Failed to check '%s': %m", path);
+        if (!S_ISSOCK(st.st_mode))
+                return log_error_errno(-EEXIST, "'%s' exists and is not a socket; not removing it.", path);
+
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return negative_errno();
+        if (connect(fd, (const struct sockaddr *) sa, sizeof(*sa)) == 0 || errno == EAGAIN)
+                return log_error_errno(-EADDRINUSE, "Another tpd is listening on '%s'.", path);
+        if (errno != ECONNREFUSED)
+                return log_error_errno(negative_errno(), "Failed to check whether '%s' is in use: %m", path);
+        if (unlink(path) < 0 && errno != ENOENT)
+                return log_error_errno(negative_errno(), "Failed to remove the stale socket '%s': %m", path);
+        return 0;
+}
+
+/* Binds path so that the socket is 0660 root:GROUP from the moment it exists: the mode comes from
+ * the umask and the group from the file-system gid in effect at bind(), so there is no window in
+ * which others could connect and no chmod/chown by path that a swapped file could redirect. (On
+ * Linux fchmod on the socket's fd changes the socket inode of sockfs, not the file.) The parent
+ * directory should be writable by root only (as /run/tpd is): whoever can write to it can replace
+ * the file, whatever tpd does. */
+static int bind_path(Manager *m, const char *path, dev_t *ret_dev, ino_t *ret_ino) {
         _cleanup_close_ int fd = -1;
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         _cleanup_free_ char *dir = NULL;
+        struct stat st;
         char *slash;
+        mode_t old_umask;
+        int r, old_fsgid = -1;
 
         if (strlen(path) >= sizeof(sa.sun_path))
                 return log_error_errno(-ENAMETOOLONG, "Socket path '%s' is too long.", path);
@@ -117,23 +285,38 @@ static int bind_path(const char *path) {
                 *slash = 0;
                 if (mkdir(dir, 0755) < 0 && errno != EEXIST)
                         return log_error_errno(negative_errno(), "Failed to create '%s': %m", dir);
+                if (stat(dir, &st) == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+                        log_warning("'%s' is writable by others: they could replace tpd's socket.", dir);
         }
+
+        r = remove_stale_socket(path, &sa);
+        if (r < 0)
+                return r;
 
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return negative_errno();
 
-        /* A socket file left by a dead tpd is stale; one that accepts connections is not ours to take. */
-        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0)
-                return log_error_errno(-EADDRINUSE, "Another tpd is listening on '%s'.", path);
-        (void) unlink(path);
+        if (m->access_gid_valid) {
+                old_fsgid = setfsgid(m->access_gid);
+                if ((gid_t) setfsgid((gid_t) -1) != m->access_gid)
+                        log_warning("Cannot create '%s' with group '%s': only root may connect.", path,
+                                    strempty(m->config.access_group));
+        }
+        old_umask = umask(0117);
+        r = bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 ? negative_errno() : 0;
+        umask(old_umask);
+        if (old_fsgid >= 0)
+                (void) setfsgid((gid_t) old_fsgid);
+        if (r < 0)
+                return log_error_errno(r, "Failed to bind '%s': %m", path);
 
-        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
-                return log_error_errno(negative_errno(), "Failed to bind '%s': %m", path);
-        if (chmod(path, 0660) < 0)
-                return log_error_errno(negative_errno(), "Failed to set the mode of '%s': %m", path);
+        if (lstat(path, &st) < 0)
+                return log_error_errno(negative_errno(), "Failed to check '%s': %m", path);
         if (listen(fd, SOMAXCONN) < 0)
                 return log_error_errno(negative_errno(), "Failed to listen on '%s': %m", path);
+        *ret_dev = st.st_dev;
+        *ret_ino = st.st_ino;
         return TAKE_FD(fd);
 }
 
@@ -148,9 +331,11 @@ int server_new(Manager *m, int fd, const char *path, Server **ret) {
         }
         s->manager = m;
         s->fd = fd;
+        /* Client-triggered warnings: a few per 10 s. */
+        s->log_limit = RATELIMIT_INIT(10 * 1000 * 1000ULL, 5);
 
         if (s->fd < 0) {
-                s->fd = bind_path(path);
+                s->fd = bind_path(m, path, &s->dev, &s->ino);
                 if (s->fd < 0)
                         return s->fd;
                 s->path = strdup(path);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /*
  * Persisted pins: the events enabled with Enable and their kernel filters, saved as JSON under the
@@ -12,6 +13,9 @@
 typedef struct StatePin {
         char *event;
         char *filter; /* NULL when none */
+        uid_t filter_uid;
+        uid_t *uids; /* who pinned it; a file without "uids" (older tpd) loads as root's pin */
+        size_t n_uids;
 } StatePin;
 
 void state_pins_free(StatePin *pins, size_t n);

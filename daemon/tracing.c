@@ -214,6 +214,7 @@ static TracingEvent *tracing_event_free(TracingEvent *e) {
         free(e->system);
         free(e->event);
         free(e->filter);
+        free(e->pin_uids);
         free(e);
         return NULL;
 }
@@ -594,13 +595,65 @@ static int event_update(Tracing *t, TracingEvent *e) {
 }
 
 int tracing_event_pin(Tracing *t, TracingEvent *e, bool pin) {
-        bool old = e->pinned;
+        size_t old = e->n_pin_uids;
         int r;
 
-        e->pinned = pin;
+        if (pin)
+                return tracing_event_pin_uid(t, e, 0, true);
+
+        e->n_pin_uids = 0;
+        e->pinned = false;
         r = event_update(t, e);
-        if (r < 0)
-                e->pinned = old;
+        if (r < 0) {
+                e->n_pin_uids = old;
+                e->pinned = old > 0;
+        }
+        return r;
+}
+
+bool tracing_event_pinned_by(const TracingEvent *e, uid_t uid) {
+        for (size_t i = 0; i < e->n_pin_uids; i++)
+                if (e->pin_uids[i] == uid)
+                        return true;
+        return false;
+}
+
+int tracing_event_pin_uid(Tracing *t, TracingEvent *e, uid_t uid, bool pin) {
+        size_t i = 0;
+        int r;
+
+        while (i < e->n_pin_uids && e->pin_uids[i] < uid)
+                i++;
+        if (pin == (i < e->n_pin_uids && e->pin_uids[i] == uid))
+                return event_update(t, e); /* nothing changes: make sure the kernel agrees */
+
+        if (pin) {
+                uid_t *l = reallocarray(e->pin_uids, e->n_pin_uids + 1, sizeof(uid_t));
+                if (!l)
+                        return -ENOMEM;
+                e->pin_uids = l;
+                memmove(l + i + 1, l + i, (e->n_pin_uids - i) * sizeof(uid_t));
+                l[i] = uid;
+                e->n_pin_uids++;
+        } else {
+                memmove(e->pin_uids + i, e->pin_uids + i + 1, (e->n_pin_uids - i - 1) * sizeof(uid_t));
+                e->n_pin_uids--;
+        }
+        e->pinned = e->n_pin_uids > 0;
+
+        r = event_update(t, e);
+        if (r < 0) {
+                /* Undo, so that the pins say what the kernel does. */
+                if (pin) {
+                        memmove(e->pin_uids + i, e->pin_uids + i + 1, (e->n_pin_uids - i - 1) * sizeof(uid_t));
+                        e->n_pin_uids--;
+                } else {
+                        memmove(e->pin_uids + i + 1, e->pin_uids + i, (e->n_pin_uids - i) * sizeof(uid_t));
+                        e->pin_uids[i] = uid;
+                        e->n_pin_uids++;
+                }
+                e->pinned = e->n_pin_uids > 0;
+        }
         return r;
 }
 

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util.h"
 
@@ -26,8 +27,11 @@ typedef struct TracingEvent {
         char *event;
         struct tep_event *format;
         char *filter; /* kernel-side filter, NULL when none */
+        uid_t filter_uid; /* who set it */
         unsigned streams;
-        bool pinned;
+        uid_t *pin_uids; /* the uids that pinned the event, ascending, each once */
+        size_t n_pin_uids;
+        bool pinned; /* n_pin_uids > 0 */
         bool enabled;
         bool always_on; /* ftrace:* events have no enable switch: they are always recorded */
 } TracingEvent;
@@ -88,8 +92,12 @@ int tracing_filter_verify(Tracing *t, TracingEvent *e, const char *filter, char 
 int tracing_event_set_filter(Tracing *t, TracingEvent *e, const char *filter, char **ret_message);
 
 /* Adds or removes a pin or a stream reference; enables or disables the event in the kernel when
- * the first reference comes or the last one goes. */
+ * the first reference comes or the last one goes. tracing_event_pin() pins as root (uid 0), or
+ * removes every uid's pin. */
 int tracing_event_pin(Tracing *t, TracingEvent *e, bool pin);
+/* Adds or removes the pin of one uid; an event stays enabled while any uid pins it. */
+int tracing_event_pin_uid(Tracing *t, TracingEvent *e, uid_t uid, bool pin);
+bool tracing_event_pinned_by(const TracingEvent *e, uid_t uid);
 int tracing_event_ref(Tracing *t, TracingEvent *e);
 int tracing_event_unref(Tracing *t, TracingEvent *e);
 

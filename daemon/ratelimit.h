@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+/*
+ * Log rate limiting for messages a client (or the machine) can trigger at will: at most `burst`
+ * messages per interval; the first message of the next interval can say how many were left out.
+ */
+
+typedef struct RateLimit {
+        uint64_t interval_usec;
+        unsigned burst;
+        uint64_t begin_usec;
+        unsigned n;
+        unsigned suppressed;
+} RateLimit;
+
+#define RATELIMIT_INIT(interval, b) ((RateLimit) { .interval_usec = (interval), .burst = (b) })
+
+/* True when a message may be logged now; otherwise counts it as suppressed. */
+static inline bool ratelimit_below(RateLimit *rl) {
+        struct timespec ts;
+        uint64_t now;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        now = (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL;
+        if (rl->begin_usec == 0 || now - rl->begin_usec >= rl->interval_usec) {
+                rl->begin_usec = now;
+                rl->n = 0;
+        }
+        if (rl->n < rl->burst) {
+                rl->n++;
+                return true;
+        }
+        rl->suppressed++;
+        return false;
+}
+
+/* How many messages were suppressed since the last call; resets the count. */
+static inline unsigned ratelimit_take_suppressed(RateLimit *rl) {
+        unsigned n = rl->suppressed;
+        rl->suppressed = 0;
+        return n;
+}
