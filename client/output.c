@@ -110,6 +110,7 @@ void print_describe(json_object *p) {
 void print_status(json_object *p) {
         static const Column cpu_cols[] = {
                 { "CPU", "cpu", true },
+                { "ONLINE", "online" },
                 { "ENTRIES", "entries", true },
                 { "OVERRUN", "overrun", true },
                 { "READ", "read", true },
