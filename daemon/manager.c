@@ -281,7 +281,8 @@ static int manager_open_cpu(Manager *m, unsigned cpu) {
         int fd = tracing_open_cpu(m->tracing, cpu);
         if (fd < 0)
                 return fd;
-        return reader_new(m->event, fd, cpu, tracing_page_size(m->tracing), manager_on_pages, m, &m->readers[cpu]);
+        return reader_new(m->event, fd, cpu, tracing_page_size(m->tracing), manager_on_pages, m,
+                          &m->readers[cpu]);
 }
 
 /* Brings one CPU's reader in line with whether the CPU is online now. */
@@ -299,7 +300,8 @@ static void manager_update_cpu(Manager *m, unsigned cpu, bool online) {
                         r = manager_open_cpu(m, cpu);
                         if (r < 0) {
                                 if (!c->open_failed)
-                                        log_warning_errno(r, "Failed to start reading CPU %u, will retry: %m", cpu);
+                                        log_warning_errno(r, "Failed to start reading CPU %u, will retry: %m",
+                                                          cpu);
                                 c->open_failed = true;
                                 return;
                         }
@@ -347,7 +349,8 @@ static void manager_check_cpus(Manager *m) {
         r = cpus_read_list(CPUS_ONLINE_PATH, online, m->n_cpus);
         if (r <= 0) {
                 if (!m->cpus_read_failed)
-                        log_warning_errno(r < 0 ? r : -ENODATA, "Failed to read %s, keeping the readers as they are: %m",
+                        log_warning_errno(r < 0 ? r : -ENODATA,
+                                          "Failed to read %s, keeping the readers as they are: %m",
                                           CPUS_ONLINE_PATH);
                 m->cpus_read_failed = true;
                 return;

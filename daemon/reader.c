@@ -290,7 +290,7 @@ static void reader_stall(Reader *r, const char *why) {
         (void) sd_event_source_set_enabled(r->source, SD_EVENT_OFF);
         if (!r->warned_stall) {
                 r->warned_stall = true;
-                log_notice("CPU %u: trace_pipe_raw %s; not watching it until the next check of the online CPUs.",
+                log_notice("CPU %u: trace_pipe_raw %s; no longer watching it, only retrying now and then.",
                            r->cpu, why);
         }
 }
