@@ -492,6 +492,7 @@ static int method_get_status(Manager *m, Client *c, const VarlinkCall *call) {
 
                 (void) tracing_cpu_stats(m->tracing, cpu, &s);
                 json_object_object_add(o, "cpu", json_object_new_int((int) cpu));
+                json_object_object_add(o, "online", json_object_new_boolean(m->cpus && m->cpus[cpu].online));
                 json_object_object_add(o, "entries", json_u64(s.entries));
                 json_object_object_add(o, "overrun", json_u64(s.overrun));
                 json_object_object_add(o, "read", json_u64(s.read));

@@ -10,6 +10,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "client.h"
+#include "cpus.h"
 #include "log.h"
 #include "manager.h"
 #include "server.h"
@@ -17,6 +18,17 @@
 
 /* How often the STATUS= line is sent. */
 #define STATUS_USEC (5 * 1000 * 1000ULL)
+/* The online CPUs are checked at most a second apart (period plus timer slack): a CPU that comes
+ * online is read within a second. Each check is one small sysfs read, but each wake-up of an idle
+ * tpd costs ≈ 0.2 ms here (a 2-vCPU VM): once a second keeps idle at ≈ 0.02 %. The kernel's uevents
+ * would need no timer, but they need an AF_NETLINK socket, which the unit's
+ * RestrictAddressFamilies=AF_UNIX rules out, and do not reach containers with their own user
+ * namespace. */
+#define CPUS_CHECK_USEC (900 * 1000ULL)
+#define CPUS_CHECK_SLACK_USEC (100 * 1000ULL)
+/* Pages read per check from a CPU that went offline: a large buffer is drained over a few checks
+ * rather than in one long stall of the loop. */
+#define CPUS_DRAIN_PAGES 1024U
 
 Manager *manager_free(Manager *m) {
         if (!m)
@@ -29,6 +41,8 @@ Manager *manager_free(Manager *m) {
         for (unsigned i = 0; m->readers && i < m->n_cpus; i++)
                 reader_free(m->readers[i]);
         free(m->readers);
+        free(m->cpus);
+        sd_event_source_disable_unref(m->cpus_timer);
         sd_event_source_disable_unref(m->flush_timer);
         sd_event_source_disable_unref(m->status_timer);
         decoder_free(m->decoder);
@@ -151,7 +165,8 @@ static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
         /* Names looked up before this tick may have changed since (exec, prctl). */
         comm_cache_next_generation(m->comm);
         for (unsigned i = 0; i < m->n_cpus; i++)
-                (void) reader_flush(m->readers[i]);
+                if (m->readers[i])
+                        (void) reader_flush(m->readers[i]);
         /* Streams whose drops were not reported yet get their lost records now that there may be
          * room. */
         for (Client *c = m->clients, *next; c; c = next) {
@@ -220,12 +235,103 @@ static int manager_on_signal(sd_event_source *s, const struct signalfd_siginfo *
         return sd_event_exit(m->event, 0);
 }
 
+static int manager_open_cpu(Manager *m, unsigned cpu) {
+        int fd = tracing_open_cpu(m->tracing, cpu);
+        if (fd < 0)
+                return fd;
+        return reader_new(m->event, fd, cpu, tracing_page_size(m->tracing), manager_on_pages, m,
+                          &m->readers[cpu]);
+}
+
+/* Brings one CPU's reader in line with whether the CPU is online now. */
+static void manager_update_cpu(Manager *m, unsigned cpu, bool online) {
+        ManagerCpu *c = &m->cpus[cpu];
+        Reader **reader = &m->readers[cpu];
+        int r;
+
+        if (online) {
+                if (!c->online)
+                        log_info("CPU %u came online, reading it.", cpu);
+                c->online = true;
+                c->empty_drains = 0;
+                if (!*reader) {
+                        r = manager_open_cpu(m, cpu);
+                        if (r < 0) {
+                                if (!c->open_failed)
+                                        log_warning_errno(r, "Failed to start reading CPU %u, will retry: %m",
+                                                          cpu);
+                                c->open_failed = true;
+                                return;
+                        }
+                        if (c->open_failed)
+                                log_info("Reading CPU %u now.", cpu);
+                        c->open_failed = false;
+                }
+                /* Also wakes a reader that stopped watching an fd that polled ready for nothing. */
+                (void) reader_set_polling(*reader, true);
+                return;
+        }
+
+        if (c->online) {
+                log_info("CPU %u went offline, reading what its buffer still holds.", cpu);
+                c->online = false;
+                c->open_failed = false;
+                c->empty_drains = 0;
+                /* Its buffer stays (the instance keeps it) but no longer wakes anyone. */
+                if (*reader)
+                        (void) reader_set_polling(*reader, false);
+        }
+        if (!*reader)
+                return;
+
+        r = reader_drain_all(*reader, CPUS_DRAIN_PAGES);
+        if (r == 0) {
+                c->empty_drains = 0;
+                return;
+        }
+        /* The CPU may still write a record or two between leaving the online mask and dying: stop
+         * only once a second check finds the buffer empty. A reader that fails (logged) stops at
+         * once; the records left are read when the CPU is back. */
+        if (r > 0 && ++c->empty_drains < 2)
+                return;
+        *reader = reader_free(*reader);
+        log_debug("CPU %u: buffer drained, no longer reading it.", cpu);
+}
+
+static void manager_check_cpus(Manager *m) {
+        _cleanup_free_ bool *online = calloc(m->n_cpus, sizeof(bool));
+        int r;
+
+        if (!online)
+                return;
+        r = cpus_read_list(CPUS_ONLINE_PATH, online, m->n_cpus);
+        if (r <= 0) {
+                if (!m->cpus_read_failed)
+                        log_warning_errno(r < 0 ? r : -ENODATA,
+                                          "Failed to read %s, keeping the readers as they are: %m",
+                                          CPUS_ONLINE_PATH);
+                m->cpus_read_failed = true;
+                return;
+        }
+        m->cpus_read_failed = false;
+        for (unsigned cpu = 0; cpu < m->n_cpus; cpu++)
+                manager_update_cpu(m, cpu, online[cpu]);
+}
+
+static int manager_on_cpus_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        manager_check_cpus(m);
+        return rearm(s, CPUS_CHECK_USEC);
+}
+
 static int manager_setup_tracing(Manager *m) {
         DecoderCallbacks callbacks = {
                 .comm = manager_comm,
                 .missed = manager_missed,
                 .userdata = m,
         };
+        _cleanup_free_ bool *online = NULL;
         TracingEvent *print;
         int r;
 
@@ -264,16 +370,27 @@ static int manager_setup_tracing(Manager *m) {
 
         m->overrun_reported = calloc(m->n_cpus, sizeof(uint64_t));
         m->readers = calloc(m->n_cpus, sizeof(Reader *));
-        if (!m->overrun_reported || !m->readers)
+        m->cpus = calloc(m->n_cpus, sizeof(ManagerCpu));
+        online = calloc(m->n_cpus, sizeof(bool));
+        if (!m->overrun_reported || !m->readers || !m->cpus || !online)
                 return -ENOMEM;
+
+        /* Only online CPUs: the trace_pipe_raw of a CPU that was offline when the instance was made
+         * has no ring buffer behind it and polls ready forever (6.18). */
+        r = cpus_read_list(CPUS_ONLINE_PATH, online, m->n_cpus);
+        if (r <= 0) {
+                log_warning_errno(r < 0 ? r : -ENODATA, "Failed to read %s, reading every CPU: %m",
+                                  CPUS_ONLINE_PATH);
+                for (unsigned cpu = 0; cpu < m->n_cpus; cpu++)
+                        online[cpu] = true;
+        }
         for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
-                int fd = tracing_open_cpu(m->tracing, cpu);
-                if (fd < 0)
-                        return log_error_errno(fd, "Failed to open trace_pipe_raw of CPU %u: %m", cpu);
-                r = reader_new(m->event, fd, cpu, tracing_page_size(m->tracing), manager_on_pages, m,
-                               &m->readers[cpu]);
+                if (!online[cpu])
+                        continue;
+                r = manager_open_cpu(m, cpu);
                 if (r < 0)
-                        return r;
+                        return log_error_errno(r, "Failed to start reading CPU %u: %m", cpu);
+                m->cpus[cpu].online = true;
         }
         return 0;
 }
@@ -419,6 +536,10 @@ int manager_start(Manager *m, int listen_fd) {
                                        100 * 1000, manager_on_status_timer, m);
         if (r < 0)
                 return r;
+        r = sd_event_add_time_relative(m->event, &m->cpus_timer, CLOCK_MONOTONIC, CPUS_CHECK_USEC,
+                                       CPUS_CHECK_SLACK_USEC, manager_on_cpus_timer, m);
+        if (r < 0)
+                return r;
 
         /* WATCHDOG=1 from the loop itself, at half of WatchdogSec=, when the service asks for it. */
         r = sd_event_set_watchdog(m->event, true);
@@ -434,10 +555,13 @@ int manager_start(Manager *m, int listen_fd) {
 }
 
 int manager_run(Manager *m) {
+        unsigned n_online = 0;
         int r;
 
-        log_info("Tracing in instance '%s' on %u CPUs, listening on %s.", tracing_instance_name(m->tracing),
-                 m->n_cpus, m->config.socket_path);
+        for (unsigned i = 0; i < m->n_cpus; i++)
+                n_online += m->cpus[i].online;
+        log_info("Tracing in instance '%s' on %u of %u possible CPUs, listening on %s.",
+                 tracing_instance_name(m->tracing), n_online, m->n_cpus, m->config.socket_path);
         (void) sd_notifyf(false, "READY=1\nSTATUS=Tracing in instance '%s'.", tracing_instance_name(m->tracing));
 
         r = sd_event_loop(m->event);
@@ -446,7 +570,8 @@ int manager_run(Manager *m) {
 
         /* Hand the streams what is still queued before closing them. */
         for (unsigned i = 0; i < m->n_cpus; i++)
-                (void) reader_flush(m->readers[i]);
+                if (m->readers[i])
+                        (void) reader_flush(m->readers[i]);
         manager_flush_clients(m);
         return 0;
 }

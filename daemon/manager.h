@@ -26,9 +26,17 @@ typedef struct Server Server;
  * all of them together, can lock root out. */
 #define MANAGER_ROOT_SLOTS 4U
 
+/* What the manager knows of one possible CPU (per_cpu/cpuN of the instance). */
+typedef struct ManagerCpu {
+        bool online;       /* at the last check of the online CPUs */
+        bool open_failed;  /* online, but its reader could not be started: logged, retried */
+        unsigned empty_drains; /* offline: checks in a row that found its buffer empty */
+} ManagerCpu;
+
 static inline unsigned manager_root_slots(unsigned total) {
         return total / 2 < MANAGER_ROOT_SLOTS ? total / 2 : MANAGER_ROOT_SLOTS;
 }
+
 typedef struct Manager {
         Config config;
 
@@ -41,8 +49,11 @@ typedef struct Manager {
         Tracing *tracing;
         Decoder *decoder;
         CommCache *comm;
-        Reader **readers;
-        unsigned n_cpus;
+        Reader **readers;   /* per possible CPU: NULL while it is offline and drained */
+        ManagerCpu *cpus;   /* per possible CPU */
+        unsigned n_cpus;    /* possible CPUs: CPU numbers index the per-CPU arrays */
+        sd_event_source *cpus_timer; /* checks which CPUs are online */
+        bool cpus_read_failed;
         uint64_t *overrun_reported; /* per CPU: overrun already reported in lost records */
 
         char *state_path;

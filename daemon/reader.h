@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <systemd/sd-event.h>
 
@@ -9,12 +11,21 @@
  * One reader per CPU: it moves whole sub-buffer pages out of the CPU's trace_pipe_raw with
  * splice(2) when the kernel wakes it (buffer_percent decides when), and on reader_flush() read()s
  * the partially filled page, so that rare events still come out within the flush interval.
+ *
+ * Whatever comes out of the fd is one byte stream of whole pages: a short read or a splice that
+ * moved part of a page leaves the fragment in the reader until the rest arrives, so the handler
+ * only ever sees whole, aligned pages.
  */
 
 typedef struct Reader Reader;
 
 /* Called with n_pages whole sub-buffer pages; the memory is valid only during the call. */
 typedef void (*ReaderHandler)(void *userdata, unsigned cpu, const void *pages, size_t n_pages, size_t page_size);
+
+typedef struct ReaderStats {
+        uint64_t pages;         /* handed to the handler */
+        uint64_t dropped_bytes; /* spliced but lost when reading them back failed */
+} ReaderStats;
 
 /* Takes ownership of fd (the CPU's trace_pipe_raw opened non-blocking). */
 int reader_new(sd_event *event, int fd, unsigned cpu, size_t page_size, ReaderHandler handler, void *userdata,
@@ -26,3 +37,17 @@ int reader_flush(Reader *r);
 
 /* Moves every full page there is now. */
 int reader_drain(Reader *r);
+
+/* Reads up to max_pages of what the buffer holds, full pages and the partial one: for a CPU that
+ * went offline, whose buffer no longer wakes anyone. Returns 1 once the buffer is empty (or has
+ * no pages at all: -ENODEV from the kernel), 0 when max_pages were read and more may be left, or
+ * a negative errno (logged). */
+int reader_drain_all(Reader *r, size_t max_pages);
+
+/* Starts or stops watching the fd. A reader that stopped itself because its fd polled ready with
+ * nothing to read (a CPU without a ring buffer polls EPOLLERR forever) watches again after
+ * reader_set_polling(r, true); it stops again at once if the fd still misbehaves. */
+int reader_set_polling(Reader *r, bool polling);
+bool reader_is_polling(Reader *r);
+
+const ReaderStats *reader_stats(Reader *r);

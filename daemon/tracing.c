@@ -118,18 +118,33 @@ static int setup_tep(Tracing *t) {
         return 0;
 }
 
+/* The number of per-CPU slots: one more than the highest CPU of per_cpu/. */
 static unsigned count_cpus(Tracing *t) {
         _cleanup_free_ char *dir = tracefs_instance_get_dir(t->instance);
         char path[PATH_MAX];
+        struct dirent *de;
         unsigned n = 0;
+        DIR *d;
 
-        /* per_cpu/ holds a directory for every possible CPU; stop at the first gap. */
-        while (dir) {
-                snprintf(path, sizeof(path), "%s/per_cpu/cpu%u", dir, n);
-                if (access(path, F_OK) < 0)
-                        break;
-                n++;
+        /* per_cpu/ holds a directory for every possible CPU, online or not, and the possible CPUs
+         * may have gaps: take the highest number, not the first gap. */
+        if (!dir)
+                return 0;
+        snprintf(path, sizeof(path), "%s/per_cpu", dir);
+        d = opendir(path);
+        if (!d)
+                return 0;
+        while ((de = readdir(d))) {
+                char *end;
+                unsigned long cpu;
+
+                if (strncmp(de->d_name, "cpu", 3) != 0 || de->d_name[3] < '0' || de->d_name[3] > '9')
+                        continue;
+                cpu = strtoul(de->d_name + 3, &end, 10);
+                if (*end == 0 && cpu < 65536 && cpu + 1 > n)
+                        n = (unsigned) cpu + 1;
         }
+        closedir(d);
         return n;
 }
 
