@@ -249,6 +249,7 @@ static int create_instance(Tracing *t) {
 
 int tracing_new(const char *name, Tracing **ret) {
         _cleanup_(tracing_freep) Tracing *t = NULL;
+        _cleanup_free_ char *clock = NULL;
         const char *dir = NULL;
         long long subbuf_kb;
         int r;
@@ -270,7 +271,8 @@ int tracing_new(const char *name, Tracing **ret) {
                 return r;
 
         /* What a new instance starts with is what tpd keeps, until it sets something else. */
-        t->clock = clock_from_text(strip_newline(tracefs_instance_file_read(t->instance, "trace_clock", NULL)));
+        clock = tracefs_instance_file_read(t->instance, "trace_clock", NULL);
+        t->clock = clock_from_text(clock);
         for (size_t i = 0; i < ELEMENTSOF(watched_files); i++)
                 t->watched[i] = strip_newline(tracefs_instance_file_read(t->instance, watched_files[i], NULL));
 
