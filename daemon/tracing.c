@@ -227,8 +227,9 @@ static int create_instance(Tracing *t) {
         /* Not tracefs_instance_create(): it quietly adopts an existing instance. */
         if (mkdir(path, 0755) < 0) {
                 if (errno == EEXIST)
-                        return log_error_errno(-EBUSY, "Tracefs instance '%s' was created by another process "
-                                               "while tpd started; leaving it untouched.", t->name);
+                        return log_error_errno(-EBUSY, "Tracefs instance '%s' is in use by another process "
+                                               "(it created the instance while tpd started); leaving it "
+                                               "untouched.", t->name);
                 return log_error_errno(negative_errno(), "Failed to create tracefs instance '%s': %m", t->name);
         }
         t->instance = tracefs_instance_alloc(NULL, t->name);
@@ -829,10 +830,13 @@ static void check_file(Tracing *t, size_t i, CheckReport *rep) {
                 return;
         esc = escape_text(now);
         r = instance_write(t, watched_files[i], t->watched[i]);
-        if (r < 0)
+        if (r < 0) {
                 report_add(rep, "%s was changed to '%s'; setting it back to '%s' failed: %s", watched_files[i],
                            strempty(esc), t->watched[i], strerror(-r));
-        else
+                /* Said once: the kernel's value is what tpd has now. */
+                free(t->watched[i]);
+                t->watched[i] = TAKE_PTR(now);
+        } else
                 report_add(rep, "%s was changed to '%s', set back to '%s'", watched_files[i], strempty(esc),
                            t->watched[i]);
 }
@@ -850,10 +854,12 @@ static void check_clock(Tracing *t, CheckReport *rep) {
         esc = escape_text(now);
         /* Setting the clock clears the ring buffer, both ways. */
         r = instance_write(t, "trace_clock", t->clock);
-        if (r < 0)
+        if (r < 0) {
                 report_add(rep, "trace_clock was changed to '%s'; setting it back to '%s' failed: %s",
                            strempty(esc), t->clock, strerror(-r));
-        else
+                free(t->clock);
+                t->clock = TAKE_PTR(now);
+        } else
                 report_add(rep, "trace_clock was changed to '%s' (which cleared the buffer), set back to '%s'",
                            strempty(esc), t->clock);
 }
@@ -918,9 +924,12 @@ static void check_events(Tracing *t, CheckReport *rep) {
                         continue;
                 }
                 r = event_write(t, e, "enable", "1");
-                if (r < 0)
+                if (r < 0) {
+                        /* Gone with its module, say: status shows it off, and this is said once. The
+                         * next reference that comes or goes tries again. */
                         report_add(rep, "%s was disabled; enabling it again failed: %s", e->name, strerror(-r));
-                else
+                        e->enabled = false;
+                } else
                         report_add(rep, "%s was disabled, re-enabled", e->name);
         }
 
