@@ -27,12 +27,14 @@ struct Tracing {
         struct tracefs_instance *instance;
         struct tep_handle *tep;
         char *name;
-        /* A file of the instance held open for tpd's whole life: the kernel refuses to rmdir an
-         * instance with open files, so no other tpd (in any PID namespace) can reclaim it from
-         * under us, and it is ours to write to as long as this is open. */
+        /* set_event, held open for tpd's whole life: the kernel refuses to rmdir an instance with
+         * open files, so no other tpd (in any PID namespace) can reclaim it from under us, and it
+         * is ours to write to as long as this is open. tracing_check() reads it. */
         int hold_fd;
         char *clock;                                /* the trace clock tpd wants */
+        int clock_fd;                               /* trace_clock, for tracing_check() */
         char *watched[ELEMENTSOF(watched_files)];   /* expected content of watched_files */
+        int watched_fd[ELEMENTSOF(watched_files)];  /* kept open: a check costs one pread each */
         size_t check_cursor;                        /* next event whose filter tracing_check() reads */
         char *saved_cmdlines;
         unsigned n_cpus;
@@ -238,7 +240,7 @@ static int create_instance(Tracing *t) {
                 (void) rmdir(path);
                 return log_error_errno(r, "Failed to set up tracefs instance '%s': %m", t->name);
         }
-        t->hold_fd = tracefs_instance_file_open(t->instance, "tracing_on", O_RDONLY | O_CLOEXEC);
+        t->hold_fd = tracefs_instance_file_open(t->instance, "set_event", O_RDONLY | O_CLOEXEC);
         if (t->hold_fd < 0) {
                 r = negative_errno();
                 tracefs_instance_free(TAKE_PTR(t->instance));
@@ -262,7 +264,9 @@ int tracing_new(const char *name, Tracing **ret) {
         t = calloc(1, sizeof(Tracing));
         if (!t)
                 return -ENOMEM;
-        t->hold_fd = -1;
+        t->hold_fd = t->clock_fd = -1;
+        for (size_t i = 0; i < ELEMENTSOF(watched_files); i++)
+                t->watched_fd[i] = -1;
         t->name = strdup(name);
         if (!t->name)
                 return -ENOMEM;
@@ -274,8 +278,11 @@ int tracing_new(const char *name, Tracing **ret) {
         /* What a new instance starts with is what tpd keeps, until it sets something else. */
         clock = tracefs_instance_file_read(t->instance, "trace_clock", NULL);
         t->clock = clock_from_text(clock);
-        for (size_t i = 0; i < ELEMENTSOF(watched_files); i++)
+        t->clock_fd = tracefs_instance_file_open(t->instance, "trace_clock", O_RDONLY | O_CLOEXEC);
+        for (size_t i = 0; i < ELEMENTSOF(watched_files); i++) {
                 t->watched[i] = strip_newline(tracefs_instance_file_read(t->instance, watched_files[i], NULL));
+                t->watched_fd[i] = tracefs_instance_file_open(t->instance, watched_files[i], O_RDONLY | O_CLOEXEC);
+        }
 
         r = setup_tep(t);
         if (r < 0)
@@ -312,6 +319,13 @@ static TracingEvent *tracing_event_free(TracingEvent *e) {
         return NULL;
 }
 
+static void close_instance_files(Tracing *t) {
+        t->hold_fd = safe_close(t->hold_fd);
+        t->clock_fd = safe_close(t->clock_fd);
+        for (size_t i = 0; i < ELEMENTSOF(watched_files); i++)
+                t->watched_fd[i] = safe_close(t->watched_fd[i]);
+}
+
 Tracing *tracing_free(Tracing *t) {
         if (!t)
                 return NULL;
@@ -332,12 +346,12 @@ Tracing *tracing_free(Tracing *t) {
                 /* Under the lock, so that a tpd starting now does not make the instance anew between
                  * our letting go and our rmdir, and lose it to that rmdir. */
                 lock = lock_instances();
-                t->hold_fd = safe_close(t->hold_fd);
+                close_instance_files(t);
                 if (instance_path(t->name, &path) >= 0 && rmdir(path) < 0 && errno != ENOENT)
                         log_warning_errno(negative_errno(), "Failed to remove tracefs instance '%s': %m", t->name);
                 tracefs_instance_free(t->instance);
         }
-        safe_close(t->hold_fd);
+        close_instance_files(t);
         for (size_t i = 0; i < t->n_events; i++)
                 tracing_event_free(t->events[i]);
         free(t->events);
@@ -819,13 +833,40 @@ static char *escape_text(const char *s) {
         return out;
 }
 
+/* The whole text of an instance file kept open, read from its start: one pread(2), where a read by
+ * path costs an open, two reads (the second, for EOF, walks a seq_file's list once more) and a
+ * close. Falls back to the path when the file is not open. */
+static char *read_instance_file(Tracing *t, int fd, const char *file) {
+        size_t cap = 4096;
+
+        if (fd < 0)
+                return tracefs_instance_file_read(t->instance, file, NULL);
+        for (;;) {
+                char *buf = malloc(cap);
+                ssize_t n;
+
+                if (!buf)
+                        return NULL;
+                /* A read shorter than asked is all of it: seq_file fills the buffer until its end. */
+                n = pread(fd, buf, cap - 1, 0);
+                if (n >= 0 && (size_t) n < cap - 1) {
+                        buf[n] = 0;
+                        return buf;
+                }
+                free(buf);
+                if (n < 0 || cap >= 16 * 1024 * 1024)
+                        return NULL;
+                cap *= 4;
+        }
+}
+
 static void check_file(Tracing *t, size_t i, CheckReport *rep) {
         _cleanup_free_ char *now = NULL, *esc = NULL;
         int r;
 
         if (!t->watched[i])
                 return;
-        now = strip_newline(tracefs_instance_file_read(t->instance, watched_files[i], NULL));
+        now = strip_newline(read_instance_file(t, t->watched_fd[i], watched_files[i]));
         if (!now || streq(now, t->watched[i]))
                 return;
         esc = escape_text(now);
@@ -847,7 +888,7 @@ static void check_clock(Tracing *t, CheckReport *rep) {
 
         if (!t->clock)
                 return;
-        text = tracefs_instance_file_read(t->instance, "trace_clock", NULL);
+        text = read_instance_file(t, t->clock_fd, "trace_clock");
         now = clock_from_text(text);
         if (!now || streq(now, t->clock))
                 return;
@@ -892,7 +933,7 @@ static void check_events(Tracing *t, CheckReport *rep) {
         int r;
 
         /* set_event lists the instance's enabled events, one "system:event" a line. */
-        text = tracefs_instance_file_read(t->instance, "set_event", NULL);
+        text = read_instance_file(t, t->hold_fd, "set_event");
         if (!text)
                 return;
         for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
