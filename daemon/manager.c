@@ -308,6 +308,13 @@ static int manager_on_check_timer(sd_event_source *s, uint64_t usec, void *userd
                         log_debug("Tracefs instance '%s' changed again: %s.", tracing_instance_name(m->tracing),
                                   report);
 
+                /* Setting trace_clock (theirs, and ours putting it back) clears the buffer and the
+                 * kernel's per-CPU counters: count overruns from where they start again. */
+                for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
+                        TracingCpuStats st;
+                        if (tracing_cpu_stats(m->tracing, cpu, &st) >= 0 && st.overrun < m->overrun_reported[cpu])
+                                m->overrun_reported[cpu] = st.overrun;
+                }
                 for (unsigned i = 0; i < m->n_cpus; i++)
                         (void) reader_flush(m->readers[i]);
                 ts = manager_trace_clock_now_ns(m);
