@@ -6,7 +6,8 @@ put back and told to the streams.
 tpd A holds instance X with syscalls:sys_enter_getppid pinned under a kernel filter (the pids of two
 getppid generators) and a stream of it. While generator 1 makes N calls:
   (a) tpd B with instance X and another socket must refuse (exit 1, "in use by another process");
-  (b) so must tpd C in another PID namespace (unshare --pid --fork --mount-proc);
+  (b) so must tpd C in another PID namespace (unshare --pid --fork --mount-proc), also with a
+      tracefs mount of its own there, as in a container;
 and neither may touch X: its enable files, filters, tracing_on and set_event are as before, and the
 stream gets exactly N records, none lost.
   (c) Behind tpd's back: the event disabled, its filter changed, tracing_on=0, buffer_percent and
@@ -28,8 +29,8 @@ from tpdtest import check, fail, log
 
 EVENT = 'syscalls:sys_enter_getppid'
 QUIET_EVENT = 'syscalls:sys_enter_getpgid'   # enabled behind tpd's back; nobody here calls it
-N = int(20_000 * float(os.environ.get('TPD_TEST_SCALE', '1')))
-RATE = 10_000     # calls/s: the run lasts long enough for (a) and (b) to happen during it
+N = int(30_000 * float(os.environ.get('TPD_TEST_SCALE', '1')))
+RATE = 5_000      # calls/s: the run (6 s) lasts long enough for (a) and (b) to happen during it
 REFUSAL = 'in use by another process'
 NOTICE_KEYS = ['ts', 'notice', 'message']
 
@@ -223,6 +224,11 @@ def main(ctx):
     notices = measured_run(stream, gen1, pid1, 'a, b', during=(
         lambda: second_tpd_refuses(ctx, tpd, 'a'),
         lambda: second_tpd_refuses(ctx, tpd, 'b', prefix=('unshare', '--pid', '--fork', '--mount-proc')),
+        # As in a container: another PID and mount namespace that mounts tracefs itself (the same
+        # kernel instances under another mount).
+        lambda: second_tpd_refuses(ctx, tpd, 'b2', prefix=(
+            'unshare', '--pid', '--fork', '--mount-proc', 'sh', '-c',
+            f'umount -l {T.TRACEFS} && mount -t tracefs nodev {T.TRACEFS} && exec "$@"', 'sh')),
     ))
     check(not notices, f'(a, b) the stream got notices although nothing changed: {notices}')
     check('was changed by another process' not in tpd.log(1 << 20),
