@@ -833,31 +833,38 @@ static char *escape_text(const char *s) {
         return out;
 }
 
-/* The whole text of an instance file kept open, read from its start: one pread(2), where a read by
- * path costs an open, two reads (the second, for EOF, walks a seq_file's list once more) and a
- * close. Falls back to the path when the file is not open. */
+/* The whole text of an instance file kept open, read from its start with pread(2), where a read by
+ * path also costs an open and a close. Falls back to the path when the file is not open. */
 static char *read_instance_file(Tracing *t, int fd, const char *file) {
-        size_t cap = 4096;
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0, cap = 0;
 
         if (fd < 0)
                 return tracefs_instance_file_read(t->instance, file, NULL);
+        /* Until a read returns 0: a seq_file (set_event, trace_clock) returns at most a page per
+         * read, so a short read is not the end. */
         for (;;) {
-                char *buf = malloc(cap);
                 ssize_t n;
 
-                if (!buf)
-                        return NULL;
-                /* A read shorter than asked is all of it: seq_file fills the buffer until its end. */
-                n = pread(fd, buf, cap - 1, 0);
-                if (n >= 0 && (size_t) n < cap - 1) {
-                        buf[n] = 0;
-                        return buf;
+                if (cap - len < 4096) {
+                        char *b;
+                        if (cap >= 16 * 1024 * 1024)
+                                return NULL;
+                        cap = MAX(cap * 2, (size_t) 8192);
+                        b = realloc(buf, cap);
+                        if (!b)
+                                return NULL;
+                        buf = b;
                 }
-                free(buf);
-                if (n < 0 || cap >= 16 * 1024 * 1024)
+                n = pread(fd, buf + len, cap - len - 1, (off_t) len);
+                if (n < 0)
                         return NULL;
-                cap *= 4;
+                if (n == 0)
+                        break;
+                len += (size_t) n;
         }
+        buf[len] = 0;
+        return TAKE_PTR(buf);
 }
 
 static void check_file(Tracing *t, size_t i, CheckReport *rep) {
