@@ -791,7 +791,7 @@ int tracing_event_print_fmt(Tracing *t, TracingEvent *e, char **ret) {
 
 /* At most this many filter files are read per check, in turns, so that a check stays cheap with
  * many events held. The enable state of all of them comes from one read of set_event. */
-#define CHECK_FILTERS_MAX 64
+#define CHECK_FILTERS_MAX 32
 /* Changes named in one report; more are counted. */
 #define CHECK_REPORT_MAX 8
 
@@ -841,8 +841,10 @@ static char *read_instance_file(Tracing *t, int fd, const char *file) {
 
         if (fd < 0)
                 return tracefs_instance_file_read(t->instance, file, NULL);
-        /* Until a read returns 0: a seq_file (set_event, trace_clock) returns at most a page per
-         * read, so a short read is not the end. */
+        /* A seq_file (set_event, trace_clock) returns at most a page per read, so a short read is
+         * not the end; a read of less than half a page is, since no line of these files is that
+         * long. That spares the read that returns 0, which costs set_event another walk over every
+         * event of the kernel. */
         for (;;) {
                 ssize_t n;
 
@@ -859,9 +861,9 @@ static char *read_instance_file(Tracing *t, int fd, const char *file) {
                 n = pread(fd, buf + len, cap - len - 1, (off_t) len);
                 if (n < 0)
                         return NULL;
-                if (n == 0)
-                        break;
                 len += (size_t) n;
+                if (n < 2048)
+                        break;
         }
         buf[len] = 0;
         return TAKE_PTR(buf);
@@ -1009,7 +1011,7 @@ static void check_events(Tracing *t, CheckReport *rep) {
 int tracing_check(Tracing *t, char **ret_report) {
         CheckReport rep = {};
         char *buf = NULL;
-        size_t size = 0, checked = 0;
+        size_t size = 0, checked = 0, k;
 
         rep.f = open_memstream(&buf, &size);
         if (!rep.f)
@@ -1021,15 +1023,16 @@ int tracing_check(Tracing *t, char **ret_report) {
         for (size_t i = 0; i < ELEMENTSOF(watched_files); i++)
                 if (i != WATCHED_TRACING_ON)
                         check_file(t, i, &rep);
-        for (size_t k = 0; k < t->n_events && checked < CHECK_FILTERS_MAX; k++) {
+        for (k = 0; k < t->n_events && checked < CHECK_FILTERS_MAX; k++) {
                 TracingEvent *e = t->events[(t->check_cursor + k) % t->n_events];
                 if (e->always_on || (!e->enabled && !e->filter))
                         continue;
                 check_filter(t, e, &rep);
                 checked++;
         }
+        /* The next check goes on where this one stopped. */
         if (t->n_events > 0)
-                t->check_cursor = (t->check_cursor + CHECK_FILTERS_MAX) % t->n_events;
+                t->check_cursor = (t->check_cursor + k) % t->n_events;
         check_events(t, &rep);
         check_file(t, WATCHED_TRACING_ON, &rep);
 

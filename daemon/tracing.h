@@ -102,5 +102,5 @@ int tracing_event_print_fmt(Tracing *t, TracingEvent *e, char **ret);
  * clock, buffer_percent, the cpumask, overwrite) and puts back whatever another process changed.
  * Returns 0 when nothing changed, or the number of changes with *ret_report saying what changed
  * and what was done, in one line (text from tracefs escaped). Cheap enough for once a second:
- * a few small reads, at most 64 filter files. */
+ * a few small reads, at most 32 filter files. */
 int tracing_check(Tracing *t, char **ret_report);
