@@ -29,6 +29,8 @@
 /* Pages read per check from a CPU that went offline: a large buffer is drained over a few checks
  * rather than in one long stall of the loop. */
 #define CPUS_DRAIN_PAGES 1024U
+/* How often the instance is compared with what tpd set (tracing_check()). */
+#define CHECK_USEC (1000 * 1000ULL)
 
 Manager *manager_free(Manager *m) {
         if (!m)
@@ -45,6 +47,7 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->cpus_timer);
         sd_event_source_disable_unref(m->flush_timer);
         sd_event_source_disable_unref(m->status_timer);
+        sd_event_source_disable_unref(m->check_timer);
         decoder_free(m->decoder);
         tracing_free(m->tracing);
         comm_cache_free(m->comm);
@@ -225,6 +228,75 @@ static int manager_on_status_timer(sd_event_source *s, uint64_t usec, void *user
 
         manager_notify_status(m);
         return rearm(s, STATUS_USEC);
+}
+
+/* Now on the instance's trace clock, for records tpd makes itself. Clocks without a system
+ * counterpart (local, global, x86-tsc, counter…) get CLOCK_MONOTONIC. */
+static uint64_t manager_trace_clock_now_ns(Manager *m) {
+        static const struct {
+                const char *name;
+                clockid_t id;
+        } clocks[] = {
+                { "boot", CLOCK_BOOTTIME },
+                { "mono", CLOCK_MONOTONIC },
+                { "mono_raw", CLOCK_MONOTONIC_RAW },
+                { "tai", CLOCK_TAI },
+        };
+        _cleanup_free_ char *clock = NULL;
+        clockid_t id = CLOCK_MONOTONIC;
+        struct timespec ts;
+
+        if (tracing_get_clock(m->tracing, &clock) >= 0)
+                for (size_t i = 0; i < ELEMENTSOF(clocks); i++)
+                        if (streq(clock, clocks[i].name))
+                                id = clocks[i].id;
+        if (clock_gettime(id, &ts) < 0)
+                return 0;
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+/* Another process changed tpd's instance (disabled an event, changed a filter, turned tracing
+ * off…), and tracing_check() put it back: every stream may have missed records the kernel never
+ * wrote, so each gets a notice record, after what was read before the repair. */
+static int manager_on_check_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        _cleanup_free_ char *report = NULL;
+        uint64_t ts;
+        int r;
+
+        r = tracing_check(m->tracing, &report);
+        if (r < 0)
+                log_debug_errno(r, "Failed to check tracefs instance '%s': %m", tracing_instance_name(m->tracing));
+        else if (r == 0) {
+                if (m->instance_repairs > 1)
+                        log_notice("Tracefs instance '%s' stayed as tpd set it again, after %u repairs.",
+                                   tracing_instance_name(m->tracing), m->instance_repairs);
+                m->instance_repairs = 0;
+        } else {
+                /* Once per episode: a process that keeps changing the instance does not flood the log. */
+                if (m->instance_repairs++ == 0)
+                        log_warning("Tracefs instance '%s' was changed by another process: %s.",
+                                    tracing_instance_name(m->tracing), report);
+                else
+                        log_debug("Tracefs instance '%s' changed again: %s.", tracing_instance_name(m->tracing),
+                                  report);
+
+                /* Setting trace_clock (theirs, and ours putting it back) clears the buffer and the
+                 * kernel's per-CPU counters: count overruns from where they start again. */
+                for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
+                        TracingCpuStats st;
+                        if (tracing_cpu_stats(m->tracing, cpu, &st) >= 0 && st.overrun < m->overrun_reported[cpu])
+                                m->overrun_reported[cpu] = st.overrun;
+                }
+                for (unsigned i = 0; i < m->n_cpus; i++)
+                        (void) reader_flush(m->readers[i]);
+                ts = manager_trace_clock_now_ns(m);
+                for (Client *c = m->clients; c; c = c->next)
+                        if (c->stream && stream_queue_notice(c->stream, ts, "instance-changed", report) < 0)
+                                log_debug("Client %d: failed to queue a notice.", (int) c->pid);
+                manager_flush_clients(m);
+        }
+        return rearm(s, CHECK_USEC);
 }
 
 static int manager_on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -538,6 +610,10 @@ int manager_start(Manager *m, int listen_fd) {
                 return r;
         r = sd_event_add_time_relative(m->event, &m->cpus_timer, CLOCK_MONOTONIC, CPUS_CHECK_USEC,
                                        CPUS_CHECK_SLACK_USEC, manager_on_cpus_timer, m);
+        if (r < 0)
+                return r;
+        r = sd_event_add_time_relative(m->event, &m->check_timer, CLOCK_MONOTONIC, CHECK_USEC, 100 * 1000,
+                                       manager_on_check_timer, m);
         if (r < 0)
                 return r;
 

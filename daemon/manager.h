@@ -45,6 +45,8 @@ typedef struct Manager {
         sd_event_source *status_timer;
         uint64_t status_usec;    /* when the last STATUS= was sent */
         uint64_t status_records; /* records decoded until then */
+        sd_event_source *check_timer; /* compares the instance with what tpd set, once a second */
+        unsigned instance_repairs;    /* repairs in a row, until a check finds nothing changed */
 
         Tracing *tracing;
         Decoder *decoder;

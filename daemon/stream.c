@@ -186,6 +186,38 @@ static int stream_queue(Stream *s, Batch *b, uint32_t offset, uint32_t length) {
         return r;
 }
 
+int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *message) {
+        static const char key_notice[] = ",\"notice\":", key_message[] = ",\"message\":";
+        Batch *b = batch_new();
+        JsonBuf *j;
+        int r;
+
+        if (!b)
+                return -ENOMEM;
+        j = &b->buf;
+        r = jsonbuf_reserve(j, 8 + JSON_U64_MAX_LEN + sizeof(key_notice) + sizeof(key_message) + 2);
+        if (r >= 0) {
+                jsonbuf_put(j, "{\"ts\":", 6);
+                json_put_u64(j, ts);
+                jsonbuf_put(j, key_notice, sizeof(key_notice) - 1);
+                r = json_append_string(j, notice, strlen(notice));
+        }
+        if (r >= 0)
+                r = jsonbuf_reserve(j, sizeof(key_message));
+        if (r >= 0) {
+                jsonbuf_put(j, key_message, sizeof(key_message) - 1);
+                r = json_append_string(j, message, strlen(message));
+        }
+        if (r >= 0)
+                r = jsonbuf_reserve(j, 2);
+        if (r >= 0) {
+                jsonbuf_put(j, "}\n", 2);
+                r = stream_queue(s, b, 0, (uint32_t) j->len);
+        }
+        batch_unref(b);
+        return r;
+}
+
 int stream_report_drops(Stream *s) {
         Batch *b;
         int r = 0;

@@ -71,5 +71,9 @@ int stream_offer(Stream *s, Decoder *d, Batch *b, size_t index);
  * of records queued, or a negative errno. */
 int stream_offer_batch(Stream *s, Decoder *d, Batch *b);
 
+/* Queues a notice record ({"ts":…,"notice":"instance-changed","message":"…"}), even when the
+ * queue is full: notices are rare (at most one a second) and small. */
+int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *message);
+
 /* Queues the pending client-loss records, if the queue has room for them. */
 int stream_report_drops(Stream *s);

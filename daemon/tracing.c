@@ -3,10 +3,13 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <fnmatch.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <traceevent/event-parse.h>
 #include <tracefs/tracefs.h>
@@ -14,10 +17,25 @@
 #include "log.h"
 #include "tracing.h"
 
+/* Instance files whose content tpd decides, watched by tracing_check(): the value read back
+ * after tpd's last write (or at creation) is the expected one, and is written back on a change. */
+static const char *const watched_files[] = { "buffer_percent", "tracing_cpumask", "options/overwrite", "tracing_on" };
+/* The one that stops recording: put back last, once everything else is as tpd wants it. */
+#define WATCHED_TRACING_ON (ELEMENTSOF(watched_files) - 1)
+
 struct Tracing {
         struct tracefs_instance *instance;
         struct tep_handle *tep;
         char *name;
+        /* set_event, held open for tpd's whole life: the kernel refuses to rmdir an instance with
+         * open files, so no other tpd (in any PID namespace) can reclaim it from under us, and it
+         * is ours to write to as long as this is open. tracing_check() reads it. */
+        int hold_fd;
+        char *clock;                                /* the trace clock tpd wants */
+        int clock_fd;                               /* trace_clock, for tracing_check() */
+        char *watched[ELEMENTSOF(watched_files)];   /* expected content of watched_files */
+        int watched_fd[ELEMENTSOF(watched_files)];  /* kept open: a check costs one pread each */
+        size_t check_cursor;                        /* next event whose filter tracing_check() reads */
         char *saved_cmdlines;
         unsigned n_cpus;
         size_t page_size;
@@ -148,33 +166,108 @@ static unsigned count_cpus(Tracing *t) {
         return n;
 }
 
-/* A crashed tpd leaves its instance behind. Nothing but a tpd should have it open, so a busy
- * instance means another tpd is alive and using it. */
-static int reclaim_instance(const char *name) {
-        _cleanup_(tracefs_instance_freep) struct tracefs_instance *old = NULL;
+/* Reclaim, creation and removal of instances are serialised between tpds by a lock on the
+ * instances directory: tracefs has one superblock however often it is mounted, so the lock is the
+ * same for a tpd in a container (another PID and mount namespace). Without it two tpds starting at
+ * once could both find the name free, and the second could remove the instance the first just
+ * made before the first opened a file of it. Only root can open that directory. */
+static int lock_instances(void) {
+        _cleanup_free_ char *dir = NULL;
+        _cleanup_close_ int fd = -1;
 
-        if (!tracefs_instance_exists(name))
-                return 0;
+        if (asprintf(&dir, "%s/instances", tracefs_tracing_dir()) < 0)
+                return -ENOMEM;
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return log_error_errno(negative_errno(), "Failed to open '%s': %m", dir);
+        /* Held for a few system calls at a time: wait up to 5 s, never forever. */
+        for (unsigned i = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; i++) {
+                if (errno != EWOULDBLOCK && errno != EINTR)
+                        return log_error_errno(negative_errno(), "Failed to lock '%s': %m", dir);
+                if (i >= 500)
+                        return log_error_errno(-ETIMEDOUT, "Timed out waiting for the lock on '%s'.", dir);
+                (void) nanosleep(&(struct timespec) { .tv_nsec = 10 * 1000 * 1000 }, NULL);
+        }
+        return TAKE_FD(fd);
+}
 
-        old = tracefs_instance_alloc(NULL, name);
-        if (!old)
-                return negative_errno();
-        /* Disable everything first: rmdir would work anyway, but if it fails the instance stops
-         * recording for nobody. */
-        (void) tracefs_instance_file_write(old, "events/enable", "0");
-        if (tracefs_instance_destroy(old) < 0) {
-                int r = negative_errno();
-                if (r == -EBUSY)
-                        return log_error_errno(r, "Tracefs instance '%s' is in use by another process; "
-                                               "is another tpd running with the same instance name?", name);
-                return log_error_errno(r, "Failed to remove stale tracefs instance '%s': %m", name);
+static int instance_path(const char *name, char **ret) {
+        return asprintf(ret, "%s/instances/%s", tracefs_tracing_dir(), name) < 0 ? -ENOMEM : 0;
+}
+
+/* A crashed tpd leaves its instance behind, and the kernel disables its events when it is
+ * removed. Nothing is written to it before: an instance that anyone holds open (another tpd,
+ * perhaps in a container, or any tracing tool) cannot be removed (EBUSY), and is not ours to touch.
+ * Called with the instances lock held. */
+static int reclaim_instance(const char *path, const char *name) {
+        if (rmdir(path) < 0) {
+                if (errno == ENOENT)
+                        return 0;
+                if (errno == EBUSY)
+                        return log_error_errno(-EBUSY, "Tracefs instance '%s' is in use by another process "
+                                               "(it has open files); is another tpd running with the same "
+                                               "instance name? Leaving it untouched.", name);
+                return log_error_errno(negative_errno(), "Failed to remove stale tracefs instance '%s': %m", name);
         }
         log_notice("Reclaimed tracefs instance '%s' left behind by an earlier run.", name);
         return 0;
 }
 
+static char *strip_newline(char *s) {
+        if (s)
+                s[strcspn(s, "\n")] = 0;
+        return s;
+}
+
+/* The selected clock of trace_clock's "local [boot] mono …". */
+static char *clock_from_text(const char *text) {
+        const char *p = text ? strchr(text, '[') : NULL;
+        return p ? strndup(p + 1, strcspn(p + 1, "]")) : NULL;
+}
+
+/* Creates the instance and opens the file that holds it, under the instances lock. On -EBUSY and
+ * -EEXIST the instance belongs to someone else and nothing of it was written. */
+static int create_instance(Tracing *t) {
+        _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int lock = -1;
+        int r;
+
+        r = instance_path(t->name, &path);
+        if (r < 0)
+                return r;
+        lock = lock_instances();
+        if (lock < 0)
+                return lock;
+        r = reclaim_instance(path, t->name);
+        if (r < 0)
+                return r;
+        /* Not tracefs_instance_create(): it quietly adopts an existing instance. */
+        if (mkdir(path, 0755) < 0) {
+                if (errno == EEXIST)
+                        return log_error_errno(-EBUSY, "Tracefs instance '%s' is in use by another process "
+                                               "(it created the instance while tpd started); leaving it "
+                                               "untouched.", t->name);
+                return log_error_errno(negative_errno(), "Failed to create tracefs instance '%s': %m", t->name);
+        }
+        t->instance = tracefs_instance_alloc(NULL, t->name);
+        if (!t->instance) {
+                r = negative_errno();
+                (void) rmdir(path);
+                return log_error_errno(r, "Failed to set up tracefs instance '%s': %m", t->name);
+        }
+        t->hold_fd = tracefs_instance_file_open(t->instance, "set_event", O_RDONLY | O_CLOEXEC);
+        if (t->hold_fd < 0) {
+                r = negative_errno();
+                tracefs_instance_free(TAKE_PTR(t->instance));
+                (void) rmdir(path);
+                return log_error_errno(r, "Failed to open tracefs instance '%s': %m", t->name);
+        }
+        return 0;
+}
+
 int tracing_new(const char *name, Tracing **ret) {
         _cleanup_(tracing_freep) Tracing *t = NULL;
+        _cleanup_free_ char *clock = NULL;
         const char *dir = NULL;
         long long subbuf_kb;
         int r;
@@ -183,20 +276,28 @@ int tracing_new(const char *name, Tracing **ret) {
         if (tracefs_tracing_dir_is_mounted(true, &dir) < 0 || !tracefs_tracing_dir())
                 return log_error_errno(-ENODEV, "Tracefs is not mounted and could not be mounted.");
 
-        r = reclaim_instance(name);
-        if (r < 0)
-                return r;
-
         t = calloc(1, sizeof(Tracing));
         if (!t)
                 return -ENOMEM;
+        t->hold_fd = t->clock_fd = -1;
+        for (size_t i = 0; i < ELEMENTSOF(watched_files); i++)
+                t->watched_fd[i] = -1;
         t->name = strdup(name);
         if (!t->name)
                 return -ENOMEM;
 
-        t->instance = tracefs_instance_create(name);
-        if (!t->instance)
-                return log_error_errno(negative_errno(), "Failed to create tracefs instance '%s': %m", name);
+        r = create_instance(t);
+        if (r < 0)
+                return r;
+
+        /* What a new instance starts with is what tpd keeps, until it sets something else. */
+        clock = tracefs_instance_file_read(t->instance, "trace_clock", NULL);
+        t->clock = clock_from_text(clock);
+        t->clock_fd = tracefs_instance_file_open(t->instance, "trace_clock", O_RDONLY | O_CLOEXEC);
+        for (size_t i = 0; i < ELEMENTSOF(watched_files); i++) {
+                t->watched[i] = strip_newline(tracefs_instance_file_read(t->instance, watched_files[i], NULL));
+                t->watched_fd[i] = tracefs_instance_file_open(t->instance, watched_files[i], O_RDONLY | O_CLOEXEC);
+        }
 
         r = setup_tep(t);
         if (r < 0)
@@ -234,20 +335,39 @@ static TracingEvent *tracing_event_free(TracingEvent *e) {
         return NULL;
 }
 
+static void close_instance_files(Tracing *t) {
+        t->hold_fd = safe_close(t->hold_fd);
+        t->clock_fd = safe_close(t->clock_fd);
+        for (size_t i = 0; i < ELEMENTSOF(watched_files); i++)
+                t->watched_fd[i] = safe_close(t->watched_fd[i]);
+}
+
 Tracing *tracing_free(Tracing *t) {
         if (!t)
                 return NULL;
 
+        /* t->instance is set only once tpd created the instance and holds it: an instance that
+         * belongs to someone else is never written to or removed here. */
         if (t->instance) {
+                _cleanup_free_ char *path = NULL;
+                _cleanup_close_ int lock = -1;
+
+                /* Still held, so still ours: disable what we enabled, in case the removal fails
+                 * (someone else has a file of it open) and it stays behind. */
                 for (size_t i = 0; i < t->n_events; i++) {
                         TracingEvent *e = t->events[i];
                         if (e->enabled && !e->always_on)
                                 (void) event_write(t, e, "enable", "0");
                 }
-                if (tracefs_instance_destroy(t->instance) < 0)
+                /* Under the lock, so that a tpd starting now does not make the instance anew between
+                 * our letting go and our rmdir, and lose it to that rmdir. */
+                lock = lock_instances();
+                close_instance_files(t);
+                if (instance_path(t->name, &path) >= 0 && rmdir(path) < 0 && errno != ENOENT)
                         log_warning_errno(negative_errno(), "Failed to remove tracefs instance '%s': %m", t->name);
                 tracefs_instance_free(t->instance);
         }
+        close_instance_files(t);
         for (size_t i = 0; i < t->n_events; i++)
                 tracing_event_free(t->events[i]);
         free(t->events);
@@ -255,6 +375,9 @@ Tracing *tracing_free(Tracing *t) {
         if (t->tep)
                 tep_free(t->tep);
         free(t->name);
+        free(t->clock);
+        for (size_t i = 0; i < ELEMENTSOF(watched_files); i++)
+                free(t->watched[i]);
         free(t->saved_cmdlines);
         free(t);
         return NULL;
@@ -282,9 +405,10 @@ size_t tracing_page_size(Tracing *t) {
 
 int tracing_set_clock(Tracing *t, const char *clock) {
         _cleanup_free_ char *available = tracefs_instance_file_read(t->instance, "trace_clock", NULL);
-        char *p;
+        char *p, *copy;
         size_t n = strlen(clock);
         bool found = false;
+        int r;
 
         /* trace_clock lists "local [boot] mono …": accept only a listed name. */
         for (p = available; p && (p = strstr(p, clock)); p += n) {
@@ -297,7 +421,15 @@ int tracing_set_clock(Tracing *t, const char *clock) {
         }
         if (!found)
                 return -EINVAL;
-        return instance_write(t, "trace_clock", clock);
+        r = instance_write(t, "trace_clock", clock);
+        if (r < 0)
+                return r;
+        copy = strdup(clock);
+        if (!copy)
+                return -ENOMEM;
+        free(t->clock);
+        t->clock = copy;
+        return 0;
 }
 
 int tracing_get_clock(Tracing *t, char **ret) {
@@ -320,10 +452,28 @@ int tracing_get_buffer_size_kb(Tracing *t, unsigned *ret) {
         return 0;
 }
 
+static int watched_index(const char *file) {
+        for (size_t i = 0; i < ELEMENTSOF(watched_files); i++)
+                if (streq(watched_files[i], file))
+                        return (int) i;
+        return -1;
+}
+
 int tracing_set_buffer_percent(Tracing *t, unsigned percent) {
-        char buf[16];
+        int i = watched_index("buffer_percent");
+        char buf[16], *copy;
+        int r;
+
         snprintf(buf, sizeof(buf), "%u", percent);
-        return instance_write(t, "buffer_percent", buf);
+        r = instance_write(t, "buffer_percent", buf);
+        if (r < 0)
+                return r;
+        copy = strdup(buf);
+        if (!copy)
+                return -ENOMEM;
+        free(t->watched[i]);
+        t->watched[i] = copy;
+        return 0;
 }
 
 int tracing_open_cpu(Tracing *t, unsigned cpu) {
@@ -705,4 +855,265 @@ int tracing_event_print_fmt(Tracing *t, TracingEvent *e, char **ret) {
                 return -ENOMEM;
         *ret = s;
         return 0;
+}
+
+/* At most this many filter files are read per check, in turns, so that a check stays cheap with
+ * many events held. The enable state of all of them comes from one read of set_event. */
+#define CHECK_FILTERS_MAX 32
+/* Changes named in one report; more are counted. */
+#define CHECK_REPORT_MAX 8
+
+typedef struct CheckReport {
+        FILE *f;
+        unsigned n;
+} CheckReport;
+
+_printf_(2, 3) static void report_add(CheckReport *rep, const char *format, ...) {
+        va_list ap;
+
+        if (rep->n++ >= CHECK_REPORT_MAX)
+                return;
+        if (rep->n > 1)
+                fputs("; ", rep->f);
+        va_start(ap, format);
+        vfprintf(rep->f, format, ap);
+        va_end(ap);
+}
+
+/* Text another process wrote to tracefs, for a log line and a record: control bytes and
+ * backslashes escaped, and cut short. */
+static char *escape_text(const char *s) {
+        size_t n = strlen(s), max = 80;
+        char *out = malloc(MIN(n, max) * 4 + 4), *o = out;
+
+        if (!out)
+                return NULL;
+        for (size_t i = 0; i < n && i < max; i++) {
+                unsigned char c = (unsigned char) s[i];
+                if (c < 0x20 || c == 0x7f || c == '\\' || c == '\'')
+                        o += sprintf(o, "\\x%02x", c);
+                else
+                        *o++ = (char) c;
+        }
+        if (n > max)
+                o = stpcpy(o, "...");
+        *o = 0;
+        return out;
+}
+
+/* The whole text of an instance file kept open, read from its start with pread(2), where a read by
+ * path also costs an open and a close. Falls back to the path when the file is not open. */
+static char *read_instance_file(Tracing *t, int fd, const char *file) {
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0, cap = 0;
+
+        if (fd < 0)
+                return tracefs_instance_file_read(t->instance, file, NULL);
+        /* A seq_file (set_event, trace_clock) returns at most a page per read, so a short read is
+         * not the end; a read of less than half a page is, since no line of these files is that
+         * long. That spares the read that returns 0, which costs set_event another walk over every
+         * event of the kernel. */
+        for (;;) {
+                ssize_t n;
+
+                if (cap - len < 4096) {
+                        char *b;
+                        if (cap >= 16 * 1024 * 1024)
+                                return NULL;
+                        cap = MAX(cap * 2, (size_t) 8192);
+                        b = realloc(buf, cap);
+                        if (!b)
+                                return NULL;
+                        buf = b;
+                }
+                n = pread(fd, buf + len, cap - len - 1, (off_t) len);
+                if (n < 0)
+                        return NULL;
+                len += (size_t) n;
+                if (n < 2048)
+                        break;
+        }
+        buf[len] = 0;
+        return TAKE_PTR(buf);
+}
+
+static void check_file(Tracing *t, size_t i, CheckReport *rep) {
+        _cleanup_free_ char *now = NULL, *esc = NULL;
+        int r;
+
+        if (!t->watched[i])
+                return;
+        now = strip_newline(read_instance_file(t, t->watched_fd[i], watched_files[i]));
+        if (!now || streq(now, t->watched[i]))
+                return;
+        esc = escape_text(now);
+        r = instance_write(t, watched_files[i], t->watched[i]);
+        if (r < 0) {
+                report_add(rep, "%s was changed to '%s'; setting it back to '%s' failed: %s", watched_files[i],
+                           strempty(esc), t->watched[i], strerror(-r));
+                /* Said once: the kernel's value is what tpd has now. */
+                free(t->watched[i]);
+                t->watched[i] = TAKE_PTR(now);
+        } else
+                report_add(rep, "%s was changed to '%s', set back to '%s'", watched_files[i], strempty(esc),
+                           t->watched[i]);
+}
+
+static void check_clock(Tracing *t, CheckReport *rep) {
+        _cleanup_free_ char *text = NULL, *now = NULL, *esc = NULL;
+        int r;
+
+        if (!t->clock)
+                return;
+        text = read_instance_file(t, t->clock_fd, "trace_clock");
+        now = clock_from_text(text);
+        if (!now || streq(now, t->clock))
+                return;
+        esc = escape_text(now);
+        /* Setting the clock clears the ring buffer, both ways. */
+        r = instance_write(t, "trace_clock", t->clock);
+        if (r < 0) {
+                report_add(rep, "trace_clock was changed to '%s'; setting it back to '%s' failed: %s",
+                           strempty(esc), t->clock, strerror(-r));
+                free(t->clock);
+                t->clock = TAKE_PTR(now);
+        } else
+                report_add(rep, "trace_clock was changed to '%s' (which cleared the buffer), set back to '%s'",
+                           strempty(esc), t->clock);
+}
+
+static void check_filter(Tracing *t, TracingEvent *e, CheckReport *rep) {
+        _cleanup_free_ char *now = NULL, *esc = NULL;
+        const char *want = e->filter ?: "none";
+        int r;
+
+        now = strip_newline(tracefs_event_file_read(t->instance, e->system, e->event, "filter", NULL));
+        if (!now || streq(now, want))
+                return;
+        esc = escape_text(now);
+        r = event_write(t, e, "filter", e->filter ?: "0");
+        if (r < 0)
+                report_add(rep, "the filter of %s was changed to '%s'; restoring it failed: %s", e->name,
+                           strempty(esc), strerror(-r));
+        else if (e->filter)
+                report_add(rep, "the filter of %s was changed to '%s', restored", e->name, strempty(esc));
+        else
+                report_add(rep, "a filter '%s' was set on %s, cleared", strempty(esc), e->name);
+}
+
+static void check_events(Tracing *t, CheckReport *rep) {
+        _cleanup_free_ char *text = NULL;
+        _cleanup_free_ char **lines = NULL;
+        _cleanup_free_ bool *held = NULL;
+        size_t n = 0, cap = 0;
+        char *line, *save = NULL;
+        int r;
+
+        /* set_event lists the instance's enabled events, one "system:event" a line. */
+        text = read_instance_file(t, t->hold_fd, "set_event");
+        if (!text)
+                return;
+        for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                if (n == cap) {
+                        char **l;
+                        cap = MAX(cap * 2, (size_t) 16);
+                        l = reallocarray(lines, cap, sizeof(char *));
+                        if (!l)
+                                return;
+                        lines = l;
+                }
+                lines[n++] = line;
+        }
+        held = calloc(MAX(n, (size_t) 1), sizeof(bool));
+        if (!held)
+                return;
+        if (n > 0)
+                qsort(lines, n, sizeof(char *), cmp_str);
+
+        for (size_t i = 0; i < t->n_events; i++) {
+                TracingEvent *e = t->events[i];
+                char **found;
+
+                if (!e->enabled || e->always_on)
+                        continue;
+                found = n > 0 ? bsearch(&e->name, lines, n, sizeof(char *), cmp_str) : NULL;
+                if (found) {
+                        held[found - lines] = true;
+                        continue;
+                }
+                r = event_write(t, e, "enable", "1");
+                if (r < 0) {
+                        /* Gone with its module, say: status shows it off, and this is said once. The
+                         * next reference that comes or goes tries again. */
+                        report_add(rep, "%s was disabled; enabling it again failed: %s", e->name, strerror(-r));
+                        e->enabled = false;
+                } else
+                        report_add(rep, "%s was disabled, re-enabled", e->name);
+        }
+
+        /* Enabled behind tpd's back: records of events tpd may not know, in every stream that
+         * takes all events. The instance is tpd's: turn them off. */
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *system = NULL;
+                const char *colon;
+
+                if (held[i])
+                        continue;
+                if (!tracing_event_name_is_valid(lines[i])) {
+                        _cleanup_free_ char *esc = escape_text(lines[i]);
+                        report_add(rep, "'%s' was enabled; not a name tpd can disable", strempty(esc));
+                        continue;
+                }
+                colon = strchr(lines[i], ':');
+                system = strndup(lines[i], (size_t) (colon - lines[i]));
+                if (!system)
+                        return;
+                r = tracefs_event_file_write(t->instance, system, colon + 1, "enable", "0") < 0 ? negative_errno() : 0;
+                if (r < 0)
+                        report_add(rep, "%s was enabled; disabling it failed: %s", lines[i], strerror(-r));
+                else
+                        report_add(rep, "%s was enabled, disabled", lines[i]);
+        }
+}
+
+int tracing_check(Tracing *t, char **ret_report) {
+        CheckReport rep = {};
+        char *buf = NULL;
+        size_t size = 0, checked = 0, k;
+
+        rep.f = open_memstream(&buf, &size);
+        if (!rep.f)
+                return -ENOMEM;
+
+        /* Settings before events, and tracing_on last: what is recorded once recording resumes
+         * must be what tpd asked for. */
+        check_clock(t, &rep);
+        for (size_t i = 0; i < ELEMENTSOF(watched_files); i++)
+                if (i != WATCHED_TRACING_ON)
+                        check_file(t, i, &rep);
+        for (k = 0; k < t->n_events && checked < CHECK_FILTERS_MAX; k++) {
+                TracingEvent *e = t->events[(t->check_cursor + k) % t->n_events];
+                if (e->always_on || (!e->enabled && !e->filter))
+                        continue;
+                check_filter(t, e, &rep);
+                checked++;
+        }
+        /* The next check goes on where this one stopped. */
+        if (t->n_events > 0)
+                t->check_cursor = (t->check_cursor + k) % t->n_events;
+        check_events(t, &rep);
+        check_file(t, WATCHED_TRACING_ON, &rep);
+
+        if (rep.n > CHECK_REPORT_MAX)
+                fprintf(rep.f, "; and %u more changes", rep.n - CHECK_REPORT_MAX);
+        if (fclose(rep.f) != 0) {
+                free(buf);
+                return -ENOMEM;
+        }
+        if (rep.n == 0) {
+                free(buf);
+                return 0;
+        }
+        *ret_report = buf;
+        return (int) MIN(rep.n, (unsigned) INT_MAX);
 }

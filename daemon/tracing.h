@@ -44,7 +44,9 @@ typedef struct TracingCpuStats {
         uint64_t read;
 } TracingCpuStats;
 
-/* Mounts tracefs if needed and creates the instance, reclaiming one a crashed tpd left behind. */
+/* Mounts tracefs if needed and creates the instance, reclaiming one a crashed tpd left behind.
+ * An instance that another process holds open (another tpd, in any PID namespace) is left
+ * untouched: -EBUSY. */
 int tracing_new(const char *instance, Tracing **ret);
 /* Disables everything tpd enabled and removes the instance. */
 Tracing *tracing_free(Tracing *t);
@@ -103,3 +105,10 @@ int tracing_event_unref(Tracing *t, TracingEvent *e);
 
 /* The "print fmt" line of an event's format, as the kernel wrote it. */
 int tracing_event_print_fmt(Tracing *t, TracingEvent *e, char **ret);
+
+/* Compares the instance with what tpd set (enabled events, their kernel filters, tracing_on, the
+ * clock, buffer_percent, the cpumask, overwrite) and puts back whatever another process changed.
+ * Returns 0 when nothing changed, or the number of changes with *ret_report saying what changed
+ * and what was done, in one line (text from tracefs escaped). Cheap enough for once a second:
+ * a few small reads, at most 32 filter files. */
+int tracing_check(Tracing *t, char **ret_report);
