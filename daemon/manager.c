@@ -18,19 +18,17 @@
 
 /* How often the STATUS= line is sent. */
 #define STATUS_USEC (5 * 1000 * 1000ULL)
-/* The online CPUs are checked at most a second apart (period plus timer slack): a CPU that comes
- * online is read within a second. Each check is one small sysfs read, but each wake-up of an idle
- * tpd costs ≈ 0.2 ms here (a 2-vCPU VM): once a second keeps idle at ≈ 0.02 %. The kernel's uevents
- * would need no timer, but they need an AF_NETLINK socket, which the unit's
- * RestrictAddressFamilies=AF_UNIX rules out, and do not reach containers with their own user
- * namespace. */
-#define CPUS_CHECK_USEC (900 * 1000ULL)
-#define CPUS_CHECK_SLACK_USEC (100 * 1000ULL)
+/* The online CPUs and the instance are checked at most a second apart (period plus timer slack): a
+ * CPU that comes online is read within a second. A CPU check is one small sysfs read, an instance
+ * check a few preads (tracing_check()), but each wake-up of an idle tpd costs ≈ 0.2 ms here (a 2-vCPU
+ * VM), so both share one timer. The kernel's uevents would need no timer, but they need an
+ * AF_NETLINK socket, which the unit's RestrictAddressFamilies=AF_UNIX rules out, and do not reach
+ * containers with their own user namespace. */
+#define CHECK_USEC (900 * 1000ULL)
+#define CHECK_SLACK_USEC (100 * 1000ULL)
 /* Pages read per check from a CPU that went offline: a large buffer is drained over a few checks
  * rather than in one long stall of the loop. */
 #define CPUS_DRAIN_PAGES 1024U
-/* How often the instance is compared with what tpd set (tracing_check()). */
-#define CHECK_USEC (1000 * 1000ULL)
 
 Manager *manager_free(Manager *m) {
         if (!m)
@@ -44,7 +42,6 @@ Manager *manager_free(Manager *m) {
                 reader_free(m->readers[i]);
         free(m->readers);
         free(m->cpus);
-        sd_event_source_disable_unref(m->cpus_timer);
         sd_event_source_disable_unref(m->flush_timer);
         sd_event_source_disable_unref(m->status_timer);
         sd_event_source_disable_unref(m->check_timer);
@@ -258,8 +255,8 @@ static uint64_t manager_trace_clock_now_ns(Manager *m) {
 /* Another process changed tpd's instance (disabled an event, changed a filter, turned tracing
  * off…), and tracing_check() put it back: every stream may have missed records the kernel never
  * wrote, so each gets a notice record, after what was read before the repair. */
-static int manager_on_check_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        Manager *m = userdata;
+/* Compares the instance with what tpd set, puts back what others changed and tells the streams. */
+static void manager_check_instance(Manager *m) {
         _cleanup_free_ char *report = NULL;
         uint64_t ts;
         int r;
@@ -289,14 +286,14 @@ static int manager_on_check_timer(sd_event_source *s, uint64_t usec, void *userd
                                 m->overrun_reported[cpu] = st.overrun;
                 }
                 for (unsigned i = 0; i < m->n_cpus; i++)
-                        (void) reader_flush(m->readers[i]);
+                        if (m->readers[i])
+                                (void) reader_flush(m->readers[i]);
                 ts = manager_trace_clock_now_ns(m);
                 for (Client *c = m->clients; c; c = c->next)
                         if (c->stream && stream_queue_notice(c->stream, ts, "instance-changed", report) < 0)
                                 log_debug("Client %d: failed to queue a notice.", (int) c->pid);
                 manager_flush_clients(m);
         }
-        return rearm(s, CHECK_USEC);
 }
 
 static int manager_on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -390,11 +387,14 @@ static void manager_check_cpus(Manager *m) {
                 manager_update_cpu(m, cpu, online[cpu]);
 }
 
-static int manager_on_cpus_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+/* Once a second: CPUs that came or went, and changes to the instance behind tpd's back. One timer
+ * for both, since each wake-up of an idle tpd costs more than the checks. */
+static int manager_on_check_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
 
         manager_check_cpus(m);
-        return rearm(s, CPUS_CHECK_USEC);
+        manager_check_instance(m);
+        return rearm(s, CHECK_USEC);
 }
 
 static int manager_setup_tracing(Manager *m) {
@@ -608,11 +608,7 @@ int manager_start(Manager *m, int listen_fd) {
                                        100 * 1000, manager_on_status_timer, m);
         if (r < 0)
                 return r;
-        r = sd_event_add_time_relative(m->event, &m->cpus_timer, CLOCK_MONOTONIC, CPUS_CHECK_USEC,
-                                       CPUS_CHECK_SLACK_USEC, manager_on_cpus_timer, m);
-        if (r < 0)
-                return r;
-        r = sd_event_add_time_relative(m->event, &m->check_timer, CLOCK_MONOTONIC, CHECK_USEC, 100 * 1000,
+        r = sd_event_add_time_relative(m->event, &m->check_timer, CLOCK_MONOTONIC, CHECK_USEC, CHECK_SLACK_USEC,
                                        manager_on_check_timer, m);
         if (r < 0)
                 return r;

@@ -45,7 +45,7 @@ typedef struct Manager {
         sd_event_source *status_timer;
         uint64_t status_usec;    /* when the last STATUS= was sent */
         uint64_t status_records; /* records decoded until then */
-        sd_event_source *check_timer; /* compares the instance with what tpd set, once a second */
+        sd_event_source *check_timer; /* once a second: CPUs online, and the instance as tpd set it */
         unsigned instance_repairs;    /* repairs in a row, until a check finds nothing changed */
 
         Tracing *tracing;
@@ -54,7 +54,6 @@ typedef struct Manager {
         Reader **readers;   /* per possible CPU: NULL while it is offline and drained */
         ManagerCpu *cpus;   /* per possible CPU */
         unsigned n_cpus;    /* possible CPUs: CPU numbers index the per-CPU arrays */
-        sd_event_source *cpus_timer; /* checks which CPUs are online */
         bool cpus_read_failed;
         uint64_t *overrun_reported; /* per CPU: overrun already reported in lost records */
 
