@@ -486,8 +486,8 @@ static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
                         stream_free(s);
                         return -ENOMEM;
                 }
-                /* libtracefs checks the text first: libtraceevent 1.7's filter parser crashes on
-                 * some malformed filters (e.g. "prev_pid =="), so it only sees verified ones. */
+                /* tpd's own grammar checks the text against each event (daemon/filter.c);
+                 * stream_set_filter() hands libtraceevent only its canonical text. */
                 if (n > 0)
                         for (size_t i = 0; i < n; i++) {
                                 r = tracing_filter_verify(m->tracing, events[i], filter, &message);
