@@ -263,8 +263,11 @@ static int method_enable(Manager *m, Client *c, const VarlinkCall *call) {
                 }
                 json_object_array_add(list, json_object_new_string(e->name));
         }
-        log_info("Enabled %zu event(s)%s%s%s for uid %u.", n, filter ? " with filter '" : "", strempty(filter),
-                 filter ? "'" : "", (unsigned) c->uid);
+        {
+                char esc[LOG_ESCAPE_MAX];
+                log_info("Enabled %zu event(s)%s%s%s for uid %u.", n, filter ? " with filter '" : "",
+                         filter ? log_escape(filter, esc, sizeof(esc)) : "", filter ? "'" : "", (unsigned) c->uid);
+        }
         (void) manager_save_state(m);
 
         p = json_object_new_object();
@@ -632,7 +635,8 @@ int api_dispatch(Manager *m, Client *c, const VarlinkCall *call) {
                 if (streq(call->method, methods[i].name)) {
                         r = methods[i].method(m, c, call);
                         if (r < 0)
-                                log_debug_errno(r, "Client %d: %s failed: %m", (int) c->pid, call->method);
+                                log_debug_errno(r, "Client %d: %s failed: %m", (int) c->pid,
+                                                log_escape(call->method, (char[256]) {}, 256));
                         return r;
                 }
 

@@ -10,6 +10,7 @@
 #include <traceevent/event-parse.h>
 
 #include "filter.h"
+#include "log.h"
 #include "tpd-protocol.h"
 #include "tpd-test.h"
 
@@ -242,6 +243,19 @@ static void test_invalid(void) {
         free(big);
 }
 
+static void test_log_escape(void) {
+        char buf[32];
+
+        ASSERT_STR_EQ(log_escape("prev_pid == 1", buf, sizeof(buf)), "prev_pid == 1");
+        ASSERT_STR_EQ(log_escape("a\n<0>x", buf, sizeof(buf)), "a\\x0a<0>x");
+        ASSERT_STR_EQ(log_escape("'\"\\\x1b[\x7f\xc3\xa9", buf, sizeof(buf)), "\\'\\\"\\\\\\x1b[\\x7f\\xc3\\xa9");
+        ASSERT_STR_EQ(log_escape(NULL, buf, sizeof(buf)), "(null)");
+        /* Cut to fit, never in the middle of an escape. */
+        ASSERT_STR_EQ(log_escape("0123456789012345678901234567890123456789", buf, sizeof(buf)),
+                      "0123456789012345678901234567...");
+        ASSERT_STR_EQ(log_escape("\n\n\n\n\n\n\n\n", buf, 16), "\\x0a\\x0a\\x0a...");
+}
+
 int main(int argc, char **argv) {
         if (argc != 2) {
                 fprintf(stderr, "usage: test-filter DATADIR\n");
@@ -261,6 +275,7 @@ int main(int argc, char **argv) {
 
         test_valid();
         test_invalid();
+        test_log_escape();
         tep_free(tep);
         return 0;
 }
