@@ -90,6 +90,7 @@ typedef struct Buffer {
         char *data;
         size_t len, size;
         bool oom;
+        unsigned depth, max_depth; /* of the parentheses written, "! (" counting once */
 } Buffer;
 
 static Node *node_free(Node *n) {
@@ -376,15 +377,17 @@ static int parse_predicate(Parser *p, Node **ret) {
         return lex(p);
 }
 
-static int parse_unary(Parser *p, Node **ret) {
+/* Depth counts "!" and "(", with "! (" as one level: the kernel's canonical form writes every "!" so. */
+static int parse_unary(Parser *p, bool after_not, Node **ret) {
         Token t = p->tok;
         _cleanup_(node_freep) Node *inner = NULL;
+        bool counted = !(after_not && t.type == TOKEN_LPAREN);
         int r;
 
         if (t.type != TOKEN_NOT && t.type != TOKEN_LPAREN)
                 return parse_predicate(p, ret);
 
-        if (++p->depth > FILTER_DEPTH_MAX)
+        if (counted && ++p->depth > FILTER_DEPTH_MAX)
                 return parser_fail(p, t.pos, "nested deeper than %u levels", FILTER_DEPTH_MAX);
         r = lex(p);
         if (r < 0)
@@ -392,7 +395,7 @@ static int parse_unary(Parser *p, Node **ret) {
         if (t.type == TOKEN_NOT) {
                 Node *n;
 
-                r = parse_unary(p, &inner);
+                r = parse_unary(p, true, &inner);
                 if (r < 0)
                         return r;
                 n = calloc(1, sizeof(Node));
@@ -412,7 +415,8 @@ static int parse_unary(Parser *p, Node **ret) {
                         return r;
                 *ret = TAKE_PTR(inner);
         }
-        p->depth--;
+        if (counted)
+                p->depth--;
         return 0;
 }
 
@@ -420,7 +424,7 @@ static int parse_binary(Parser *p, TokenType op, Node **ret) {
         _cleanup_(node_freep) Node *left = NULL;
         int r;
 
-        r = op == TOKEN_OR ? parse_binary(p, TOKEN_AND, &left) : parse_unary(p, &left);
+        r = op == TOKEN_OR ? parse_binary(p, TOKEN_AND, &left) : parse_unary(p, false, &left);
         if (r < 0)
                 return r;
         while (p->tok.type == op) {
@@ -430,7 +434,7 @@ static int parse_binary(Parser *p, TokenType op, Node **ret) {
                 r = lex(p);
                 if (r < 0)
                         return r;
-                r = op == TOKEN_OR ? parse_binary(p, TOKEN_AND, &right) : parse_unary(p, &right);
+                r = op == TOKEN_OR ? parse_binary(p, TOKEN_AND, &right) : parse_unary(p, false, &right);
                 if (r < 0)
                         return r;
                 n = calloc(1, sizeof(Node));
@@ -518,12 +522,18 @@ static void buffer_puts(Buffer *b, const char *s) {
 
 static void emit(Buffer *b, const Node *n);
 
-static void emit_operand(Buffer *b, const Node *n, bool wrap) {
+static void emit_operand(Buffer *b, const Node *n, bool wrap, bool after_not) {
+        bool counted = wrap && !after_not;
+
+        if (counted && ++b->depth > b->max_depth)
+                b->max_depth = b->depth;
         if (wrap)
                 buffer_puts(b, "( ");
         emit(b, n);
         if (wrap)
                 buffer_puts(b, " )");
+        if (counted)
+                b->depth--;
 }
 
 /*
@@ -551,14 +561,17 @@ static void emit(Buffer *b, const Node *n) {
                 break;
         case NODE_NOT:
                 /* libtraceevent's "!" takes one comparison or one parenthesised group. */
+                if (++b->depth > b->max_depth)
+                        b->max_depth = b->depth;
                 buffer_puts(b, "! ");
-                emit_operand(b, n->left, true);
+                emit_operand(b, n->left, true, true);
+                b->depth--;
                 break;
         case NODE_AND:
         case NODE_OR:
-                emit_operand(b, n->left, n->left->kind == (n->kind == NODE_AND ? NODE_OR : NODE_AND));
+                emit_operand(b, n->left, n->left->kind == (n->kind == NODE_AND ? NODE_OR : NODE_AND), false);
                 buffer_puts(b, n->kind == NODE_AND ? " && " : " || ");
-                emit_operand(b, n->right, n->right->kind == NODE_AND || n->right->kind == NODE_OR);
+                emit_operand(b, n->right, n->right->kind == NODE_AND || n->right->kind == NODE_OR, false);
                 break;
         }
 }
@@ -590,6 +603,9 @@ int filter_canonicalize(const struct tep_event *event, const char *text, FilterT
                 if (b.oom)
                         r = -ENOMEM;
                 /* The kernel takes less than a page, and canonical text can be longer than the input. */
+                /* Parentheses added for precedence can nest deeper than the input did. */
+                else if (b.max_depth > FILTER_DEPTH_MAX)
+                        r = parser_fail(&p, 0, "nested deeper than %u levels once normalised", FILTER_DEPTH_MAX);
                 else if (b.len >= TPD_FILTER_MAX)
                         r = parser_fail(&p, 0, "%zu bytes once normalised, the limit is %u", b.len,
                                         TPD_FILTER_MAX - 1);

@@ -216,6 +216,25 @@ static void test_invalid(void) {
         strcpy(big + 200, "prev_pid == 1");
         check_bad(sched_switch, big, "nested deeper than 16 levels");
 
+        /* "! (" is one level: 16 of them are fine; found by fuzz-filter, 10 "!" once made 20. */
+        memset(big, '!', 16);
+        strcpy(big + 16, "prev_pid == 1");
+        check_ok(sched_switch, FILTER_KERNEL, big,
+                 "! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( prev_pid == 1 ) ) ) ) ) ) ) ) ) ) ) ) ) ) ) )");
+        check_ok(sched_switch, FILTER_STREAM, big, "prev_pid == 1");
+        /* Parentheses added for precedence count too. */
+        p = big;
+        for (unsigned i = 0; i < FILTER_DEPTH_MAX; i++)
+                p = stpcpy(p, i % 2 ? "u8v==1||(" : "u8v==1&&(");
+        p = stpcpy(p, "u8v==1");
+        memset(p, ')', FILTER_DEPTH_MAX);
+        p[FILTER_DEPTH_MAX] = 0;
+        ASSERT_INT_EQ(filter_canonicalize(kinds, big, FILTER_KERNEL, NULL, NULL), 0);
+        strcpy(p, "||u8v==2&&u8v==3");
+        memset(p + strlen(p), ')', FILTER_DEPTH_MAX);
+        p[16 + FILTER_DEPTH_MAX] = 0;
+        check_bad(kinds, big, "column 1: nested deeper than 16 levels once normalised");
+
         p = big;
         for (unsigned i = 0; i < FILTER_PREDICATES_MAX + 1; i++)
                 p = stpcpy(p, i > 0 ? "&&u8v==1" : "u8v==1");
