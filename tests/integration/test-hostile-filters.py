@@ -200,6 +200,8 @@ def main(ctx):
         check(now == canonical, f'kernel filter after {text!r} is {now!r}, expected {canonical!r}')
         status = {e['name']: e for e in tpd.status().get('events', [])}
         check(status.get(OTHER, {}).get('filter') == canonical, f'status shows {status.get(OTHER)}')
+        text = tpd.tpctl_ok('status').stdout
+        check(canonical in text, f'tpctl status does not show {canonical!r}:\n{text}')
     # Stream filters too: "!" reaches libtraceevent pushed down, so it never sees "! (".
     s = tpd.stream('-e', OTHER, '--filter', '!(prev_pid == 1 || next_pid == 0) && prev_comm != "x\'y"')
     deadline = time.monotonic() + 10
