@@ -53,7 +53,8 @@ typedef struct Token {
         size_t pos;      /* offset in the text */
         const char *str; /* FIELD, STRING: the name or the value (without quotes), not terminated */
         size_t len;
-        uint64_t number;
+        uint64_t number; /* NUMBER: the magnitude */
+        bool negative;   /* NUMBER: written with a '-' (kernel filters, signed fields) */
 } Token;
 
 typedef enum NodeKind {
@@ -181,6 +182,11 @@ static int lex_string(Parser *p, Token *t) {
                                                  "(the kernel has no escapes)");
                 if (c == '"')
                         return parser_fail(p, i, "a string may not contain '\"'");
+                /* tep_filter_add_filter_str() (1.7.1) takes any ',' for a separator of event names and
+                 * then computes a negative length: an allocation of 2^64 - 1 bytes. */
+                if (c == ',' && p->target == FILTER_STREAM)
+                        return parser_fail(p, i, "a stream filter's string may not contain ',' "
+                                                 "(libtraceevent splits on it)");
                 if (c < 0x20 || c >= 0x7f)
                         return parser_fail(p, i, "byte 0x%02x in a string: only printable ASCII is allowed", c);
         }
@@ -259,7 +265,14 @@ static int lex(Parser *p) {
                 t->type = TOKEN_RPAREN;
                 break;
         case '-':
-                return parser_fail(p, p->pos, "negative numbers are not supported");
+                if (s[1] < '0' || s[1] > '9')
+                        return parser_fail(p, p->pos, "'-' is not an operator");
+                p->pos++;
+                if (lex_number(p, t) < 0)
+                        return p->error;
+                t->pos--;
+                t->negative = true;
+                return 0;
         default:
                 if (c < 0x20 || c >= 0x7f)
                         return parser_fail(p, p->pos, "byte 0x%02x is not allowed in a filter", c);
@@ -364,8 +377,19 @@ static int parse_predicate(Parser *p, Node **ret) {
         if (kind == FIELD_NUMERIC && value.type != TOKEN_NUMBER)
                 return parser_fail(p, value.pos, "'%s' is a numeric field: expected a number, found %s",
                                    f->name, token_text[value.type]);
-        /* The kernel reads the value of a signed field with kstrtoll(). */
-        if (kind == FIELD_NUMERIC && (f->flags & TEP_FIELD_IS_SIGNED) && value.number > INT64_MAX)
+        /* The kernel reads the value of a signed field with kstrtoll(), of an unsigned one with
+         * kstrtoull(); libtraceevent reads no sign at all. */
+        if (value.type == TOKEN_NUMBER && value.negative) {
+                if (p->target == FILTER_STREAM)
+                        return parser_fail(p, value.pos, "negative numbers are only supported in kernel filters "
+                                                         "(enable)");
+                if (!(f->flags & TEP_FIELD_IS_SIGNED))
+                        return parser_fail(p, value.pos, "'%s' is unsigned: it cannot be compared with a "
+                                                         "negative number", f->name);
+                if (value.number > (uint64_t) INT64_MAX + 1)
+                        return parser_fail(p, value.pos, "-%" PRIu64 " is out of range for the signed field '%s'",
+                                           value.number, f->name);
+        } else if (kind == FIELD_NUMERIC && (f->flags & TEP_FIELD_IS_SIGNED) && value.number > INT64_MAX)
                 return parser_fail(p, value.pos, "%" PRIu64 " is out of range for the signed field '%s'",
                                    value.number, f->name);
 
@@ -551,7 +575,8 @@ static void emit(Buffer *b, const Node *n) {
                 buffer_puts(b, token_text[n->op]);
                 buffer_puts(b, " ");
                 if (n->value.type == TOKEN_NUMBER) {
-                        snprintf(num, sizeof(num), "%" PRIu64, n->value.number);
+                        snprintf(num, sizeof(num), "%s%" PRIu64,
+                                 n->value.negative && n->value.number > 0 ? "-" : "", n->value.number);
                         buffer_puts(b, num);
                 } else {
                         buffer_puts(b, "\"");

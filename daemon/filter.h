@@ -13,7 +13,8 @@
  *
  * FIELD is a field of the format (common_* included). A numeric field compares with ==, !=, <, <=,
  * >, >= or & (a bit test, kernel filters only) against a decimal or 0x hexadecimal number of at
- * most 64 bits (63 for signed fields; no sign, no leading zero). A string field (char array,
+ * most 64 bits (63 for signed fields; no leading zero; a '-' only for signed fields in kernel
+ * filters). A string field (char array,
  * __data_loc/__rel_loc char[]) compares with ==, != or ~ (a glob, kernel filters only) against a
  * string in "..." or '...' of printable ASCII without backslashes (the kernel reads none and
  * libtraceevent 1.7 reads them its own way) and without '"'.

@@ -135,6 +135,9 @@ static void test_valid(void) {
         /* Kernel only: libtraceevent has no glob and no bit test. */
         check_ok(sched_switch, FILTER_KERNEL, "prev_comm ~ \"ba*\"", "prev_comm ~ \"ba*\"");
         check_ok(sched_switch, FILTER_KERNEL, "prev_state & 0x3", "prev_state & 3");
+        check_ok(sched_switch, FILTER_KERNEL, "prev_pid==-1||prev_prio>-0x10", "prev_pid == -1 || prev_prio > -16");
+        check_ok(sched_switch, FILTER_KERNEL, "prev_pid == -0", "prev_pid == 0");
+        check_ok(kinds, FILTER_KERNEL, "s64 == -9223372036854775808", "s64 == -9223372036854775808");
         check_bad_len(sched_switch, FILTER_STREAM, "prev_comm ~ \"ba*\"", "only supported in kernel filters");
         check_bad_len(sched_switch, FILTER_STREAM, "prev_state & 3", "only supported in kernel filters");
 }
@@ -149,6 +152,9 @@ static void test_invalid(void) {
         check_bad(sched_switch, "prev_comm == \"a", "column 14: unterminated string");
         check_bad(sched_switch, "prev_comm == 'a", "unterminated string");
         check_bad(sched_switch, "prev_comm != 'it\"s'", "may not contain '\"'");
+        /* found by fuzz-filter: libtraceevent 1.7.1 splits on any ','. */
+        check_ok(sched_switch, FILTER_KERNEL, "prev_comm != ','", "prev_comm != \",\"");
+        check_bad_len(sched_switch, FILTER_STREAM, "prev_comm != ','", "may not contain ','");
         check_bad(sched_switch, "prev_comm == \"a\" \"b\"", "unexpected string after a complete expression");
         check_bad(sched_switch, "prev_comm == \"a\" )", "unexpected ')'");
         check_bad(sched_switch, "(prev_pid == 1", "expected ')' to close the '(' at column 1");
@@ -171,7 +177,12 @@ static void test_invalid(void) {
         check_bad(sched_switch, "prev_pid == 18446744073709551616", "does not fit in 64 bits");
         check_bad(kinds, "s64 == 9223372036854775808", "out of range for the signed field 's64'");
         check_bad(sched_switch, "prev_pid == 010", "may not start with 0");
-        check_bad(sched_switch, "prev_pid == -1", "negative numbers");
+        check_bad_len(sched_switch, FILTER_STREAM, "prev_pid == -1", "negative numbers are only supported in kernel");
+        check_bad_len(sched_switch, FILTER_KERNEL, "common_type == -1", "'common_type' is unsigned");
+        check_bad_len(kinds, FILTER_KERNEL, "s64 == -9223372036854775809", "out of range for the signed field");
+        check_bad(sched_switch, "prev_pid == - 1", "'-' is not an operator");
+        check_bad(sched_switch, "prev_pid == --1", "'-' is not an operator");
+        check_bad(sched_switch, "prev_pid == -", "'-' is not an operator");
         check_bad(sched_switch, "prev_pid == 1x", "invalid digit");
         check_bad(sched_switch, "prev_pid == 0x", "without digits");
         check_bad(sched_switch, "prev_pid == 0xg", "invalid digit");
