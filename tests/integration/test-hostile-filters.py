@@ -68,7 +68,9 @@ def hostile_corpus():
         'prev_pid == 0x1ffffffffffffffff',
         'prev_state == 9223372036854775808',
         'prev_pid == 0777',
-        'prev_pid == -1',
+        'common_type == -1',                        # unsigned: the kernel would refuse it
+        'prev_pid == --1',
+        'prev_state == -9223372036854775809',
         'prev_pid == 1e9',
         'no_such_field == 1',
         'COMM == "bash"',
