@@ -18,6 +18,38 @@ static size_t array_length(json_object *a) {
         return json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
 }
 
+/* Strings in replies come from other clients (filters, event names of user_events, comms): their
+ * control bytes and bytes outside printable ASCII print as \xNN and a backslash as \\, so that no
+ * terminal escape reaches the terminal. The text lives in a ring of buffers, enough for one table
+ * row; longer text is cut with "...". */
+#define CELL_RING 16
+#define CELL_MAX 4096
+
+static const char *escape(const char *s) {
+        static char ring[CELL_RING][CELL_MAX];
+        static unsigned next;
+        char *buf = ring[next++ % CELL_RING];
+        size_t n = 0;
+
+        for (; *s; s++) {
+                unsigned char c = (unsigned char) *s;
+
+                if (n + 8 > CELL_MAX) {
+                        memcpy(buf + n, "...", 3);
+                        n += 3;
+                        break;
+                }
+                if (c == '\\')
+                        n += (size_t) snprintf(buf + n, CELL_MAX - n, "\\\\");
+                else if (c < 0x20 || c >= 0x7f)
+                        n += (size_t) snprintf(buf + n, CELL_MAX - n, "\\x%02x", c);
+                else
+                        buf[n++] = (char) c;
+        }
+        buf[n] = 0;
+        return buf;
+}
+
 /* A member of a reply as text: booleans as yes/no, absent and null as "-", numbers as sent. */
 static const char *cell(json_object *o, const char *key) {
         json_object *v;
@@ -26,7 +58,7 @@ static const char *cell(json_object *o, const char *key) {
                 return "-";
         if (json_object_is_type(v, json_type_boolean))
                 return json_object_get_boolean(v) ? "yes" : "no";
-        return json_object_get_string(v);
+        return escape(json_object_get_string(v));
 }
 
 void print_json(json_object *o) {

@@ -364,8 +364,11 @@ static int method_enable(Manager *m, Client *c, const VarlinkCall *call) {
                 }
                 json_object_array_add(list, json_object_new_string(e->name));
         }
-        log_info("Enabled %zu event(s)%s%s%s for uid %u.", n, filter ? " with filter '" : "", strempty(filter),
-                 filter ? "'" : "", (unsigned) c->uid);
+        {
+                char esc[LOG_ESCAPE_MAX];
+                log_info("Enabled %zu event(s)%s%s%s for uid %u.", n, filter ? " with filter '" : "",
+                         filter ? log_escape(filter, esc, sizeof(esc)) : "", filter ? "'" : "", (unsigned) c->uid);
+        }
         (void) manager_save_state(m);
 
         p = json_object_new_object();
@@ -695,8 +698,8 @@ static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
                         stream_free(s);
                         return -ENOMEM;
                 }
-                /* libtracefs checks the text first: libtraceevent 1.7's filter parser crashes on
-                 * some malformed filters (e.g. "prev_pid =="), so it only sees verified ones. */
+                /* tpd's own grammar checks the text against each event (daemon/filter.c);
+                 * stream_set_filter() hands libtraceevent only its canonical text. */
                 if (n > 0)
                         for (size_t i = 0; i < n; i++) {
                                 r = tracing_filter_verify(m->tracing, events[i], filter, &message);
@@ -873,7 +876,8 @@ int api_dispatch(Manager *m, Client *c, const VarlinkCall *call) {
                 if (streq(call->method, methods[i].name)) {
                         r = methods[i].method(m, c, call);
                         if (r < 0)
-                                log_debug_errno(r, "Client %d: %s failed: %m", (int) c->pid, call->method);
+                                log_debug_errno(r, "Client %d: %s failed: %m", (int) c->pid,
+                                                log_escape(call->method, (char[256]) {}, 256));
                         return r;
                 }
 

@@ -17,6 +17,15 @@ int log_get_max_level(void);
  * (as a negative errno) so that callers can write `return log_error_errno(r, "...: %m");`. */
 int log_internal(int level, int error, const char *format, ...) _printf_(3, 4);
 
+/* Untrusted text (client strings, filters, the state file) made safe for one log line: backslashes,
+ * quotes, control bytes and every byte outside printable ASCII become \\, \', \" and \xNN, so that
+ * no "\n<0>" can forge a journal line and no terminal escape reaches a console. Cut with "..." to fit
+ * size (at least 8). NULL prints as "(null)". Returns buf. */
+const char *log_escape(const char *s, char *buf, size_t size);
+
+/* Room for log_escape() of a filter: shown up to about 1 KiB. */
+#define LOG_ESCAPE_MAX 1024U
+
 /* Routes libtracefs and libtraceevent messages through the same logger. */
 void log_setup_libraries(void);
 

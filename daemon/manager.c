@@ -511,6 +511,7 @@ static int manager_restore_state(Manager *m) {
 
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *message = NULL;
+                char esc[LOG_ESCAPE_MAX];
                 TracingEvent *e;
 
                 /* The kernel may have lost an event (a module unloaded) or changed its format:
@@ -519,14 +520,19 @@ static int manager_restore_state(Manager *m) {
                         continue;
                 r = tracing_event_get(m->tracing, pins[i].event, &e);
                 if (r < 0) {
-                        log_warning_errno(r, "Not restoring '%s': %m", pins[i].event);
+                        log_warning_errno(r, "Not restoring '%s': %m",
+                                          log_escape(pins[i].event, esc, sizeof(esc)));
                         continue;
                 }
                 if (pins[i].filter) {
+                        char esc_message[LOG_ESCAPE_MAX];
+
                         r = tracing_event_set_filter(m->tracing, e, pins[i].filter, &message);
                         if (r < 0) {
                                 log_warning_errno(r, "Not restoring '%s': filter '%s' failed: %s", e->name,
-                                                  pins[i].filter, message ?: strerror(-r));
+                                                  log_escape(pins[i].filter, esc, sizeof(esc)),
+                                                  log_escape(message ?: strerror(-r), esc_message,
+                                                             sizeof(esc_message)));
                                 continue;
                         }
                         e->filter_uid = pins[i].filter_uid;
@@ -536,8 +542,8 @@ static int manager_restore_state(Manager *m) {
                         r = tracing_event_pin_uid(m->tracing, e, pins[i].uids[j], true);
                 if (!e->pinned)
                         continue;
-                log_info("Restored '%s'%s%s%s.", e->name, e->filter ? " with filter '" : "", strempty(e->filter),
-                         e->filter ? "'" : "");
+                log_info("Restored '%s'%s%s%s.", e->name, e->filter ? " with filter '" : "",
+                         e->filter ? log_escape(e->filter, esc, sizeof(esc)) : "", e->filter ? "'" : "");
         }
         state_pins_free(pins, n);
         return 0;

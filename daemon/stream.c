@@ -5,6 +5,7 @@
 #include <traceevent/event-parse.h>
 
 #include "decode.h"
+#include "filter.h"
 #include "stream.h"
 #include "util.h"
 
@@ -80,45 +81,49 @@ int stream_select_pid(Stream *s, int32_t pid) {
         return 0;
 }
 
-/* libtraceevent 1.7's filter parser dereferences NULL on an unterminated string ('prev_comm == "a'),
- * so such text never reaches it. */
-static bool quotes_balanced(const char *text) {
-        char quote = 0;
-
-        for (const char *p = text; *p; p++) {
-                if (quote) {
-                        if (*p == '\\' && p[1])
-                                p++;
-                        else if (*p == quote)
-                                quote = 0;
-                } else if (*p == '"' || *p == '\'')
-                        quote = *p;
-        }
-        return quote == 0;
-}
-
 int stream_set_filter(Stream *s, struct tep_handle *tep, const char *filter, const char *const *events,
                       size_t n_events, char **ret_message) {
         struct tep_event_filter *f;
-
-        if (!quotes_balanced(filter)) {
-                if (ret_message)
-                        *ret_message = strdup("unterminated string");
-                return -EINVAL;
-        }
 
         f = tep_filter_alloc(tep);
         if (!f)
                 return -ENOMEM;
 
         for (size_t i = 0; i < n_events; i++) {
-                _cleanup_free_ char *text = NULL;
+                _cleanup_free_ char *text = NULL, *canonical = NULL, *message = NULL;
                 const char *colon = strchr(events[i], ':');
+                struct tep_event *event = NULL;
                 enum tep_errno err;
+                int r;
+
+                if (colon) {
+                        _cleanup_free_ char *system = strndup(events[i], (size_t) (colon - events[i]));
+                        if (!system) {
+                                tep_filter_free(f);
+                                return -ENOMEM;
+                        }
+                        event = tep_find_event_by_name(tep, system, colon + 1);
+                }
+                if (!event) {
+                        tep_filter_free(f);
+                        if (ret_message && asprintf(ret_message, "%s: no format known", events[i]) < 0)
+                                *ret_message = NULL;
+                        return -EINVAL;
+                }
+                /* libtraceevent 1.7's filter parser crashes on some malformed text and reads quotes
+                 * and precedence its own way: it only ever sees tpd's canonical text. */
+                r = filter_canonicalize(event, filter, FILTER_STREAM, &canonical, &message);
+                if (r < 0) {
+                        tep_filter_free(f);
+                        if (r == -EINVAL && ret_message &&
+                            asprintf(ret_message, "%s: %s", events[i], strempty(message)) < 0)
+                                *ret_message = NULL;
+                        return r;
+                }
 
                 /* libtraceevent names events "system/event" in filter text. */
-                if (!colon || asprintf(&text, "%.*s/%s:%s", (int) (colon - events[i]), events[i], colon + 1,
-                                       filter) < 0) {
+                if (asprintf(&text, "%.*s/%s:%s", (int) (colon - events[i]), events[i], colon + 1,
+                             canonical) < 0) {
                         tep_filter_free(f);
                         return -ENOMEM;
                 }

@@ -14,6 +14,7 @@
 #include <traceevent/event-parse.h>
 #include <tracefs/tracefs.h>
 
+#include "filter.h"
 #include "log.h"
 #include "tracing.h"
 
@@ -704,17 +705,7 @@ TracingEvent *const *tracing_events(Tracing *t, size_t *ret_n) {
 }
 
 int tracing_filter_verify(Tracing *t, TracingEvent *e, const char *filter, char **ret_message) {
-        char *err = NULL;
-
-        if (tracefs_filter_string_verify(e->format, filter, &err) < 0) {
-                if (ret_message)
-                        *ret_message = err ?: strdup("invalid filter");
-                else
-                        free(err);
-                return -EINVAL;
-        }
-        free(err);
-        return 0;
+        return filter_canonicalize(e->format, filter, FILTER_KERNEL, NULL, ret_message);
 }
 
 int tracing_event_set_filter(Tracing *t, TracingEvent *e, const char *filter, char **ret_message) {
@@ -722,16 +713,15 @@ int tracing_event_set_filter(Tracing *t, TracingEvent *e, const char *filter, ch
         int r;
 
         if (filter) {
-                r = tracing_filter_verify(t, e, filter, ret_message);
+                /* Only the canonical text reaches the kernel, and is what status shows and the
+                 * state file keeps. */
+                r = filter_canonicalize(e->format, filter, FILTER_KERNEL, &copy, ret_message);
                 if (r < 0)
                         return r;
-                copy = strdup(filter);
-                if (!copy)
-                        return -ENOMEM;
         }
 
         (void) tracefs_error_clear(t->instance);
-        r = event_write(t, e, "filter", filter ?: "0");
+        r = event_write(t, e, "filter", copy ?: "0");
         if (r < 0) {
                 /* The kernel drops the old filter when it rejects a new one (6.x): put it back. */
                 if (ret_message)
