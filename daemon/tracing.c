@@ -870,25 +870,11 @@ _printf_(2, 3) static void report_add(CheckReport *rep, const char *format, ...)
         va_end(ap);
 }
 
-/* Text another process wrote to tracefs, for a log line and a record: control bytes and
- * backslashes escaped, and cut short. */
+/* Text another process wrote to tracefs, for a log line and a record: escaped and cut short. */
 static char *escape_text(const char *s) {
-        size_t n = strlen(s), max = 80;
-        char *out = malloc(MIN(n, max) * 4 + 4), *o = out;
+        char buf[96];
 
-        if (!out)
-                return NULL;
-        for (size_t i = 0; i < n && i < max; i++) {
-                unsigned char c = (unsigned char) s[i];
-                if (c < 0x20 || c == 0x7f || c == '\\' || c == '\'')
-                        o += sprintf(o, "\\x%02x", c);
-                else
-                        *o++ = (char) c;
-        }
-        if (n > max)
-                o = stpcpy(o, "...");
-        *o = 0;
-        return out;
+        return strdup(log_escape(s, buf, sizeof(buf)));
 }
 
 /* The whole text of an instance file kept open, read from its start with pread(2), where a read by
