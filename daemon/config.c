@@ -284,9 +284,12 @@ int config_copy(Config *dst, const Config *src) {
 
         for (size_t i = 0; i < config_n_settings; i++) {
                 const Setting *s = &config_settings[i];
-                const char *v = *(char *const *) ((const char *) src + s->offset);
+                const char *v;
 
-                if (s->type == SETTING_STRING && v && set_string((char **) ((char *) dst + s->offset), v) < 0)
+                if (s->type != SETTING_STRING)
+                        continue;
+                v = *(char *const *) ((const char *) src + s->offset);
+                if (v && set_string((char **) ((char *) dst + s->offset), v) < 0)
                         return -ENOMEM;
         }
         if (src->events) {

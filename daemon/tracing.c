@@ -273,8 +273,11 @@ int tracing_new(const char *name, Tracing **ret) {
         long long subbuf_kb;
         int r;
 
-        /* Mounts tracefs at /sys/kernel/tracing when it is not mounted anywhere. */
-        if (tracefs_tracing_dir_is_mounted(true, &dir) < 0 || !tracefs_tracing_dir())
+        /* Mounts tracefs at /sys/kernel/tracing when it is not mounted anywhere. libtracefs 1.6 hands
+         * back a copy of the path (const, but the caller's to free). */
+        r = tracefs_tracing_dir_is_mounted(true, &dir);
+        free((char *) dir);
+        if (r < 0 || !tracefs_tracing_dir())
                 return log_error_errno(-ENODEV, "Tracefs is not mounted and could not be mounted.");
 
         t = calloc(1, sizeof(Tracing));
