@@ -640,7 +640,8 @@ void *decoder_padded_raw(Decoder *d, const Record *r) {
         /* Only the bytes the previous record left need clearing. */
         if (d->scratch_used > n)
                 memset(d->scratch + n, 0, d->scratch_used - n);
-        memcpy(d->scratch, r->raw, n);
+        if (n > 0) /* a record without payload may have no raw pointer at all */
+                memcpy(d->scratch, r->raw, n);
         d->scratch_used = n;
         return d->scratch;
 }
