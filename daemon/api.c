@@ -12,8 +12,10 @@
 #include "manager.h"
 #include "tpd-protocol.h"
 
-/* Bounds on what one call may ask for. */
+/* Bounds on what one call may ask for. API_EVENTS_MAX is the wire limit of a name list;
+ * API_PATTERNS_MAX bounds the matching work: each distinct pattern is one pass over ~2,300 names. */
 #define API_EVENTS_MAX 4096U
+#define API_PATTERNS_MAX 256U
 #define API_PIDS_MAX 1024U
 #define API_CPUS_MAX 4096U
 
@@ -50,6 +52,29 @@ static int tracefs_error(Client *c, int r, const char *what) {
                              strerror(-r));
 }
 
+/* Root, or the user tpd runs as: not bound by the limits that protect members from each other. */
+static bool api_client_is_root(Client *c) {
+        return c->uid == 0 || c->uid == geteuid();
+}
+
+/* Enabling these events must not take tpd past MaxEnabledEvents=: each enabled event costs the
+ * kernel on every hit, and enabling it costs a tracefs write on the loop. On error the reply is
+ * queued and a positive value returned. */
+static int check_enabled_limit(Manager *m, Client *c, TracingEvent *const *events, size_t n) {
+        unsigned now = tracing_n_enabled(m->tracing), more = 0;
+        int r;
+
+        for (size_t i = 0; i < n; i++)
+                if (!events[i]->enabled && !events[i]->always_on)
+                        more++;
+        if (more == 0 || m->config.max_enabled_events == 0 || now + more <= m->config.max_enabled_events)
+                return 0;
+        r = client_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "enabled_events",
+                          "tpd has %u events enabled and enables at most %u (MaxEnabledEvents=); this call would "
+                          "add %u.", now, m->config.max_enabled_events, more);
+        return r < 0 ? r : 1;
+}
+
 /* Resolves the names of a call and gets their tracing state; on error the reply is queued and a
  * positive value returned. */
 static int resolve_events(Manager *m, Client *c, char *const *names, size_t n, TracingEvent ***ret,
@@ -57,19 +82,35 @@ static int resolve_events(Manager *m, Client *c, char *const *names, size_t n, T
         _cleanup_strv_free_ char **resolved = NULL;
         _cleanup_free_ TracingEvent **events = NULL;
         const char *bad = NULL;
-        size_t k;
+        size_t k, count = 0;
+        unsigned max;
+        bool root;
         int r;
 
-        r = tracing_resolve(m->tracing, names, n, &resolved, &bad);
+        /* Bounded work: distinct patterns per call for everyone; broad globs and large selections
+         * are root's. */
+        root = api_client_is_root(c);
+        r = tracing_resolve_limited(m->tracing, names, n, API_PATTERNS_MAX, root ? 0 : m->config.max_glob_events,
+                                    &resolved, &bad, &count);
         if (r < 0) {
-                r = resolve_error(c, r, bad);
+                if (r == -E2BIG)
+                        r = client_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "patterns",
+                                          "The call names %zu distinct patterns; at most %u are allowed in one call.",
+                                          count, API_PATTERNS_MAX);
+                else if (r == -EPERM)
+                        r = client_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "glob_events",
+                                          "'%s' matches %zu events; only root may use a glob that matches more "
+                                          "than %u (MaxGlobEvents=).", bad, count, m->config.max_glob_events);
+                else
+                        r = resolve_error(c, r, bad);
                 return r < 0 ? r : 1;
         }
         k = strv_length(resolved);
-        if (k > API_EVENTS_MAX) {
-                r = client_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "events",
-                                  "The pattern selects %zu events; at most %u may be named in one call.", k,
-                                  API_EVENTS_MAX);
+        max = root ? API_EVENTS_MAX : MIN(API_EVENTS_MAX, m->config.max_call_events);
+        if (k > max) {
+                r = client_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "call_events",
+                                  "The call selects %zu events; at most %u may be selected in one call%s.", k, max,
+                                  root ? "" : " (MaxCallEvents=)");
                 return r < 0 ? r : 1;
         }
         events = calloc(k + 1, sizeof(TracingEvent *));
@@ -124,13 +165,8 @@ static int method_get_interface_description(Manager *m, Client *c, const Varlink
 }
 
 static bool event_enabled(Manager *m, const char *name) {
-        size_t n;
-        TracingEvent *const *events = tracing_events(m->tracing, &n);
-
-        for (size_t i = 0; i < n; i++)
-                if (streq(events[i]->name, name))
-                        return events[i]->enabled;
-        return false;
+        TracingEvent *e = tracing_event_find(m->tracing, name);
+        return e && e->enabled;
 }
 
 static int method_list_events(Manager *m, Client *c, const VarlinkCall *call) {
@@ -222,6 +258,8 @@ static int method_enable(Manager *m, Client *c, const VarlinkCall *call) {
                 return invalid_parameter(c, "filter");
 
         r = resolve_events(m, c, names, n_names, &events, &n);
+        if (r == 0)
+                r = check_enabled_limit(m, c, events, n);
         if (r != 0)
                 return r < 0 ? r : 0;
 
@@ -398,6 +436,10 @@ static int method_get_status(Manager *m, Client *c, const VarlinkCall *call) {
         json_object_object_add(p, "streams", json_object_new_int((int) m->n_streams));
         json_object_object_add(p, "delivered", json_u64(delivered));
         json_object_object_add(p, "lost", lost);
+        /* Enable replies before the state reaches the disk: a failed save shows here. */
+        json_object_object_add(p, "state_saves", json_u64(m->state_saves));
+        if (m->state_error != 0)
+                json_object_object_add(p, "state_error", json_object_new_string(strerror(-m->state_error)));
         return client_reply(c, p);
 }
 
@@ -454,6 +496,8 @@ static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
 
         if (n_names > 0) {
                 r = resolve_events(m, c, names, n_names, &events, &n);
+                if (r == 0)
+                        r = check_enabled_limit(m, c, events, n);
                 if (r != 0)
                         return r < 0 ? r : 0;
         }
@@ -581,6 +625,9 @@ static int method_configure(Manager *m, Client *c, const VarlinkCall *call) {
                 return invalid_parameter(c, "flush_interval_ms");
         if (varlink_param_string(call->parameters, "clock", true, &clock) < 0)
                 return invalid_parameter(c, "clock");
+        if (clock && !tracing_clock_name_is_valid(clock))
+                return client_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "clock",
+                                     "A trace clock is a name such as 'boot' or 'mono', not '%s'.", clock);
 
         if (clock) {
                 r = tracing_set_clock(m->tracing, clock);

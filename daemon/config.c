@@ -117,7 +117,7 @@ static int assign(ManagerConfig *c, ConfigSection section, const char *key, char
                                 r = config_set_string(&c->instance, value);
                 } else if (streq(key, "Clock")) {
                         what = "a trace clock name (see the instance's trace_clock)";
-                        if (!*value || strspn(value, "abcdefghijklmnopqrstuvwxyz0123456789-_") != strlen(value))
+                        if (!tracing_clock_name_is_valid(value))
                                 r = -EINVAL;
                         else
                                 r = config_set_string(&c->clock, value);
@@ -146,6 +146,15 @@ static int assign(ManagerConfig *c, ConfigSection section, const char *key, char
                 } else if (streq(key, "ClientQueueKB")) {
                         what = "a size in KiB from 64 to 1048576";
                         r = config_parse_unsigned(value, 64, 1024 * 1024, &c->client_queue_kb);
+                } else if (streq(key, "MaxGlobEvents")) {
+                        what = "a number of events from 1 to 65536";
+                        r = config_parse_unsigned(value, 1, 65536, &c->max_glob_events);
+                } else if (streq(key, "MaxCallEvents")) {
+                        what = "a number of events from 1 to 4096";
+                        r = config_parse_unsigned(value, 1, 4096, &c->max_call_events);
+                } else if (streq(key, "MaxEnabledEvents")) {
+                        what = "a number of events from 0 (no bound) to 65536";
+                        r = config_parse_unsigned(value, 0, 65536, &c->max_enabled_events);
                 } else
                         goto unknown;
                 break;

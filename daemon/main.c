@@ -109,7 +109,8 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *c) {
                         r = config_set_string(&c->instance, optarg);
                         break;
                 case ARG_CLOCK:
-                        r = config_set_string(&c->clock, optarg);
+                        /* An empty or odd name is refused here rather than by the kernel later. */
+                        r = tracing_clock_name_is_valid(optarg) ? config_set_string(&c->clock, optarg) : -EINVAL;
                         break;
                 case ARG_BUFFER_SIZE_KB:
                         r = config_parse_unsigned(optarg, 4, 4U * 1024 * 1024, &c->buffer_size_kb);
@@ -177,6 +178,9 @@ static int run(int argc, char *argv[]) {
                 .flush_interval_ms = 100,
                 .max_clients = 64,
                 .client_queue_kb = 8192,
+                .max_glob_events = 64,
+                .max_call_events = 512,
+                .max_enabled_events = 1024,
         };
         _cleanup_(manager_freep) Manager *m = NULL;
         int r, fd;
