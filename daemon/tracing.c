@@ -559,6 +559,14 @@ static bool glob_match(const Glob *g, const char *s) {
         }
 }
 
+int tracing_glob_match(const char *pattern, const char *name) {
+        Glob g;
+        int r = glob_compile(pattern, &g);
+        if (r < 0)
+                return r;
+        return glob_match(&g, name);
+}
+
 /* Calls f for the index of each available event the glob matches. Only the range of names that
  * start with the glob's literal prefix is looked at. Returns the number of matches. */
 static size_t glob_scan(Tracing *t, const Glob *g, void (*f)(size_t i, void *userdata), void *userdata) {

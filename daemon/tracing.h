@@ -71,6 +71,10 @@ bool tracing_event_name_is_valid(const char *name);
 /* True when pattern uses glob syntax (*, ?, [). */
 bool tracing_is_glob(const char *pattern);
 
+/* fnmatch(pattern, name, 0), for the globs tpd accepts (no character classes): 1 or 0, -EINVAL
+ * for a pattern it does not accept. */
+int tracing_glob_match(const char *pattern, const char *name);
+
 /* Sorted "system:event" names of the kernel's events matching a glob (all for NULL). */
 int tracing_list_events(Tracing *t, const char *pattern, char ***ret);
 
