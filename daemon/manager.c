@@ -417,8 +417,12 @@ static int manager_restore_state(Manager *m) {
                 log_warning_errno(negative_errno(), "Failed to create '%s': %m", m->config.state_dir);
 
         r = state_load(m->state_path, &pins, &n);
-        if (r < 0)
-                return log_warning_errno(r, "Ignoring state file '%s': %m", m->state_path);
+        if (r < 0) {
+                /* A broken or planted file must not keep tpd from starting: start without pins
+                 * (the next save replaces the file). */
+                log_warning_errno(r, "Ignoring state file '%s': %m", m->state_path);
+                return 0;
+        }
 
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *message = NULL;
