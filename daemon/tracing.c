@@ -450,6 +450,7 @@ typedef struct Glob {
         GlobToken tokens[256];
         size_t n;
         size_t prefix; /* leading literal characters */
+        size_t colon;  /* index of the only literal ':' token, or SIZE_MAX */
 } Glob;
 
 static void set_add(uint64_t set[2], unsigned char c) {
@@ -516,6 +517,12 @@ static int glob_compile(const char *pattern, Glob *g) {
         }
         while (g->prefix < g->n && g->tokens[g->prefix].kind == GLOB_CHAR)
                 g->prefix++;
+        g->colon = SIZE_MAX;
+        for (size_t i = 0, n = 0; i < g->n; i++)
+                if (g->tokens[i].kind == GLOB_CHAR && g->tokens[i].c == ':' && n++ == 0)
+                        g->colon = i;
+                else if (g->tokens[i].kind == GLOB_CHAR && g->tokens[i].c == ':')
+                        g->colon = SIZE_MAX; /* two: matches no event name, left to the full match */
         return 0;
 }
 
@@ -532,38 +539,58 @@ static bool glob_token_matches(const GlobToken *tok, char c) {
         }
 }
 
-/* Greedy with one backtracking point, the last star: enough for globs, linear in practice. */
-static bool glob_match(const Glob *g, const char *s) {
+/* Greedy with one backtracking point, the last star: enough for globs, linear in practice.
+ * Matches tokens [0, n) against [s, end). */
+static bool glob_match_tokens(const GlobToken *tokens, size_t n, const char *s, const char *end) {
         size_t i = 0, star = SIZE_MAX;
         const char *star_s = NULL;
 
         for (;;) {
-                if (i < g->n && g->tokens[i].kind == GLOB_STAR) {
-                        if (++i == g->n)
+                if (i < n && tokens[i].kind == GLOB_STAR) {
+                        if (++i == n)
                                 return true;
                         star = i;
                         star_s = s;
                         continue;
                 }
-                if (*s && i < g->n && glob_token_matches(&g->tokens[i], *s)) {
+                if (s < end && i < n && glob_token_matches(&tokens[i], *s)) {
                         i++;
                         s++;
                         continue;
                 }
-                if (!*s && i == g->n)
+                if (s == end && i == n)
                         return true;
-                if (star == SIZE_MAX || !*star_s)
+                if (star == SIZE_MAX || star_s == end)
                         return false;
                 i = star;
                 s = ++star_s;
         }
 }
 
+static bool glob_match(const Glob *g, const char *s) {
+        return glob_match_tokens(g->tokens, g->n, s, s + strlen(s));
+}
+
+/* An event name has exactly one ':', so a glob's only literal ':' must match it: the parts
+ * before and after match the system and the event on their own, and the system part once per
+ * system of the sorted list. */
+static bool glob_match_system(const Glob *g, const char *name, const char *colon) {
+        return glob_match_tokens(g->tokens, g->colon, name, colon);
+}
+
+static bool glob_match_event(const Glob *g, const char *colon) {
+        const char *event = colon + 1;
+        return glob_match_tokens(g->tokens + g->colon + 1, g->n - g->colon - 1, event, event + strlen(event));
+}
+
 int tracing_glob_match(const char *pattern, const char *name) {
+        const char *colon = strchr(name, ':');
         Glob g;
         int r = glob_compile(pattern, &g);
         if (r < 0)
                 return r;
+        if (g.colon != SIZE_MAX && colon && !strchr(colon + 1, ':'))
+                return glob_match_system(&g, name, colon) && glob_match_event(&g, colon);
         return glob_match(&g, name);
 }
 
@@ -588,10 +615,29 @@ static size_t glob_scan(Tracing *t, const Glob *g, void (*f)(size_t i, void *use
                 }
                 hi = t->n_available;
         }
+        const char *system = NULL;
+        size_t system_len = 0;
+        bool system_match = false;
+
         for (size_t i = lo; i < hi; i++) {
-                if (g->prefix > 0 && strncmp(t->available[i], prefix, g->prefix) != 0)
+                const char *name = t->available[i], *colon;
+                bool match;
+
+                if (g->prefix > 0 && strncmp(name, prefix, g->prefix) != 0)
                         break;
-                if (glob_match(g, t->available[i])) {
+                if (g->colon == SIZE_MAX)
+                        match = glob_match(g, name);
+                else {
+                        colon = strchr(name, ':');
+                        if (!system || (size_t) (colon - name) != system_len ||
+                            memcmp(name, system, system_len) != 0) {
+                                system = name;
+                                system_len = (size_t) (colon - name);
+                                system_match = glob_match_system(g, name, colon);
+                        }
+                        match = system_match && glob_match_event(g, colon);
+                }
+                if (match) {
                         n++;
                         if (f)
                                 f(i, userdata);
