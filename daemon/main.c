@@ -179,7 +179,7 @@ static int run(int argc, char *argv[]) {
                 .max_clients = 64,
                 .client_queue_kb = 8192,
                 .max_glob_events = 64,
-                .max_call_events = 512,
+                .max_call_events = 32,
                 .max_enabled_events = 1024,
         };
         _cleanup_(manager_freep) Manager *m = NULL;

@@ -14,7 +14,7 @@ each Enable with 4,096 patterns, as root and as a member (uid nobody, AccessGrou
           (NoSuchEvent), ListEvents with a 60 KB pattern (InvalidParameter) and '*:*' (the list),
           DescribeEvent of unknown names (NoSuchEvent);
 - member: 4,096 x '*:*' and 'syscalls:*' (LimitExceeded "glob_events"), globs of small systems
-          adding up to more than 512 events (LimitExceeded "call_events"), 4,096 distinct names
+          adding up to more than 32 events (LimitExceeded "call_events"), 4,096 distinct names
           (LimitExceeded "patterns").
 
 Every reply must be the expected one. A GetInfo on another connection every 20 ms must be
@@ -83,16 +83,17 @@ def storm_calls(events, member):
             ('io.tpd.tracing.ListEvents', {'pattern': '*:*'}, None, None),
             ('io.tpd.tracing.DescribeEvent', {'event': 'nosuch:event'}, NO_SUCH, None),
         ]
-    # Globs of systems with at most 64 events (each allowed) that together select more than 512.
+    # Globs of systems with at most 64 events (each allowed) that together select more than
+    # MaxCallEvents=32.
     by_system = {}
     for e in events:
         by_system.setdefault(e.split(':')[0], []).append(e)
     small, total = [], 0
     for sys_name, evs in sorted(by_system.items(), key=lambda kv: -len(kv[1])):
-        if len(evs) <= 64 and total <= 512:
+        if len(evs) <= 64 and total <= 32:
             small.append(f'{sys_name}:*')
             total += len(evs)
-    check(total > 512 and len(small) <= 64, f'cannot build a call_events case from the event list ({total})')
+    check(total > 32 and len(small) <= 64, f'cannot build a call_events case from the event list ({total})')
     return [
         (ENABLE, {'events': ['*:*'] * 4096}, LIMIT, 'glob_events'),
         (ENABLE, {'events': ['syscalls:*'] * 4096}, LIMIT, 'glob_events'),
