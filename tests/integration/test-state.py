@@ -164,6 +164,8 @@ def full_disk(ctx):
             time.sleep(0.05)
         log(f'full disk: state_error {st["state_error"]!r}')
         check(st['state_saves'] == s0['state_saves'], 'a save counted though the disk is full')
+        out = tpd.tpctl_ok('status').stdout
+        check('NOT SAVED' in out, f'tpctl status does not show the failing save:\n{out}')
         # More changes: still running, still reported, logged once.
         for event in ('sched:sched_wakeup', 'sched:sched_waking'):
             check('error' not in tpd.call(ENABLE, {'events': [event]}), f'Enable {event} with a full disk')
