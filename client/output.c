@@ -206,6 +206,10 @@ void print_status(json_object *p) {
         printf("Streams:        %s\n", cell(p, "streams"));
         printf("Delivered:      %s\n", cell(p, "delivered"));
         printf("Lost:           %s overrun, %s client\n", cell(lost, "overrun"), cell(lost, "client"));
+        /* Enable does not wait for the disk: a failing save of the pins shows here. */
+        if (json_object_object_get(p, "state_error"))
+                printf("State:          NOT SAVED: %s (pins made since will not survive a restart)\n",
+                       cell(p, "state_error"));
 
         fputc('\n', stdout);
         print_table("", json_object_object_get(p, "cpus"), cpu_cols, ELEMENTSOF(cpu_cols));

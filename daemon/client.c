@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "api.h"
 #include "client.h"
@@ -15,6 +16,10 @@
 /* Stop reading calls while this much reply text waits for a client that does not read. */
 #define CLIENT_OUT_MAX (4 * TPD_MESSAGE_MAX)
 #define CLIENT_READ_SIZE 16384U
+/* Calls of one client are answered for at most this long in one go; those left in the buffer
+ * wait for the next turn of the loop (and its input stops being read meanwhile), so that a client
+ * pipelining expensive calls cannot hold up the others. */
+#define CLIENT_SLICE_USEC (5 * 1000ULL)
 
 static int client_update_events(Client *c);
 static int client_process(Client *c);
@@ -50,6 +55,7 @@ Client *client_free(Client *c) {
 
         sd_event_source_disable_unref(c->source);
         sd_event_source_disable_unref(c->stall_timer);
+        sd_event_source_disable_unref(c->resume);
         safe_close(c->fd);
         varlink_buffer_done(&c->in);
         queue_done(&c->out);
@@ -159,14 +165,65 @@ static int client_update_events(Client *c) {
 
         /* Calls are read only while their replies are being taken: a client that sends without
          * reading cannot make us queue without bound. */
-        if (!c->read_closed && c->out.bytes < CLIENT_OUT_MAX)
+        if (!c->read_closed && c->out.bytes < CLIENT_OUT_MAX && !c->resume_pending)
                 events |= EPOLLIN;
         if (client_backlogged(c))
                 events |= EPOLLOUT;
         return sd_event_source_set_io_events(c->source, events);
 }
 
+static uint64_t client_now_usec(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
+}
+
+static int client_process(Client *c);
+
+static int client_on_resume(sd_event_source *s, uint64_t usec, void *userdata) {
+        Client *c = userdata;
+        int r;
+
+        c->resume_pending = false;
+        r = client_process(c);
+        if (r < 0) {
+                client_free(c);
+                return 0;
+        }
+        if (client_flush(c) < 0)
+                return 0; /* freed */
+        if (client_update_events(c) < 0)
+                client_free(c);
+        return 0;
+}
+
+/* The slice is used up: the rest of the buffered calls on a later turn of the loop. */
+static int client_yield(Client *c) {
+        int r;
+
+        /* A timer due at once, not a defer source: sd-event does not poll while a source is
+         * pending, so a chain of defers would keep every other client waiting. */
+        if (!c->resume)
+                r = sd_event_add_time_relative(c->manager->event, &c->resume, CLOCK_MONOTONIC, 0, 0,
+                                               client_on_resume, c);
+        else {
+                r = sd_event_source_set_time_relative(c->resume, 0);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(c->resume, SD_EVENT_ONESHOT);
+        }
+        if (r < 0)
+                return r;
+        c->resume_pending = true;
+        return client_update_events(c);
+}
+
 static int client_process(Client *c) {
+        uint64_t start = client_now_usec();
+
+        if (c->resume_pending)
+                return 0;
+
         for (;;) {
                 VarlinkCall call;
                 const char *msg;
@@ -176,6 +233,9 @@ static int client_process(Client *c) {
                 /* Once upgraded, the connection no longer carries calls. */
                 if (c->upgraded || c->stream || c->out.bytes >= CLIENT_OUT_MAX)
                         return 0;
+
+                if (client_now_usec() - start >= CLIENT_SLICE_USEC && varlink_buffer_pending(&c->in) > 0)
+                        return client_yield(c);
 
                 r = varlink_buffer_next(&c->in, &msg, &len);
                 if (r == -EMSGSIZE) {

@@ -30,6 +30,8 @@ struct Client {
 
         int fd;
         sd_event_source *source;
+        sd_event_source *resume; /* answers calls left in the buffer after a time slice */
+        bool resume_pending;
         uid_t uid;
         gid_t gid;
         pid_t pid;

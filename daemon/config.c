@@ -84,7 +84,7 @@ const Setting config_settings[] = {
           .expected = "a number of events from 1 to 65536",
           .help = "Events a member's glob may match (root's may match more)" },
         { "Clients", "MaxCallEvents", "max-call-events", "max_call_events", "N", SETTING_UNSIGNED,
-          FIELD(max_call_events), 1, 4096, .default_value = "512", .expected = "a number of events from 1 to 4096",
+          FIELD(max_call_events), 1, 4096, .default_value = "32", .expected = "a number of events from 1 to 4096",
           .help = "Events one call of a member may select" },
         { "Clients", "MaxEnabledEvents", "max-enabled-events", "max_enabled_events", "N", SETTING_UNSIGNED,
           FIELD(max_enabled_events), 0, 65536, .default_value = "1024",

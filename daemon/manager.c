@@ -30,6 +30,12 @@
  * rather than in one long stall of the loop. */
 #define CPUS_DRAIN_PAGES 1024U
 
+/* A burst of Enable/Disable calls costs one write of the state file; a failed write is tried
+ * again after MANAGER_SAVE_RETRY_USEC. */
+#define MANAGER_SAVE_DELAY_USEC (200 * 1000ULL)
+#define MANAGER_SAVE_MAX_DELAY_USEC (1000 * 1000ULL)
+#define MANAGER_SAVE_RETRY_USEC (10 * 1000 * 1000ULL)
+
 Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
@@ -45,6 +51,7 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->flush_timer);
         sd_event_source_disable_unref(m->status_timer);
         sd_event_source_disable_unref(m->check_timer);
+        sd_event_source_disable_unref(m->save_timer);
         decoder_free(m->decoder);
         tracing_free(m->tracing);
         comm_cache_free(m->comm);
@@ -467,12 +474,14 @@ static int manager_setup_tracing(Manager *m) {
         return 0;
 }
 
-int manager_save_state(Manager *m) {
+/* Writes the state file now. Runs on the loop, but from a timer, never inside a call. */
+static int manager_write_state(Manager *m) {
         TracingEvent *const *events;
         StatePin *pins;
         size_t n, k = 0;
         int r;
 
+        m->save_due_usec = 0;
         if (!m->state_path)
                 return 0;
 
@@ -488,8 +497,60 @@ int manager_save_state(Manager *m) {
                                                  .n_uids = events[i]->n_pin_uids };
         r = state_save(m->state_path, pins, k);
         free(pins); /* the strings belong to the events */
+        if (r < 0) {
+                /* Once per kind of failure: a full disk must not fill the journal too. */
+                if (r != m->state_error)
+                        log_error_errno(r, "Failed to save state to '%s': %m. Pins made since will not survive "
+                                        "a restart until a save succeeds; retrying.", m->state_path);
+                m->state_error = r;
+                return r;
+        }
+        if (m->state_error != 0)
+                log_notice("Saved state to '%s' again.", m->state_path);
+        m->state_error = 0;
+        m->state_saves++;
+        return 0;
+}
+
+static int manager_on_save_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        if (manager_write_state(m) < 0) {
+                /* Keep it pending: a later change or the retry, whichever comes first, tries again. */
+                (void) sd_event_source_set_time_relative(s, MANAGER_SAVE_RETRY_USEC);
+                (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+                m->save_due_usec = usec + MANAGER_SAVE_RETRY_USEC;
+        }
+        return 0;
+}
+
+int manager_save_state(Manager *m) {
+        uint64_t now = 0, when;
+        int r;
+
+        if (!m->state_path)
+                return 0;
+        r = sd_event_now(m->event, CLOCK_MONOTONIC, &now);
         if (r < 0)
-                return log_warning_errno(r, "Failed to save state to '%s': %m", m->state_path);
+                return r;
+
+        /* Put off by each change, but not forever under a steady stream of changes. */
+        if (m->save_due_usec == 0)
+                m->save_due_usec = now + MANAGER_SAVE_MAX_DELAY_USEC;
+        when = MIN(now + MANAGER_SAVE_DELAY_USEC, m->save_due_usec);
+
+        if (!m->save_timer) {
+                r = sd_event_add_time(m->event, &m->save_timer, CLOCK_MONOTONIC, when, 10 * 1000,
+                                      manager_on_save_timer, m);
+                if (r < 0)
+                        return log_warning_errno(r, "Failed to schedule saving the state: %m");
+                return 0;
+        }
+        r = sd_event_source_set_time(m->save_timer, when);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(m->save_timer, SD_EVENT_ONESHOT);
+        if (r < 0)
+                return log_warning_errno(r, "Failed to schedule saving the state: %m");
         return 0;
 }
 
@@ -506,8 +567,12 @@ static int manager_restore_state(Manager *m) {
                 log_warning_errno(negative_errno(), "Failed to create '%s': %m", m->config.state_dir);
 
         r = state_load(m->state_path, &pins, &n);
-        if (r < 0)
-                return log_warning_errno(r, "Ignoring state file '%s': %m", m->state_path);
+        if (r < 0) {
+                /* A broken or planted file must not keep tpd from starting: start without pins
+                 * (the next save replaces the file). */
+                log_warning_errno(r, "Ignoring state file '%s': %m", m->state_path);
+                return 0;
+        }
 
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *message = NULL;
@@ -651,5 +716,10 @@ int manager_run(Manager *m) {
                 if (m->readers[i])
                         (void) reader_flush(m->readers[i]);
         manager_flush_clients(m);
+
+        /* A save still pending (a change less than the debounce delay ago, or a failed one) is
+         * done now: the pins must survive this stop. */
+        if (m->save_due_usec != 0)
+                (void) manager_write_state(m);
         return 0;
 }

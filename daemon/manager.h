@@ -58,6 +58,10 @@ typedef struct Manager {
         uint64_t *overrun_reported; /* per CPU: overrun already reported in lost records */
 
         char *state_path;
+        sd_event_source *save_timer; /* debounces saving the state, see manager_save_state() */
+        uint64_t save_due_usec;      /* latest time the pending save may be put off to; 0: none */
+        uint64_t state_saves;        /* times the state file was written */
+        int state_error;             /* negative errno of the last failed save, 0 after a success */
 
         Server *server;
         Client *clients;
@@ -81,7 +85,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 int manager_start(Manager *m, int listen_fd);
 int manager_run(Manager *m);
 
-/* Saves the pinned events and their filters, to be restored at the next start. */
+/* Schedules saving the pinned events and their filters, to be restored at the next start. The
+ * write happens from a timer, MANAGER_SAVE_DELAY_USEC after the last change (at most
+ * MANAGER_SAVE_MAX_DELAY_USEC after the first), and at stop: a call never waits for the disk. A
+ * failed save is logged once, shown by GetStatus ("state_error") and retried. */
 int manager_save_state(Manager *m);
 
 /* Counts a new stream, and wakes the flush timer that sleeps while there is none. */

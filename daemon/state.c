@@ -3,11 +3,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <json-c/json.h>
 
 #include "state.h"
 #include "util.h"
+
+/* The file lists pins; a larger one was not written by tpd. */
+#define STATE_FILE_MAX (16 * 1024 * 1024)
 
 void state_pins_free(StatePin *pins, size_t n) {
         for (size_t i = 0; i < n; i++) {
@@ -18,17 +23,28 @@ void state_pins_free(StatePin *pins, size_t n) {
         free(pins);
 }
 
+/* Opened without following a symlink: the state file is tpd's own, and a link planted in its
+ * place must neither be read nor written through. */
 int state_load(const char *path, StatePin **ret, size_t *ret_n) {
+        _cleanup_close_ int fd = -1;
         json_object *root, *list;
         StatePin *pins = NULL;
+        struct stat st;
         size_t n = 0, len;
 
         *ret = NULL;
         *ret_n = 0;
-        if (access(path, F_OK) < 0)
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0)
                 return errno == ENOENT ? 0 : negative_errno();
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD;
+        if (st.st_size > STATE_FILE_MAX)
+                return -EFBIG;
 
-        root = json_object_from_file(path);
+        root = json_object_from_fd(fd);
         if (!root)
                 return -EBADMSG;
         if (!json_object_object_get_ex(root, "pins", &list) || !json_object_is_type(list, json_type_array)) {
@@ -80,15 +96,55 @@ int state_load(const char *path, StatePin **ret, size_t *ret_n) {
         return 0;
 }
 
+static int write_all(int fd, const char *p, size_t len) {
+        while (len > 0) {
+                ssize_t k = write(fd, p, len);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                if (k == 0)
+                        return -EIO;
+                p += k;
+                len -= (size_t) k;
+        }
+        return 0;
+}
+
+/* A rename (or unlink) is durable once the directory that holds the name is synced. */
+static int fsync_parent(const char *path) {
+        _cleanup_free_ char *dir = strdup(path);
+        _cleanup_close_ int fd = -1;
+        char *slash;
+
+        if (!dir)
+                return -ENOMEM;
+        slash = strrchr(dir, '/');
+        if (!slash)
+                strcpy(dir, ".");
+        else if (slash == dir)
+                dir[1] = 0;
+        else
+                *slash = 0;
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0 || fsync(fd) < 0)
+                return negative_errno();
+        return 0;
+}
+
 int state_save(const char *path, const StatePin *pins, size_t n) {
         _cleanup_free_ char *tmp = NULL;
+        _cleanup_close_ int fd = -1;
         json_object *root, *list;
         const char *text;
-        _cleanup_close_ int fd = -1;
-        size_t len;
+        int r;
 
-        if (n == 0)
-                return unlink(path) < 0 && errno != ENOENT ? negative_errno() : 0;
+        if (n == 0) {
+                if (unlink(path) < 0)
+                        return errno == ENOENT ? 0 : negative_errno();
+                return fsync_parent(path);
+        }
 
         root = json_object_new_object();
         list = json_object_new_array();
@@ -113,26 +169,33 @@ int state_save(const char *path, const StatePin *pins, size_t n) {
         }
         json_object_object_add(root, "version", json_object_new_int(1));
         json_object_object_add(root, "pins", list);
-
         text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
-        len = strlen(text);
 
         if (asprintf(&tmp, "%s.tmp", path) < 0) {
                 json_object_put(root);
                 return -ENOMEM;
         }
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (fd < 0 || write(fd, text, len) != (ssize_t) len || write(fd, "\n", 1) != 1 || fsync(fd) < 0) {
-                int r = negative_errno();
+        /* A leftover of a crash, or anything planted there: created afresh, never written through. */
+        (void) unlink(tmp);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0) {
                 json_object_put(root);
-                (void) unlink(tmp);
-                return r;
+                return negative_errno();
         }
+        r = write_all(fd, text, strlen(text));
         json_object_put(root);
-        if (rename(tmp, path) < 0) {
-                int r = negative_errno();
+        if (r >= 0)
+                r = write_all(fd, "\n", 1);
+        /* Data before name: after a crash the file is the old one or the complete new one. */
+        if (r >= 0 && fsync(fd) < 0)
+                r = negative_errno();
+        if (close(TAKE_FD(fd)) < 0 && r >= 0)
+                r = negative_errno();
+        if (r >= 0 && rename(tmp, path) < 0)
+                r = negative_errno();
+        if (r < 0) {
                 (void) unlink(tmp);
                 return r;
         }
-        return 0;
+        return fsync_parent(path);
 }

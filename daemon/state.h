@@ -7,7 +7,8 @@
 /*
  * Persisted pins: the events enabled with Enable and their kernel filters, saved as JSON under the
  * state directory (one file per instance name, so that instances never share state) and restored
- * at start. Written atomically, so a crash leaves the old file or the new one, never a mix.
+ * at start. Written atomically and durably (file synced, renamed, directory synced), so a crash
+ * leaves the old file or the new one, never a mix. Neither call follows a symlink at the path.
  */
 
 typedef struct StatePin {
@@ -20,7 +21,8 @@ typedef struct StatePin {
 
 void state_pins_free(StatePin *pins, size_t n);
 
-/* Loads the pins; a missing file is no pins. -EBADMSG for a file that does not parse. */
+/* Loads the pins; a missing file is no pins. -EBADMSG for a file that does not parse, -ELOOP for a
+ * symlink, -EBADFD for anything but a regular file. */
 int state_load(const char *path, StatePin **ret, size_t *ret_n);
 /* Saves the pins; with none, removes the file. */
 int state_save(const char *path, const StatePin *pins, size_t n);

@@ -2,7 +2,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <fnmatch.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 #include <tracefs/tracefs.h>
 
 #include "filter.h"
+#include "config.h"
 #include "log.h"
 #include "tracing.h"
 
@@ -23,6 +23,8 @@
 static const char *const watched_files[] = { "buffer_percent", "tracing_cpumask", "options/overwrite", "tracing_on" };
 /* The one that stops recording: put back last, once everything else is as tpd wants it. */
 #define WATCHED_TRACING_ON (ELEMENTSOF(watched_files) - 1)
+/* available_events is reread for an unknown name at most this often. */
+#define TRACING_RELOAD_USEC (1000 * 1000ULL)
 
 struct Tracing {
         struct tracefs_instance *instance;
@@ -43,6 +45,9 @@ struct Tracing {
 
         char **available; /* sorted "system:event" names the kernel has */
         size_t n_available;
+        TracingEvent **by_index; /* per entry of available: its loaded event, or NULL */
+        uint64_t available_usec; /* CLOCK_MONOTONIC of the last read of available_events */
+        unsigned n_enabled;      /* events tpd enabled (always-on ones not counted) */
 
         TracingEvent **events; /* events whose format was loaded, in order of first use */
         size_t n_events;
@@ -69,9 +74,17 @@ static int event_write(Tracing *t, const TracingEvent *e, const char *file, cons
         return tracefs_event_file_write(t->instance, e->system, e->event, file, value) < 0 ? negative_errno() : 0;
 }
 
+static uint64_t now_usec(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
+}
+
 static int load_available(Tracing *t) {
         _cleanup_free_ char *text = NULL;
         _cleanup_strv_free_ char **list = NULL;
+        _cleanup_free_ TracingEvent **by_index = NULL;
         size_t n = 0, cap = 0;
         char *line, *save = NULL;
 
@@ -107,14 +120,41 @@ static int load_available(Tracing *t) {
                 return -ENOENT;
 
         qsort(list, n, sizeof(char *), cmp_str);
+
+        /* Events already loaded keep their state; one the kernel no longer lists stays in
+         * t->events (it may still be enabled) but is no longer indexed. */
+        by_index = calloc(n + 1, sizeof(TracingEvent *));
+        if (!by_index)
+                return -ENOMEM;
+        for (size_t i = 0; i < t->n_events; i++) {
+                char **f = bsearch(&t->events[i]->name, list, n, sizeof(char *), cmp_str);
+                if (f)
+                        by_index[f - list] = t->events[i];
+        }
+
         strv_free(t->available);
+        free(t->by_index);
         t->available = TAKE_PTR(list);
+        t->by_index = TAKE_PTR(by_index);
         t->n_available = n;
+        t->available_usec = now_usec();
         return 0;
 }
 
-static bool is_available(Tracing *t, const char *name) {
-        return bsearch(&name, t->available, t->n_available, sizeof(char *), cmp_str) != NULL;
+/* Modules may add events at any time, so a name tpd does not know may be new. Rereading the list
+ * costs milliseconds: at most once a second, however many unknown names clients ask for. */
+static void reload_available_ratelimited(Tracing *t) {
+        if (now_usec() < t->available_usec + TRACING_RELOAD_USEC)
+                return;
+        (void) load_available(t);
+        /* A failed read is not retried before the interval either. */
+        t->available_usec = now_usec();
+}
+
+/* The index of name in the sorted list of available events, or -1. */
+static ssize_t available_index(Tracing *t, const char *name) {
+        char **f = bsearch(&name, t->available, t->n_available, sizeof(char *), cmp_str);
+        return f ? f - t->available : -1;
 }
 
 static int setup_tep(Tracing *t) {
@@ -376,6 +416,7 @@ Tracing *tracing_free(Tracing *t) {
                 tracing_event_free(t->events[i]);
         free(t->events);
         strv_free(t->available);
+        free(t->by_index);
         if (t->tep)
                 tep_free(t->tep);
         free(t->name);
@@ -408,21 +449,22 @@ size_t tracing_page_size(Tracing *t) {
 }
 
 int tracing_set_clock(Tracing *t, const char *clock) {
-        _cleanup_free_ char *available = tracefs_instance_file_read(t->instance, "trace_clock", NULL);
-        char *p, *copy;
-        size_t n = strlen(clock);
+        _cleanup_free_ char *available = NULL;
+        char *w, *save = NULL, *copy;
         bool found = false;
         int r;
 
+        /* An empty name would "match" everywhere: reject it before looking at the list. */
+        if (!config_clock_name_is_valid(clock))
+                return -EINVAL;
+
+        available = tracefs_instance_file_read(t->instance, "trace_clock", NULL);
+        if (!available)
+                return negative_errno();
+
         /* trace_clock lists "local [boot] mono …": accept only a listed name. */
-        for (p = available; p && (p = strstr(p, clock)); p += n) {
-                char before = p == available ? ' ' : p[-1];
-                char after = p[n];
-                if ((before == ' ' || before == '[') && (after == ' ' || after == ']' || after == '\n' || !after)) {
-                        found = true;
-                        break;
-                }
-        }
+        for (w = strtok_r(available, " []\n", &save); w && !found; w = strtok_r(NULL, " []\n", &save))
+                found = streq(w, clock);
         if (!found)
                 return -EINVAL;
         r = instance_write(t, "trace_clock", clock);
@@ -548,18 +590,251 @@ static bool glob_is_valid(const char *pattern) {
         return true;
 }
 
-int tracing_list_events(Tracing *t, const char *pattern, char ***ret) {
-        _cleanup_strv_free_ char **l = NULL;
-        size_t n = 0;
+/*
+ * Globs are compiled once per call and matched by hand: fnmatch() parses the pattern again for
+ * every one of the ~2,300 names, which made a glob cost up to 0.3 ms. The semantics are fnmatch's
+ * without flags for the characters glob_is_valid() lets through: '*' and '?' match any character
+ * (':' too), "[...]" a set with '!' negation and ranges, ']' first in a set is literal, and a '['
+ * without its ']' is a literal '['. Character classes ("[[:alpha:]]") are not supported.
+ */
+typedef enum GlobKind {
+        GLOB_CHAR,
+        GLOB_ANY,
+        GLOB_STAR,
+        GLOB_SET,
+} GlobKind;
 
-        if (pattern && !glob_is_valid(pattern))
+typedef struct GlobToken {
+        GlobKind kind;
+        char c;
+        uint64_t set[2]; /* ASCII: names are ASCII */
+} GlobToken;
+
+typedef struct Glob {
+        GlobToken tokens[256];
+        size_t n;
+        size_t prefix; /* leading literal characters */
+        size_t colon;  /* index of the only literal ':' token, or SIZE_MAX */
+} Glob;
+
+static void set_add(uint64_t set[2], unsigned char c) {
+        if (c < 128)
+                set[c / 64] |= UINT64_C(1) << (c % 64);
+}
+
+static bool set_has(const uint64_t set[2], unsigned char c) {
+        return c < 128 && (set[c / 64] >> (c % 64)) & 1;
+}
+
+static int glob_compile(const char *pattern, Glob *g) {
+        const char *p = pattern;
+
+        if (!glob_is_valid(pattern))
                 return -EINVAL;
+        *g = (Glob) {};
+        while (*p) {
+                GlobToken *tok = &g->tokens[g->n++];
 
+                *tok = (GlobToken) {};
+                if (*p == '*') {
+                        tok->kind = GLOB_STAR;
+                        while (*p == '*')
+                                p++;
+                        continue;
+                }
+                if (*p == '?') {
+                        tok->kind = GLOB_ANY;
+                        p++;
+                        continue;
+                }
+                if (*p == '[') {
+                        const char *q = p + 1;
+                        bool negate = false, first = true;
+                        uint64_t set[2] = {};
+
+                        if (*q == '!') {
+                                negate = true;
+                                q++;
+                        }
+                        for (; *q && (first || *q != ']'); first = false) {
+                                unsigned char lo = (unsigned char) *q++, hi = lo;
+                                if (lo == '[' && (*q == ':' || *q == '.' || *q == '='))
+                                        return -EINVAL;
+                                if (*q == '-' && q[1] && q[1] != ']') {
+                                        hi = (unsigned char) q[1];
+                                        q += 2;
+                                }
+                                for (unsigned c = lo; c <= hi; c++)
+                                        set_add(set, (unsigned char) c);
+                        }
+                        if (*q == ']') {
+                                tok->kind = GLOB_SET;
+                                tok->set[0] = negate ? ~set[0] : set[0];
+                                tok->set[1] = negate ? ~set[1] : set[1];
+                                p = q + 1;
+                                continue;
+                        }
+                        /* No closing bracket: a literal '['. */
+                }
+                tok->kind = GLOB_CHAR;
+                tok->c = *p++;
+        }
+        while (g->prefix < g->n && g->tokens[g->prefix].kind == GLOB_CHAR)
+                g->prefix++;
+        g->colon = SIZE_MAX;
+        for (size_t i = 0, n = 0; i < g->n; i++)
+                if (g->tokens[i].kind == GLOB_CHAR && g->tokens[i].c == ':' && n++ == 0)
+                        g->colon = i;
+                else if (g->tokens[i].kind == GLOB_CHAR && g->tokens[i].c == ':')
+                        g->colon = SIZE_MAX; /* two: matches no event name, left to the full match */
+        return 0;
+}
+
+static bool glob_token_matches(const GlobToken *tok, char c) {
+        switch (tok->kind) {
+        case GLOB_CHAR:
+                return tok->c == c;
+        case GLOB_ANY:
+                return true;
+        case GLOB_SET:
+                return set_has(tok->set, (unsigned char) c);
+        default:
+                return false;
+        }
+}
+
+/* Greedy with one backtracking point, the last star: enough for globs, linear in practice.
+ * Matches tokens [0, n) against [s, end). */
+static bool glob_match_tokens(const GlobToken *tokens, size_t n, const char *s, const char *end) {
+        size_t i = 0, star = SIZE_MAX;
+        const char *star_s = NULL;
+
+        for (;;) {
+                if (i < n && tokens[i].kind == GLOB_STAR) {
+                        if (++i == n)
+                                return true;
+                        star = i;
+                        star_s = s;
+                        continue;
+                }
+                if (s < end && i < n && glob_token_matches(&tokens[i], *s)) {
+                        i++;
+                        s++;
+                        continue;
+                }
+                if (s == end && i == n)
+                        return true;
+                if (star == SIZE_MAX || star_s == end)
+                        return false;
+                i = star;
+                s = ++star_s;
+        }
+}
+
+static bool glob_match(const Glob *g, const char *s) {
+        return glob_match_tokens(g->tokens, g->n, s, s + strlen(s));
+}
+
+/* An event name has exactly one ':', so a glob's only literal ':' must match it: the parts
+ * before and after match the system and the event on their own, and the system part once per
+ * system of the sorted list. */
+static bool glob_match_system(const Glob *g, const char *name, const char *colon) {
+        return glob_match_tokens(g->tokens, g->colon, name, colon);
+}
+
+static bool glob_match_event(const Glob *g, const char *colon) {
+        const char *event = colon + 1;
+        return glob_match_tokens(g->tokens + g->colon + 1, g->n - g->colon - 1, event, event + strlen(event));
+}
+
+int tracing_glob_match(const char *pattern, const char *name) {
+        const char *colon = strchr(name, ':');
+        Glob g;
+        int r = glob_compile(pattern, &g);
+        if (r < 0)
+                return r;
+        if (g.colon != SIZE_MAX && colon && !strchr(colon + 1, ':'))
+                return glob_match_system(&g, name, colon) && glob_match_event(&g, colon);
+        return glob_match(&g, name);
+}
+
+/* Calls f for the index of each available event the glob matches. Only the range of names that
+ * start with the glob's literal prefix is looked at. Returns the number of matches. */
+static size_t glob_scan(Tracing *t, const Glob *g, void (*f)(size_t i, void *userdata), void *userdata) {
+        char prefix[256];
+        size_t lo = 0, hi = t->n_available, n = 0;
+
+        for (size_t i = 0; i < g->prefix; i++)
+                prefix[i] = g->tokens[i].c;
+        prefix[g->prefix] = 0;
+
+        if (g->prefix > 0) {
+                /* Lower bound of the prefix in the sorted list. */
+                while (lo < hi) {
+                        size_t mid = lo + (hi - lo) / 2;
+                        if (strcmp(t->available[mid], prefix) < 0)
+                                lo = mid + 1;
+                        else
+                                hi = mid;
+                }
+                hi = t->n_available;
+        }
+        const char *system = NULL;
+        size_t system_len = 0;
+        bool system_match = false;
+
+        for (size_t i = lo; i < hi; i++) {
+                const char *name = t->available[i], *colon;
+                bool match;
+
+                if (g->prefix > 0 && strncmp(name, prefix, g->prefix) != 0)
+                        break;
+                if (g->colon == SIZE_MAX)
+                        match = glob_match(g, name);
+                else {
+                        colon = strchr(name, ':');
+                        if (!system || (size_t) (colon - name) != system_len ||
+                            memcmp(name, system, system_len) != 0) {
+                                system = name;
+                                system_len = (size_t) (colon - name);
+                                system_match = glob_match_system(g, name, colon);
+                        }
+                        match = system_match && glob_match_event(g, colon);
+                }
+                if (match) {
+                        n++;
+                        if (f)
+                                f(i, userdata);
+                }
+        }
+        return n;
+}
+
+static void mark_bit(size_t i, void *userdata) {
+        uint64_t *bits = userdata;
+        bits[i / 64] |= UINT64_C(1) << (i % 64);
+}
+
+int tracing_list_events(Tracing *t, const char *pattern, char ***ret) {
+        _cleanup_free_ uint64_t *bits = NULL;
+        _cleanup_strv_free_ char **l = NULL;
+        Glob g;
+        size_t n = 0;
+        int r;
+
+        if (pattern) {
+                r = glob_compile(pattern, &g);
+                if (r < 0)
+                        return r;
+        }
+        bits = calloc(t->n_available / 64 + 1, sizeof(uint64_t));
         l = calloc(t->n_available + 1, sizeof(char *));
-        if (!l)
+        if (!bits || !l)
                 return -ENOMEM;
+        if (pattern)
+                (void) glob_scan(t, &g, mark_bit, bits);
         for (size_t i = 0; i < t->n_available; i++) {
-                if (pattern && fnmatch(pattern, t->available[i], 0) != 0)
+                if (pattern && !(bits[i / 64] >> (i % 64) & 1))
                         continue;
                 l[n] = strdup(t->available[i]);
                 if (!l[n++])
@@ -569,76 +844,105 @@ int tracing_list_events(Tracing *t, const char *pattern, char ***ret) {
         return 0;
 }
 
-static int strv_add_unique(char ***l, size_t *n, const char *s) {
-        char **nl;
-
-        for (size_t i = 0; i < *n; i++)
-                if (streq((*l)[i], s))
-                        return 0;
-        nl = reallocarray(*l, *n + 2, sizeof(char *));
-        if (!nl)
-                return -ENOMEM;
-        *l = nl;
-        nl[*n] = strdup(s);
-        if (!nl[*n])
-                return -ENOMEM;
-        nl[++*n] = NULL;
-        return 0;
-}
-
-int tracing_resolve(Tracing *t, char *const *patterns, size_t n, char ***ret_names, const char **ret_bad) {
+int tracing_resolve_limited(Tracing *t, char *const *patterns, size_t n, size_t max_patterns,
+                            size_t max_glob_events, char ***ret_names, const char **ret_bad, size_t *ret_count) {
+        _cleanup_free_ char **distinct = NULL;
+        _cleanup_free_ uint64_t *bits = NULL;
         _cleanup_strv_free_ char **names = NULL;
-        size_t n_names = 0;
-        int r;
+        size_t n_distinct = 0, n_names = 0;
+        bool reloaded = false;
 
-        /* Modules may have added events since we looked. */
+        /* Each distinct pattern is matched once, however often a call repeats it. */
+        distinct = calloc(n + 1, sizeof(char *));
+        if (!distinct)
+                return -ENOMEM;
+        memcpy(distinct, patterns, n * sizeof(char *));
+        qsort(distinct, n, sizeof(char *), cmp_str);
         for (size_t i = 0; i < n; i++)
-                if (!tracing_is_glob(patterns[i]) && tracing_event_name_is_valid(patterns[i]) &&
-                    !is_available(t, patterns[i])) {
-                        (void) load_available(t);
-                        break;
-                }
+                if (n_distinct == 0 || !streq(distinct[n_distinct - 1], distinct[i]))
+                        distinct[n_distinct++] = distinct[i];
+        if (max_patterns > 0 && n_distinct > max_patterns) {
+                if (ret_count)
+                        *ret_count = n_distinct;
+                return -E2BIG;
+        }
 
-        for (size_t i = 0; i < n; i++) {
-                const char *p = patterns[i];
-                bool matched = false;
+        /* Marks in a bitmap over the sorted list: duplicates cost nothing and the result comes
+         * out sorted. */
+        bits = calloc(t->n_available / 64 + 1, sizeof(uint64_t));
+        if (!bits)
+                return -ENOMEM;
+
+        for (size_t i = 0; i < n_distinct; i++) {
+                const char *p = distinct[i];
 
                 if (tracing_is_glob(p)) {
-                        if (!glob_is_valid(p)) {
+                        Glob g;
+                        size_t k;
+
+                        if (glob_compile(p, &g) < 0) {
                                 *ret_bad = p;
                                 return -EINVAL;
                         }
-                        for (size_t j = 0; j < t->n_available; j++)
-                                if (fnmatch(p, t->available[j], 0) == 0) {
-                                        r = strv_add_unique(&names, &n_names, t->available[j]);
-                                        if (r < 0)
-                                                return r;
-                                        matched = true;
-                                }
+                        /* One pass marks and counts; a glob over the bound fails the call, so
+                         * what it marked does not matter. */
+                        k = glob_scan(t, &g, mark_bit, bits);
+                        if (k == 0) {
+                                *ret_bad = p;
+                                return -ENOENT;
+                        }
+                        if (max_glob_events > 0 && k > max_glob_events) {
+                                *ret_bad = p;
+                                if (ret_count)
+                                        *ret_count = k;
+                                return -EPERM;
+                        }
                 } else {
+                        ssize_t idx;
+
                         if (!tracing_event_name_is_valid(p)) {
                                 *ret_bad = p;
                                 return -EINVAL;
                         }
-                        if (is_available(t, p)) {
-                                r = strv_add_unique(&names, &n_names, p);
-                                if (r < 0)
-                                        return r;
-                                matched = true;
+                        idx = available_index(t, p);
+                        if (idx < 0 && !reloaded) {
+                                /* The bitmap is over the old list: start again over the new one. */
+                                size_t old = t->n_available;
+                                reload_available_ratelimited(t);
+                                reloaded = true;
+                                if (t->n_available != old || (idx = available_index(t, p)) >= 0) {
+                                        uint64_t *nb = calloc(t->n_available / 64 + 1, sizeof(uint64_t));
+                                        if (!nb)
+                                                return -ENOMEM;
+                                        free(bits);
+                                        bits = nb;
+                                        i = SIZE_MAX; /* the loop's i++ makes it 0 */
+                                        continue;
+                                }
                         }
-                }
-                if (!matched) {
-                        *ret_bad = p;
-                        return -ENOENT;
+                        if (idx < 0) {
+                                *ret_bad = p;
+                                return -ENOENT;
+                        }
+                        mark_bit((size_t) idx, bits);
                 }
         }
-        if (!names) {
-                names = calloc(1, sizeof(char *));
-                if (!names)
-                        return -ENOMEM;
-        }
+
+        names = calloc(t->n_available + 1, sizeof(char *));
+        if (!names)
+                return -ENOMEM;
+        for (size_t i = 0; i < t->n_available; i++)
+                if (bits[i / 64] >> (i % 64) & 1) {
+                        names[n_names] = strdup(t->available[i]);
+                        if (!names[n_names++])
+                                return -ENOMEM;
+                }
         *ret_names = TAKE_PTR(names);
         return 0;
+}
+
+int tracing_resolve(Tracing *t, char *const *patterns, size_t n, char ***ret_names, const char **ret_bad) {
+        return tracing_resolve_limited(t, patterns, n, 0, 0, ret_names, ret_bad, NULL);
 }
 
 static struct tep_event *load_format(Tracing *t, const char *system, const char *event) {
@@ -662,18 +966,24 @@ static struct tep_event *load_format(Tracing *t, const char *system, const char 
 
 int tracing_event_get(Tracing *t, const char *name, TracingEvent **ret) {
         _cleanup_(tracing_event_freep) TracingEvent *e = NULL;
-        TracingEvent **events;
+        TracingEvent **events, *found;
         const char *colon;
+        ssize_t idx;
 
-        for (size_t i = 0; i < t->n_events; i++)
-                if (streq(t->events[i]->name, name)) {
-                        *ret = t->events[i];
-                        return 0;
-                }
+        found = tracing_event_find(t, name);
+        if (found) {
+                *ret = found;
+                return 0;
+        }
 
         if (!tracing_event_name_is_valid(name))
                 return -EINVAL;
-        if (!is_available(t, name))
+        idx = available_index(t, name);
+        if (idx < 0) {
+                reload_available_ratelimited(t);
+                idx = available_index(t, name);
+        }
+        if (idx < 0)
                 return -ENOENT;
 
         colon = strchr(name, ':');
@@ -698,8 +1008,25 @@ int tracing_event_get(Tracing *t, const char *name, TracingEvent **ret) {
                 return -ENOMEM;
         t->events = events;
         t->events[t->n_events++] = e;
+        t->by_index[idx] = e;
         *ret = TAKE_PTR(e);
         return 0;
+}
+
+TracingEvent *tracing_event_find(Tracing *t, const char *name) {
+        ssize_t idx = available_index(t, name);
+
+        if (idx >= 0)
+                return t->by_index[idx];
+        /* Not listed (any more): a module may have gone while tpd holds one of its events. */
+        for (size_t i = 0; i < t->n_events; i++)
+                if (streq(t->events[i]->name, name))
+                        return t->events[i];
+        return NULL;
+}
+
+unsigned tracing_n_enabled(Tracing *t) {
+        return t->n_enabled;
 }
 
 TracingEvent *const *tracing_events(Tracing *t, size_t *ret_n) {
@@ -749,6 +1076,12 @@ static int event_update(Tracing *t, TracingEvent *e) {
         if (r < 0)
                 return log_error_errno(r, "Failed to %s '%s': %m", want ? "enable" : "disable", e->name);
         e->enabled = want;
+        if (!e->always_on) {
+                if (want)
+                        t->n_enabled++;
+                else if (t->n_enabled > 0)
+                        t->n_enabled--;
+        }
         return 0;
 }
 

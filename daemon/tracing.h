@@ -59,6 +59,7 @@ const char *tracing_saved_cmdlines_path(Tracing *t);
 unsigned tracing_n_cpus(Tracing *t);
 size_t tracing_page_size(Tracing *t);
 
+/* -EINVAL for a name the instance's trace_clock does not list. */
 int tracing_set_clock(Tracing *t, const char *clock);
 int tracing_get_clock(Tracing *t, char **ret);
 int tracing_set_buffer_size_kb(Tracing *t, unsigned kb);
@@ -74,15 +75,29 @@ bool tracing_event_name_is_valid(const char *name);
 /* True when pattern uses glob syntax (*, ?, [). */
 bool tracing_is_glob(const char *pattern);
 
+/* fnmatch(pattern, name, 0), for the globs tpd accepts (no character classes): 1 or 0, -EINVAL
+ * for a pattern it does not accept. */
+int tracing_glob_match(const char *pattern, const char *name);
+
 /* Sorted "system:event" names of the kernel's events matching a glob (all for NULL). */
 int tracing_list_events(Tracing *t, const char *pattern, char ***ret);
 
-/* Expands names and globs into known event names (deduplicated). On -ENOENT (no such event, or
- * a glob matching nothing) and -EINVAL (malformed) *ret_bad is the offending input. */
+/* Expands names and globs into known event names (deduplicated, sorted). On -ENOENT (no such
+ * event, or a glob matching nothing) and -EINVAL (malformed) *ret_bad is the offending input. */
 int tracing_resolve(Tracing *t, char *const *patterns, size_t n, char ***ret_names, const char **ret_bad);
+/* The same with bounds (0: none): more than max_patterns distinct patterns fails with -E2BIG and
+ * *ret_count the number of them; a glob matching more than max_glob_events events fails with
+ * -EPERM, *ret_bad the glob and *ret_count its matches. Each distinct pattern costs one match over
+ * the list, and an unknown name rereads the kernel's list at most once a second. */
+int tracing_resolve_limited(Tracing *t, char *const *patterns, size_t n, size_t max_patterns,
+                            size_t max_glob_events, char ***ret_names, const char **ret_bad, size_t *ret_count);
 
 /* The state of a known event, loading its format on first use. */
 int tracing_event_get(Tracing *t, const char *name, TracingEvent **ret);
+/* The state of an event whose format was loaded, or NULL; no I/O. */
+TracingEvent *tracing_event_find(Tracing *t, const char *name);
+/* How many events tpd has enabled in the kernel (the always recorded ftrace:* not counted). */
+unsigned tracing_n_enabled(Tracing *t);
 /* Events tpd holds (pinned or referenced by a stream), for status. */
 TracingEvent *const *tracing_events(Tracing *t, size_t *ret_n);
 

@@ -25,6 +25,9 @@ def main(ctx):
     tpd.tpctl_ok('enable', EVENT, '--filter', FILTER)
     stream = tpd.stream()
     T.confirm_live([stream], lambda: tpd.marker('tpdtest-probe'))
+    # Enable replies before the state is on disk (saved from a debounce timer, README): a crash
+    # right after it may lose the pin, so wait until the save is done, as GetStatus shows.
+    T.wait_state_saved(tpd, 1)
 
     tpd.stop(signal.SIGKILL, expect=-signal.SIGKILL, clear_pins=False)
     rc = stream.wait(5)

@@ -899,3 +899,20 @@ def run(main):
     if code == EXIT_PASS:
         print(f'PASS: {name}', flush=True)
     sys.exit(code)
+
+
+# ----------------------------------------------------------------------------------------------
+# State saving (added with the debounced state file)
+
+def wait_state_saved(tpd, saves, timeout=5.0):
+    """Waits until tpd's GetStatus counts at least `saves` writes of its state file (they happen
+    from a debounce timer, not in the Enable call); returns the status."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = tpd.call('io.tpd.tracing.GetStatus')['parameters']
+        if st.get('state_saves', 0) >= saves:
+            return st
+        if time.monotonic() > deadline:
+            fail(f'state not saved {saves} time(s) within {timeout} s: {st.get("state_saves")} saves, '
+                 f'error {st.get("state_error")!r}')
+        time.sleep(0.05)
