@@ -11,6 +11,7 @@
 #include "build-config.h"
 #include "log.h"
 #include "manager.h"
+#include "names.h"
 #include "tpd-protocol.h"
 
 /* Bounds on what one call may ask for. API_EVENTS_MAX is the wire limit of a name list;
@@ -258,7 +259,7 @@ static int method_describe_event(Manager *m, Client *c, const VarlinkCall *call)
                 return 0;
         if (varlink_param_string(call->parameters, "event", false, &name) < 0)
                 return invalid_parameter(c, "event");
-        if (tracing_is_glob(name))
+        if (names_is_glob(name))
                 return resolve_error(c, -EINVAL, name);
 
         r = tracing_event_get(m->tracing, name, &e);
@@ -501,7 +502,7 @@ static int method_disable(Manager *m, Client *c, const VarlinkCall *call) {
                         if (!e->pinned || tracing_event_pinned_by(e, c->uid))
                                 continue;
                         for (size_t j = 0; j < n_names && !named; j++)
-                                named = !tracing_is_glob(names[j]) && streq(names[j], e->name);
+                                named = !names_is_glob(names[j]) && streq(names[j], e->name);
                         if (!named)
                                 continue;
                         r = event_held_by_others(m, e, c->uid, &who);

@@ -9,7 +9,7 @@
 #include "config.h"
 #include "log.h"
 #include "tpd-protocol.h"
-#include "tracing.h"
+#include "names.h"
 
 bool config_instance_name_is_valid(const char *name) {
         /* The name becomes a directory under instances/: a plain name, never a path. */
@@ -159,7 +159,7 @@ static int strv_push(char ***l, char *s) {
 }
 
 static bool event_pattern_is_valid(const char *w) {
-        return tracing_event_name_is_valid(w) || (tracing_is_glob(w) && strchr(w, ':'));
+        return names_event_is_valid(w) || (names_is_glob(w) && strchr(w, ':'));
 }
 
 /* Events=: words accumulate, an empty value resets. On -EINVAL *ret_bad is the offending word. */

@@ -6,7 +6,6 @@
 
 #include <traceevent/event-parse.h>
 #include <traceevent/event-utils.h>
-#include <tracefs/tracefs.h>
 
 #include "log.h"
 
@@ -108,12 +107,4 @@ int tep_vprint(const char *name, enum tep_loglevel level, bool print_err, const 
         snprintf(prefix, sizeof(prefix), "%s: ", name ?: "tracing");
         log_emit(prio, print_err ? errno : 0, prefix, fmtbuf, ap);
         return 0;
-}
-
-void log_setup_libraries(void) {
-        /* Parse problems of exotic event formats are not worth a warning each at start. */
-        enum tep_loglevel level = log_max_level >= LOG_DEBUG ? TEP_LOG_ALL : TEP_LOG_ERROR;
-
-        tep_set_loglevel(level);
-        tracefs_set_loglevel(level);
 }

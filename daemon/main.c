@@ -12,6 +12,7 @@
 #include "config.h"
 #include "log.h"
 #include "manager.h"
+#include "tracing.h"
 #include "tpd-protocol.h"
 
 /* --help: options in the first column, their text from this column on, lines up to this width. */
@@ -163,7 +164,7 @@ static int run(int argc, char *argv[]) {
         if (!*config.state_dir)
                 config.state_dir = mfree(config.state_dir);
 
-        log_setup_libraries();
+        tracing_setup_logging();
 
         /* sd-event takes signals through a signalfd, which needs them blocked. */
         sigset_t mask;

@@ -16,6 +16,7 @@
 #include "filter.h"
 #include "config.h"
 #include "log.h"
+#include "names.h"
 #include "tracing.h"
 
 /* Instance files whose content tpd decides, watched by tracing_check(): the value read back
@@ -93,7 +94,7 @@ static int load_available(Tracing *t) {
                 return log_error_errno(negative_errno(), "Failed to read available_events: %m");
 
         for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-                if (!tracing_event_name_is_valid(line))
+                if (!names_event_is_valid(line))
                         continue;
                 if (n + 2 + ELEMENTSOF(always_on_events) > cap) {
                         char **l;
@@ -304,6 +305,15 @@ static int create_instance(Tracing *t) {
                 return log_error_errno(r, "Failed to open tracefs instance '%s': %m", t->name);
         }
         return 0;
+}
+
+void tracing_setup_logging(void) {
+        /* Parse problems of exotic event formats are not worth a warning each at start. Their
+         * messages reach our log through tep_vprint() (log.c). */
+        enum tep_loglevel level = log_get_max_level() >= LOG_DEBUG ? TEP_LOG_ALL : TEP_LOG_ERROR;
+
+        tep_set_loglevel(level);
+        tracefs_set_loglevel(level);
 }
 
 int tracing_new(const char *name, Tracing **ret) {
@@ -560,204 +570,6 @@ int tracing_cpu_stats(Tracing *t, unsigned cpu, TracingCpuStats *ret) {
         return 0;
 }
 
-static bool is_name_char(char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-
-bool tracing_event_name_is_valid(const char *name) {
-        const char *colon = strchr(name, ':');
-        size_t n = strlen(name);
-
-        if (!colon || colon == name || !colon[1] || n > 255)
-                return false;
-        for (const char *p = name; *p; p++)
-                if (p != colon && !is_name_char(*p))
-                        return false;
-        return true;
-}
-
-bool tracing_is_glob(const char *pattern) {
-        return strpbrk(pattern, "*?[") != NULL;
-}
-
-/* Globs may use *, ? and bracket sets over name characters, and nothing that could name a path. */
-static bool glob_is_valid(const char *pattern) {
-        if (strlen(pattern) > 255 || !*pattern)
-                return false;
-        for (const char *p = pattern; *p; p++)
-                if (!is_name_char(*p) && !strchr(":*?[]!-", *p))
-                        return false;
-        return true;
-}
-
-/*
- * Globs are compiled once per call and matched by hand: fnmatch() parses the pattern again for
- * every one of the ~2,300 names, which made a glob cost up to 0.3 ms. The semantics are fnmatch's
- * without flags for the characters glob_is_valid() lets through: '*' and '?' match any character
- * (':' too), "[...]" a set with '!' negation and ranges, ']' first in a set is literal, and a '['
- * without its ']' is a literal '['. Character classes ("[[:alpha:]]") are not supported.
- */
-typedef enum GlobKind {
-        GLOB_CHAR,
-        GLOB_ANY,
-        GLOB_STAR,
-        GLOB_SET,
-} GlobKind;
-
-typedef struct GlobToken {
-        GlobKind kind;
-        char c;
-        uint64_t set[2]; /* ASCII: names are ASCII */
-} GlobToken;
-
-typedef struct Glob {
-        GlobToken tokens[256];
-        size_t n;
-        size_t prefix; /* leading literal characters */
-        size_t colon;  /* index of the only literal ':' token, or SIZE_MAX */
-} Glob;
-
-static void set_add(uint64_t set[2], unsigned char c) {
-        if (c < 128)
-                set[c / 64] |= UINT64_C(1) << (c % 64);
-}
-
-static bool set_has(const uint64_t set[2], unsigned char c) {
-        return c < 128 && (set[c / 64] >> (c % 64)) & 1;
-}
-
-static int glob_compile(const char *pattern, Glob *g) {
-        const char *p = pattern;
-
-        if (!glob_is_valid(pattern))
-                return -EINVAL;
-        *g = (Glob) {};
-        while (*p) {
-                GlobToken *tok = &g->tokens[g->n++];
-
-                *tok = (GlobToken) {};
-                if (*p == '*') {
-                        tok->kind = GLOB_STAR;
-                        while (*p == '*')
-                                p++;
-                        continue;
-                }
-                if (*p == '?') {
-                        tok->kind = GLOB_ANY;
-                        p++;
-                        continue;
-                }
-                if (*p == '[') {
-                        const char *q = p + 1;
-                        bool negate = false, first = true;
-                        uint64_t set[2] = {};
-
-                        if (*q == '!') {
-                                negate = true;
-                                q++;
-                        }
-                        for (; *q && (first || *q != ']'); first = false) {
-                                unsigned char lo = (unsigned char) *q++, hi = lo;
-                                if (lo == '[' && (*q == ':' || *q == '.' || *q == '='))
-                                        return -EINVAL;
-                                if (*q == '-' && q[1] && q[1] != ']') {
-                                        hi = (unsigned char) q[1];
-                                        q += 2;
-                                }
-                                for (unsigned c = lo; c <= hi; c++)
-                                        set_add(set, (unsigned char) c);
-                        }
-                        if (*q == ']') {
-                                tok->kind = GLOB_SET;
-                                tok->set[0] = negate ? ~set[0] : set[0];
-                                tok->set[1] = negate ? ~set[1] : set[1];
-                                p = q + 1;
-                                continue;
-                        }
-                        /* No closing bracket: a literal '['. */
-                }
-                tok->kind = GLOB_CHAR;
-                tok->c = *p++;
-        }
-        while (g->prefix < g->n && g->tokens[g->prefix].kind == GLOB_CHAR)
-                g->prefix++;
-        g->colon = SIZE_MAX;
-        for (size_t i = 0, n = 0; i < g->n; i++)
-                if (g->tokens[i].kind == GLOB_CHAR && g->tokens[i].c == ':' && n++ == 0)
-                        g->colon = i;
-                else if (g->tokens[i].kind == GLOB_CHAR && g->tokens[i].c == ':')
-                        g->colon = SIZE_MAX; /* two: matches no event name, left to the full match */
-        return 0;
-}
-
-static bool glob_token_matches(const GlobToken *tok, char c) {
-        switch (tok->kind) {
-        case GLOB_CHAR:
-                return tok->c == c;
-        case GLOB_ANY:
-                return true;
-        case GLOB_SET:
-                return set_has(tok->set, (unsigned char) c);
-        default:
-                return false;
-        }
-}
-
-/* Greedy with one backtracking point, the last star: enough for globs, linear in practice.
- * Matches tokens [0, n) against [s, end). */
-static bool glob_match_tokens(const GlobToken *tokens, size_t n, const char *s, const char *end) {
-        size_t i = 0, star = SIZE_MAX;
-        const char *star_s = NULL;
-
-        for (;;) {
-                if (i < n && tokens[i].kind == GLOB_STAR) {
-                        if (++i == n)
-                                return true;
-                        star = i;
-                        star_s = s;
-                        continue;
-                }
-                if (s < end && i < n && glob_token_matches(&tokens[i], *s)) {
-                        i++;
-                        s++;
-                        continue;
-                }
-                if (s == end && i == n)
-                        return true;
-                if (star == SIZE_MAX || star_s == end)
-                        return false;
-                i = star;
-                s = ++star_s;
-        }
-}
-
-static bool glob_match(const Glob *g, const char *s) {
-        return glob_match_tokens(g->tokens, g->n, s, s + strlen(s));
-}
-
-/* An event name has exactly one ':', so a glob's only literal ':' must match it: the parts
- * before and after match the system and the event on their own, and the system part once per
- * system of the sorted list. */
-static bool glob_match_system(const Glob *g, const char *name, const char *colon) {
-        return glob_match_tokens(g->tokens, g->colon, name, colon);
-}
-
-static bool glob_match_event(const Glob *g, const char *colon) {
-        const char *event = colon + 1;
-        return glob_match_tokens(g->tokens + g->colon + 1, g->n - g->colon - 1, event, event + strlen(event));
-}
-
-int tracing_glob_match(const char *pattern, const char *name) {
-        const char *colon = strchr(name, ':');
-        Glob g;
-        int r = glob_compile(pattern, &g);
-        if (r < 0)
-                return r;
-        if (g.colon != SIZE_MAX && colon && !strchr(colon + 1, ':'))
-                return glob_match_system(&g, name, colon) && glob_match_event(&g, colon);
-        return glob_match(&g, name);
-}
-
 /* Calls f for the index of each available event the glob matches. Only the range of names that
  * start with the glob's literal prefix is looked at. Returns the number of matches. */
 static size_t glob_scan(Tracing *t, const Glob *g, void (*f)(size_t i, void *userdata), void *userdata) {
@@ -876,7 +688,7 @@ int tracing_resolve_limited(Tracing *t, char *const *patterns, size_t n, size_t 
         for (size_t i = 0; i < n_distinct; i++) {
                 const char *p = distinct[i];
 
-                if (tracing_is_glob(p)) {
+                if (names_is_glob(p)) {
                         Glob g;
                         size_t k;
 
@@ -900,7 +712,7 @@ int tracing_resolve_limited(Tracing *t, char *const *patterns, size_t n, size_t 
                 } else {
                         ssize_t idx;
 
-                        if (!tracing_event_name_is_valid(p)) {
+                        if (!names_event_is_valid(p)) {
                                 *ret_bad = p;
                                 return -EINVAL;
                         }
@@ -976,7 +788,7 @@ int tracing_event_get(Tracing *t, const char *name, TracingEvent **ret) {
                 return 0;
         }
 
-        if (!tracing_event_name_is_valid(name))
+        if (!names_event_is_valid(name))
                 return -EINVAL;
         idx = available_index(t, name);
         if (idx < 0) {
@@ -1371,7 +1183,7 @@ static void check_events(Tracing *t, CheckReport *rep) {
 
                 if (held[i])
                         continue;
-                if (!tracing_event_name_is_valid(lines[i])) {
+                if (!names_event_is_valid(lines[i])) {
                         _cleanup_free_ char *esc = escape_text(lines[i]);
                         report_add(rep, "'%s' was enabled; not a name tpd can disable", strempty(esc));
                         continue;

@@ -44,6 +44,9 @@ typedef struct TracingCpuStats {
         uint64_t read;
 } TracingCpuStats;
 
+/* Sets libtracefs' and libtraceevent's log levels from ours (log_get_max_level()). */
+void tracing_setup_logging(void);
+
 /* Mounts tracefs if needed and creates the instance, reclaiming one a crashed tpd left behind.
  * An instance that another process holds open (another tpd, in any PID namespace) is left
  * untouched: -EBUSY. */
@@ -70,14 +73,7 @@ int tracing_set_buffer_percent(Tracing *t, unsigned percent);
 int tracing_open_cpu(Tracing *t, unsigned cpu);
 int tracing_cpu_stats(Tracing *t, unsigned cpu, TracingCpuStats *ret);
 
-/* True when name has the form "system:event" with only [A-Za-z0-9_] on both sides. */
-bool tracing_event_name_is_valid(const char *name);
-/* True when pattern uses glob syntax (*, ?, [). */
-bool tracing_is_glob(const char *pattern);
 
-/* fnmatch(pattern, name, 0), for the globs tpd accepts (no character classes): 1 or 0, -EINVAL
- * for a pattern it does not accept. */
-int tracing_glob_match(const char *pattern, const char *name);
 
 /* Sorted "system:event" names of the kernel's events matching a glob (all for NULL). */
 int tracing_list_events(Tracing *t, const char *pattern, char ***ret);

@@ -73,7 +73,9 @@ def main(src, build):
             if f.endswith('.h'):
                 rel = f'{d}/{f}'
                 c = rel[:-2] + '.c'
-                header_layer[f] = 'base' if d == 'include' else layer_of.get(c)
+                # A header without a .c (ratelimit.h) holds inline code of the pure kind.
+                header_layer[f] = 'base' if d == 'include' else layer_of.get(c, None if os.path.exists(
+                    os.path.join(src, c)) else 'pure')
     header_layer['build-config.h'] = 'base'
 
     # 1. Includes go down or sideways.
@@ -83,7 +85,7 @@ def main(src, build):
                 continue
             rel = f'{d}/{f}'
             mine = 'client' if d == 'client' else layer_of.get(rel) or layer_of.get(rel[:-2] + '.c') \
-                or ('base' if d == 'include' else None)
+                or ('base' if d == 'include' else header_layer.get(f))
             if mine is None:
                 fail(f'{rel} belongs to no layer (no library compiles it)')
                 continue
