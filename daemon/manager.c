@@ -289,8 +289,11 @@ static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
         comm_cache_next_generation(m->comm);
         for (unsigned i = 0; i < m->n_cpus; i++)
                 (void) reader_flush(m->readers[i]);
-        if (m->n_streams > 0)
+        if (m->n_streams > 0) {
                 manager_report_kernel_losses(m);
+                /* No page may follow to push out what was just queued. */
+                manager_flush_clients(m);
+        }
         /* Streams whose drops were not reported yet get their lost records now that there may be
          * room. */
         for (Client *c = m->clients, *next; c; c = next) {

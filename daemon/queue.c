@@ -92,6 +92,8 @@ int queue_push_batch(Queue *q, Batch *b, uint32_t offset, uint32_t length) {
         if (r < 0)
                 return r;
         if (run) {
+                /* Looked up again: the append may have moved the ring. */
+                run = queue_at(q, q->run_tail);
                 run->charge = 0;
                 q->held -= charge;
         }

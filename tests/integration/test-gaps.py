@@ -11,6 +11,8 @@
 (c) A 4 KiB-per-CPU buffer under a getppid storm, with a stream paused for a while: per cause,
     the stream's `overrun` = the kernel's overrun increase over its life, delivered + `client` =
     the kernel's read-events increase, and delivered + lost = written.
+(d) The same with overwrite turned off in the instance: the kernel's `dropped events` come out as
+    cause "dropped", exactly.
 """
 
 import os
@@ -123,12 +125,17 @@ def unknown_ids(tpd, ctx):
     log(f'(a)+(b): stream of ftrace:print: {sd} delivered, lost {slost}')
 
 
-def overrun_causes(ctx):
-    """(c) A tiny buffer: overruns; a paused stream: client losses; each under its own cause."""
+def kernel_losses(ctx, overwrite=True):
+    """(c) A tiny buffer: overruns (or, with overwrite off, drops); a paused stream: client
+    losses; each under its own cause."""
+    what = '(c)' if overwrite else '(d)'
     tpd = ctx.tpd(args=['--buffer-size-kb', '4', '--client-queue-kb', '256'])
     gen = ctx.gen('GEN_GETPPID', '--count', N_STORM)
     pid, = gen.pids()
     tpd.tpctl_ok('enable', 'syscalls:sys_enter_getppid', '--filter', f'common_pid == {pid}')
+    if not overwrite:
+        # Behind tpd's back: the kernel now drops new records when the buffer is full.
+        T.write_text(os.path.join(tpd.instance_dir, 'options', 'overwrite'), '0')
     before = tpd.stats()
     s = tpd.stream(sink=Tally())
     T.confirm_live([s], gen.probe)
@@ -146,18 +153,21 @@ def overrun_causes(ctx):
     overrun = sum(c.get('overrun', 0) for c in delta.values())
     read = sum(c.get('read events', 0) for c in delta.values())
     dropped = sum(c.get('dropped events', 0) for c in delta.values())
-    log(f'(c): the kernel wrote {written}: read {read}, overrun {overrun}, dropped {dropped}, '
+    log(f'{what}: the kernel wrote {written}: read {read}, overrun {overrun}, dropped {dropped}, '
         f'left {sum(c.get("entries", 0) for c in after.values())}')
 
     d, lost = wait_accounted(s, written, 'stream under overrun')
-    log(f'(c): stream: {d} delivered, lost {lost}')
+    log(f'{what}: stream: {d} delivered, lost {lost}')
     check(lost.get('overrun', 0) == overrun,
           f'overrun reported {lost.get("overrun", 0)}, the kernel overwrote {overrun}')
     check(lost.get('dropped', 0) == dropped, f'dropped reported {lost.get("dropped", 0)}, the kernel {dropped}')
     check(d + lost.get('client', 0) == read,
           f'delivered {d} + client {lost.get("client", 0)} = {d + lost.get("client", 0)}, '
           f'the kernel read out {read}')
-    check(overrun > 0, 'a 4 KiB buffer under a storm did not overrun: the test proved nothing')
+    if overwrite:
+        check(overrun > 0, 'a 4 KiB buffer under a storm did not overrun: the test proved nothing')
+    else:
+        check(dropped > 0 and overrun == 0, f'overwrite off: dropped {dropped}, overrun {overrun}')
     tpd.stop()
 
 
@@ -165,7 +175,8 @@ def main(ctx):
     tpd = ctx.tpd()
     unknown_ids(tpd, ctx)
     tpd.stop()
-    overrun_causes(ctx)
+    kernel_losses(ctx, overwrite=True)
+    kernel_losses(ctx, overwrite=False)
 
 
 if __name__ == '__main__':
