@@ -251,12 +251,20 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
                         left = MAX(page_records_left(page, page_size, b, before), (uint64_t) 1);
                         log_debug("CPU %u: a page did not parse; %" PRIu64 " records lost.", cpu, left);
                 } else {
+                        uint64_t now = 0;
+
                         left = page_records_left(page, page_size, b, before);
-                        log_warning_errno(r, "CPU %u: failed to decode a page: %m", cpu);
+                        /* On the record path: at most one warning every ten seconds. */
+                        (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
+                        if (m->decode_warned_usec == 0 || now >= m->decode_warned_usec + 10 * 1000 * 1000ULL) {
+                                m->decode_warned_usec = now;
+                                log_warning_errno(r, "CPU %u: failed to decode a page, %" PRIu64 " records lost: %m",
+                                                  cpu, left);
+                        }
                 }
                 if (page_size >= 8)
                         memcpy(&page_ts, page, 8);
-                if (cpu < m->n_cpus && batch_add_lost(b, page_ts, cpu, left, RECORD_LOST_DECODE) < 0)
+                if (left > 0 && cpu < m->n_cpus && batch_add_lost(b, page_ts, cpu, left, RECORD_LOST_DECODE) < 0)
                         m->decode_pending[cpu] += left;
         }
         if (b->n_records == 0)
