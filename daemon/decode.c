@@ -243,6 +243,9 @@ static EventPlan *plan_compile(Decoder *d, unsigned id) {
                 goto fail;
         jsonbuf_put(&keys, ",\"pid\":", 7);
         p->head_len = (uint32_t) keys.len;
+        /* The event's name goes into every record: kprobe, uprobe and user_events names can be
+         * 64+64 bytes, more than the constant part above leaves. */
+        p->max_fixed += p->head_len;
 
         for (f = event->format.fields; f; f = f->next, i++) {
                 FieldPlan *fp = &p->fields[i];
@@ -528,8 +531,35 @@ static inline uint32_t load_u32(const uint8_t *p) {
  * length checked against the page: a corrupt page ends in -EBADMSG, never in a read past it or in
  * an endless loop (kbuffer 1.7 has both), and it saves kbuffer's indirect calls per record.
  */
+/* Consecutive records of one event id without a format, and one pid: one lost record. */
+typedef struct UnknownRun {
+        uint16_t id;
+        int32_t pid;
+        uint64_t ts; /* of the last one */
+        uint64_t count;
+} UnknownRun;
+
+static int unknown_run_flush(UnknownRun *u, Batch *batch, unsigned cpu) {
+        Record *rec;
+        int r;
+
+        if (u->count == 0)
+                return 0;
+        r = batch_add_lost(batch, u->ts, cpu, u->count, RECORD_LOST_UNKNOWN);
+        if (r < 0)
+                return r;
+        rec = &batch->records[batch->n_records - 1];
+        rec->event_id = u->id;
+        rec->pid = u->pid;
+        /* A stream that selects events takes the batch whole only if it selects this id too. */
+        batch_note_event(batch, u->id);
+        u->count = 0;
+        return 0;
+}
+
 int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu, Batch *batch) {
         const uint8_t *p = page, *data, *end;
+        UnknownRun unknown = {};
         size_t before = batch->n_records;
         uint64_t page_ts, commit, length, ts;
         int r;
@@ -551,8 +581,8 @@ int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu,
                  * says that events were lost, and the kernel's overrun counter tells how many. */
                 if (commit & PAGE_MISSED_STORED)
                         memcpy(&count, end, 8);
-                else if (d->cb.missed)
-                        count = d->cb.missed(d->cb.userdata, cpu);
+                if (d->cb.missed)
+                        count = d->cb.missed(d->cb.userdata, cpu, commit & PAGE_MISSED_STORED ? &count : NULL);
                 if (count > 0) {
                         r = batch_add_lost(batch, page_ts, cpu, count, RECORD_LOST_OVERRUN);
                         if (r < 0)
@@ -620,6 +650,27 @@ int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu,
                 if (len > (size_t) (end - payload))
                         goto bad;
                 ts += delta;
+                if (len >= 8) {
+                        uint16_t id;
+                        memcpy(&id, payload, 2);
+                        if (!plan_get(d, id)) {
+                                int32_t pid;
+                                memcpy(&pid, payload + 4, 4); /* common_pid of every format */
+                                d->stats.unknown++;
+                                if (unknown.count > 0 && (unknown.id != id || unknown.pid != pid)) {
+                                        r = unknown_run_flush(&unknown, batch, cpu);
+                                        if (r < 0)
+                                                return r;
+                                }
+                                unknown = (UnknownRun) { id, pid, ts, unknown.count + 1 };
+                                data = next;
+                                continue;
+                        }
+                }
+                /* Losses come before what follows them. */
+                r = unknown_run_flush(&unknown, batch, cpu);
+                if (r < 0)
+                        return r;
                 r = encode_record(d, batch, payload, len, ts, cpu);
                 if (r == -EBADMSG)
                         goto bad;
@@ -627,11 +678,63 @@ int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu,
                         return r;
                 data = next;
         }
+        r = unknown_run_flush(&unknown, batch, cpu);
+        if (r < 0)
+                return r;
         return (int) (batch->n_records - before);
 
 bad:
+        (void) unknown_run_flush(&unknown, batch, cpu);
         d->stats.bad_pages++;
         return -EBADMSG;
+}
+
+uint64_t decoder_page_records(const void *page, size_t size) {
+        const uint8_t *p = page, *data, *end;
+        uint64_t commit, length, n = 0;
+
+        if (size < PAGE_HEADER_SIZE)
+                return 0;
+        memcpy(&commit, p + 8, 8);
+        length = MIN(commit & PAGE_COMMIT_MASK, (uint64_t) (size - PAGE_HEADER_SIZE));
+        data = p + PAGE_HEADER_SIZE;
+        end = data + length;
+
+        while (end - data >= 4) {
+                uint32_t header = load_u32(data), type = header & 0x1f;
+                size_t len;
+
+                switch (type) {
+                case ENTRY_PADDING:
+                        if ((header >> 5) == 0 || end - data < 8)
+                                return n;
+                        len = load_u32(data + 4);
+                        if (len > (size_t) (end - data) - 4)
+                                return n;
+                        data += 4 + len;
+                        continue;
+                case ENTRY_TIME_EXTEND:
+                case ENTRY_TIME_STAMP:
+                        data += 8;
+                        continue;
+                case 0:
+                        if (end - data < 8)
+                                return n;
+                        len = load_u32(data + 4);
+                        if (len < 4 || len - 4 > (size_t) (end - data) - 8)
+                                return n;
+                        data += 8 + ((len - 4 + 3) & ~(size_t) 3);
+                        break;
+                default:
+                        len = (size_t) type * 4;
+                        if (len > (size_t) (end - data) - 4)
+                                return n;
+                        data += 4 + len;
+                        break;
+                }
+                n++;
+        }
+        return n;
 }
 
 void *decoder_padded_raw(Decoder *d, const Record *r) {

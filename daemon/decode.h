@@ -21,8 +21,10 @@ typedef struct Decoder Decoder;
 typedef struct DecoderCallbacks {
         /* The command name of pid (NUL-terminated), or NULL when unknown. */
         const char *(*comm)(void *userdata, int pid);
-        /* Events lost on cpu before this page when the page flags a loss without a count. */
-        uint64_t (*missed)(void *userdata, unsigned cpu);
+        /* Events lost on cpu before this page, when the page flags a loss; stored is the count the
+         * page holds, NULL when it had no room for one. Without the callback the stored count is
+         * taken (and none when there is none). */
+        uint64_t (*missed)(void *userdata, unsigned cpu, const uint64_t *stored);
         void *userdata;
 } DecoderCallbacks;
 
@@ -37,9 +39,15 @@ int decoder_new(struct tep_handle *tep, const DecoderCallbacks *callbacks, Decod
 Decoder *decoder_free(Decoder *d);
 
 /* Decodes one sub-buffer page of size bytes read from the given cpu, appending one record per
- * event (and a lost record first when the page says events were dropped before it). Returns the
- * number of records appended, or a negative errno: -EBADMSG for a page that is not one. */
+ * event (and a lost record first when the page says events were dropped before it). Records of an
+ * event id without a format become lost records with cause "unknown", one per run of the same id
+ * and pid, carrying that id and pid. Returns the number of records appended, or a negative errno:
+ * -EBADMSG for a page that is not one (the records before the fault stay appended). */
 int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu, Batch *batch);
+
+/* The number of data records on a page, by a walk of its entry headers only: what a page that
+ * failed to decode held. Stops at the first entry that does not fit. */
+uint64_t decoder_page_records(const void *page, size_t size);
 
 /* Makes the variant of record index with the kernel's formatted text added as "print". The
  * record's raw data must still be valid. */

@@ -239,12 +239,26 @@ Record *batch_add_record(Batch *b) {
         return memset(&b->records[b->n_records++], 0, sizeof(Record));
 }
 
+size_t batch_memory(const Batch *b) {
+        return sizeof(Batch) + b->buf.cap + b->cap_records * sizeof(Record);
+}
+
 int batch_add_lost(Batch *b, uint64_t ts, unsigned cpu, uint64_t count, int kind) {
-        static const char overrun[] = ",\"cause\":\"overrun\"}\n";
-        static const char client[] = ",\"cause\":\"client\"}\n";
+        static const char *const causes[_RECORD_KIND_MAX] = {
+                [RECORD_LOST_OVERRUN] = ",\"cause\":\"overrun\"}\n",
+                [RECORD_LOST_CLIENT] = ",\"cause\":\"client\"}\n",
+                [RECORD_LOST_UNKNOWN] = ",\"cause\":\"unknown\"}\n",
+                [RECORD_LOST_DECODE] = ",\"cause\":\"decode\"}\n",
+                [RECORD_LOST_DROPPED] = ",\"cause\":\"dropped\"}\n",
+        };
+        const char *cause;
         size_t start = b->buf.len;
         Record *rec;
         int r;
+
+        if (kind <= RECORD_EVENT || kind >= _RECORD_KIND_MAX)
+                return -EINVAL;
+        cause = causes[kind];
 
         r = jsonbuf_reserve(&b->buf, 64 + 3 * JSON_U64_MAX_LEN);
         if (r < 0)
@@ -259,10 +273,7 @@ int batch_add_lost(Batch *b, uint64_t ts, unsigned cpu, uint64_t count, int kind
         json_put_u64(&b->buf, cpu);
         jsonbuf_put(&b->buf, ",\"lost\":", 8);
         json_put_u64(&b->buf, count);
-        if (kind == RECORD_LOST_CLIENT)
-                jsonbuf_put(&b->buf, client, sizeof(client) - 1);
-        else
-                jsonbuf_put(&b->buf, overrun, sizeof(overrun) - 1);
+        jsonbuf_put(&b->buf, cause, strlen(cause));
 
         rec->ts = ts;
         rec->cpu = cpu;

@@ -49,10 +49,15 @@ void json_put_string(JsonBuf *b, const char *s, size_t n);
 /* Reserves and writes a string; for callers outside the hot path. */
 int json_append_string(JsonBuf *b, const char *s, size_t n);
 
+/* A record's kind: an event, or a count of records lost, by cause (the "cause" of its line). */
 enum {
         RECORD_EVENT,
-        RECORD_LOST_OVERRUN,
-        RECORD_LOST_CLIENT,
+        RECORD_LOST_OVERRUN, /* the kernel overwrote them before tpd read them */
+        RECORD_LOST_CLIENT,  /* the stream's queue had no room (or no memory) for them */
+        RECORD_LOST_UNKNOWN, /* an event id without a format tpd knows */
+        RECORD_LOST_DECODE,  /* a page or record tpd could not walk */
+        RECORD_LOST_DROPPED, /* the kernel dropped them: the buffer was full with overwrite off */
+        _RECORD_KIND_MAX,
 };
 
 typedef struct Record {
@@ -68,6 +73,9 @@ typedef struct Record {
         uint16_t event_id;
         uint8_t kind;
         uint64_t lost;
+        /* Of a lost record of the kernel's (overrun, dropped): its counter before these losses,
+         * so that a stream started since is charged only with what came after its start. */
+        uint64_t lost_base;
 } Record;
 
 /* Encoded records of one read, shared by reference among the client queues that carry them.
@@ -109,6 +117,9 @@ static inline void batch_note_event(Batch *b, uint16_t id) {
         else
                 b->many_ids = true;
 }
+
+/* The memory a batch keeps alive: what a queue that references it is charged. */
+size_t batch_memory(const Batch *b);
 
 /* Encodes a lost record ({"ts":…,"cpu":…,"lost":N,"cause":…}) as the batch's next record. */
 int batch_add_lost(Batch *b, uint64_t ts, unsigned cpu, uint64_t count, int kind);

@@ -57,6 +57,8 @@ Manager *manager_free(Manager *m) {
         comm_cache_free(m->comm);
         batch_unref(m->batch);
         free(m->overrun_reported);
+        free(m->dropped_reported);
+        free(m->decode_pending);
         free(m->state_path);
         sd_event_unref(m->event);
         config_done(&m->config);
@@ -86,17 +88,92 @@ static const char *manager_comm(void *userdata, int pid) {
         return comm_cache_lookup(m->comm, pid);
 }
 
-/* The page said events were lost without saying how many: the kernel's overrun counter, less
- * what we already reported, is the count. */
-static uint64_t manager_missed(void *userdata, unsigned cpu) {
+/* A page flags that the kernel overwrote records before it. The count it may store is the overrun
+ * since the kernel's previous page swap; when the page was full it stores none, and only the
+ * kernel's counter tells. Reading the counter later counts overruns that a later page will flag
+ * again, so the two cannot be mixed: every loss reported is the counter's increase since the last
+ * one reported, which counts each overwritten record exactly once. */
+static uint64_t manager_missed(void *userdata, unsigned cpu, const uint64_t *stored) {
         Manager *m = userdata;
         TracingCpuStats s;
         uint64_t n;
 
-        if (cpu >= m->n_cpus || tracing_cpu_stats(m->tracing, cpu, &s) < 0)
-                return 0;
+        if (cpu >= m->n_cpus)
+                return stored ? *stored : 0;
+        if (tracing_cpu_stats(m->tracing, cpu, &s) < 0) {
+                n = stored ? *stored : 0;
+                m->overrun_reported[cpu] += n;
+                return n;
+        }
         n = s.overrun > m->overrun_reported[cpu] ? s.overrun - m->overrun_reported[cpu] : 0;
+        m->overrun_reported[cpu] += n;
         return n;
+}
+
+/* Offers a batch of one CPU to every stream. */
+static void manager_offer(Manager *m, Batch *b) {
+        int r;
+
+        b->plain_end = b->buf.len;
+        for (Client *c = m->clients; c; c = c->next) {
+                if (!c->stream)
+                        continue;
+                r = stream_offer_batch(c->stream, m->decoder, b);
+                if (r < 0)
+                        log_warning_errno(r, "Client %d: failed to queue records: %m", (int) c->pid);
+        }
+}
+
+/* Counts the records of a page that a failed decode left out, by walking its entry headers. */
+static uint64_t page_records_left(const void *page, size_t size, const Batch *b, size_t from) {
+        uint64_t total = decoder_page_records(page, size), got = 0;
+
+        for (size_t i = from; i < b->n_records; i++)
+                if (b->records[i].kind == RECORD_EVENT)
+                        got++;
+                else if (b->records[i].kind == RECORD_LOST_UNKNOWN)
+                        got += b->records[i].lost;
+        return total > got ? total - got : 0;
+}
+
+/* Losses the kernel counts without flagging a page: "dropped events" (overwrite off: the writer
+ * drops new records when the buffer is full), and overruns not flagged yet. From the flush timer. */
+static void manager_report_kernel_losses(Manager *m) {
+        for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
+                TracingCpuStats st;
+                Batch *b;
+                uint64_t ts = 0;
+                int r = 0;
+
+                if (tracing_cpu_stats(m->tracing, cpu, &st) < 0)
+                        continue;
+                if (st.overrun <= m->overrun_reported[cpu] && st.dropped <= m->dropped_reported[cpu])
+                        continue;
+                b = batch_new();
+                if (!b)
+                        return;
+                /* No page dates these losses: take the time of this tick (the boot clock, tpd's
+                 * default trace clock). */
+                (void) sd_event_now(m->event, CLOCK_BOOTTIME, &ts);
+                ts *= 1000;
+                if (st.overrun > m->overrun_reported[cpu]) {
+                        r = batch_add_lost(b, ts, cpu, st.overrun - m->overrun_reported[cpu], RECORD_LOST_OVERRUN);
+                        if (r >= 0) {
+                                b->records[b->n_records - 1].lost_base = m->overrun_reported[cpu];
+                                m->overrun_reported[cpu] = st.overrun;
+                        }
+                }
+                if (r >= 0 && st.dropped > m->dropped_reported[cpu]) {
+                        r = batch_add_lost(b, ts, cpu, st.dropped - m->dropped_reported[cpu], RECORD_LOST_DROPPED);
+                        if (r >= 0) {
+                                b->records[b->n_records - 1].lost_base = m->dropped_reported[cpu];
+                                m->dropped_reported[cpu] = st.dropped;
+                        }
+                }
+                if (b->n_records > 0)
+                        manager_offer(m, b);
+                batch_unref(b);
+        }
 }
 
 void manager_flush_clients(Manager *m) {
@@ -111,6 +188,7 @@ void manager_flush_clients(Manager *m) {
 
 static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_pages, size_t page_size) {
         Manager *m = userdata;
+        uint64_t overrun_before;
         Batch *b;
         int r;
 
@@ -130,31 +208,56 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
         }
         b = m->batch;
 
+        overrun_before = cpu < m->n_cpus ? m->overrun_reported[cpu] : 0;
+
+        /* Records a failed decode left out before: their lost record comes first. */
+        if (cpu < m->n_cpus && m->decode_pending[cpu] > 0 &&
+            batch_add_lost(b, 0, cpu, m->decode_pending[cpu], RECORD_LOST_DECODE) >= 0)
+                m->decode_pending[cpu] = 0;
+
         for (size_t i = 0; i < n_pages; i++) {
-                r = decoder_decode_page(m->decoder, (const uint8_t *) pages + i * page_size, page_size, cpu, b);
-                if (r == -EBADMSG)
-                        log_debug("CPU %u: skipped a page that did not parse.", cpu);
-                else if (r < 0)
-                        log_warning_errno(r, "CPU %u: failed to decode a page: %m", cpu);
+                const uint8_t *page = (const uint8_t *) pages + i * page_size;
+                size_t before = b->n_records;
+                uint64_t left = 0, page_ts = 0;
+
+                r = decoder_decode_page(m->decoder, page, page_size, cpu, b);
+                if (r >= 0)
+                        continue;
+                /* What the page held and tpd could not deliver becomes a lost record: the records
+                 * a walk of the page can still count, or the page itself when it cannot be walked
+                 * (at least one record). */
+                if (r == -EBADMSG) {
+                        left = MAX(page_records_left(page, page_size, b, before), (uint64_t) 1);
+                        log_debug("CPU %u: a page did not parse; %" PRIu64 " records lost.", cpu, left);
+                } else {
+                        uint64_t now = 0;
+
+                        left = page_records_left(page, page_size, b, before);
+                        /* On the record path: at most one warning every ten seconds. */
+                        (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
+                        if (m->decode_warned_usec == 0 || now >= m->decode_warned_usec + 10 * 1000 * 1000ULL) {
+                                m->decode_warned_usec = now;
+                                log_warning_errno(r, "CPU %u: failed to decode a page, %" PRIu64 " records lost: %m",
+                                                  cpu, left);
+                        }
+                }
+                if (page_size >= 8)
+                        memcpy(&page_ts, page, 8);
+                if (left > 0 && cpu < m->n_cpus && batch_add_lost(b, page_ts, cpu, left, RECORD_LOST_DECODE) < 0)
+                        m->decode_pending[cpu] += left;
         }
         if (b->n_records == 0)
                 return;
 
-        /* Keep the per-CPU total of reported overruns, so that a page that flags a loss without a
-         * count is counted from the kernel's stats without counting anything twice. */
+        /* The overrun records of this batch cover the kernel's counter from where the last one
+         * ended: a stream started since is charged only with the part after its start. */
         for (size_t i = 0; i < b->n_records; i++)
-                if (b->records[i].kind == RECORD_LOST_OVERRUN && cpu < m->n_cpus)
-                        m->overrun_reported[cpu] += b->records[i].lost;
+                if (b->records[i].kind == RECORD_LOST_OVERRUN) {
+                        b->records[i].lost_base = overrun_before;
+                        overrun_before += b->records[i].lost;
+                }
 
-        b->plain_end = b->buf.len;
-        for (Client *c = m->clients; c; c = c->next) {
-                if (!c->stream)
-                        continue;
-                r = stream_offer_batch(c->stream, m->decoder, b);
-                if (r < 0)
-                        log_warning_errno(r, "Client %d: failed to queue records: %m", (int) c->pid);
-        }
-
+        manager_offer(m, b);
         manager_flush_clients(m);
 }
 
@@ -174,6 +277,11 @@ static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
         for (unsigned i = 0; i < m->n_cpus; i++)
                 if (m->readers[i])
                         (void) reader_flush(m->readers[i]);
+        if (m->n_streams > 0) {
+                manager_report_kernel_losses(m);
+                /* No page may follow to push out what was just queued. */
+                manager_flush_clients(m);
+        }
         /* Streams whose drops were not reported yet get their lost records now that there may be
          * room. */
         for (Client *c = m->clients, *next; c; c = next) {
@@ -193,12 +301,25 @@ void manager_stream_started(Manager *m) {
         /* Pages read while nobody listened were not decoded, nor their losses counted: start the
          * count of reported overruns from the kernel's, so that the first page that flags a loss
          * without a count does not charge the new stream with losses from before it. */
-        if (m->n_streams++ == 0)
-                for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
-                        TracingCpuStats st;
-                        if (tracing_cpu_stats(m->tracing, cpu, &st) >= 0)
-                                m->overrun_reported[cpu] = st.overrun;
+        bool first = m->n_streams++ == 0;
+
+        /* Each new stream notes the kernel's loss counters at its start: losses counted before
+         * are not its own (they reach it only when reported later, for streams started earlier). */
+        for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
+                TracingCpuStats st;
+                if (tracing_cpu_stats(m->tracing, cpu, &st) < 0)
+                        continue;
+                if (first) {
+                        m->overrun_reported[cpu] = st.overrun;
+                        m->dropped_reported[cpu] = st.dropped;
                 }
+                for (Client *c = m->clients; c; c = c->next)
+                        if (c->stream && !c->stream->has_base)
+                                (void) stream_set_base(c->stream, cpu, st.overrun, st.dropped);
+        }
+        for (Client *c = m->clients; c; c = c->next)
+                if (c->stream)
+                        c->stream->has_base = true;
         if (sd_event_source_get_enabled(m->flush_timer, &enabled) >= 0 && enabled == SD_EVENT_OFF)
                 (void) rearm(m->flush_timer, (uint64_t) m->config.flush_interval_ms * 1000);
 }
@@ -448,10 +569,13 @@ static int manager_setup_tracing(Manager *m) {
                 return r;
 
         m->overrun_reported = calloc(m->n_cpus, sizeof(uint64_t));
+        m->dropped_reported = calloc(m->n_cpus, sizeof(uint64_t));
+        m->decode_pending = calloc(m->n_cpus, sizeof(uint64_t));
         m->readers = calloc(m->n_cpus, sizeof(Reader *));
         m->cpus = calloc(m->n_cpus, sizeof(ManagerCpu));
         online = calloc(m->n_cpus, sizeof(bool));
-        if (!m->overrun_reported || !m->readers || !m->cpus || !online)
+        if (!m->overrun_reported || !m->dropped_reported || !m->decode_pending || !m->readers || !m->cpus ||
+            !online)
                 return -ENOMEM;
 
         /* Only online CPUs: the trace_pipe_raw of a CPU that was offline when the instance was made

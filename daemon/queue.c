@@ -36,6 +36,15 @@ static int queue_grow(Queue *q) {
         return 0;
 }
 
+int queue_reserve(Queue *q, size_t n) {
+        while (q->cap - q->n < n) {
+                int r = queue_grow(q);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 static int queue_append(Queue *q, QueueEntry entry) {
         int r;
 
@@ -47,11 +56,26 @@ static int queue_append(Queue *q, QueueEntry entry) {
         q->entries[(q->head + q->n) % q->cap] = entry;
         q->n++;
         q->bytes += entry.length;
+        q->held += entry.charge;
         return 0;
 }
 
+/* The entry at absolute position pos, if it is still queued. */
+static QueueEntry *queue_at(Queue *q, size_t pos) {
+        if (pos < q->popped || pos - q->popped >= q->n)
+                return NULL;
+        return &q->entries[(q->head + (pos - q->popped)) % q->cap];
+}
+
+size_t queue_charge_for(const Queue *q, const Batch *b) {
+        if (q->run_batch == b && q->run_tail >= q->popped && q->run_tail - q->popped < q->n)
+                return 0;
+        return batch_memory(b);
+}
+
 int queue_push_batch(Queue *q, Batch *b, uint32_t offset, uint32_t length) {
-        QueueEntry *tail = queue_tail(q);
+        QueueEntry *tail = queue_tail(q), *run;
+        size_t charge;
         int r;
 
         if (tail && tail->batch == b && tail->offset + tail->length == offset) {
@@ -59,7 +83,38 @@ int queue_push_batch(Queue *q, Batch *b, uint32_t offset, uint32_t length) {
                 q->bytes += length;
                 return 0;
         }
-        r = queue_append(q, (QueueEntry) { .batch = b, .offset = offset, .length = length });
+
+        /* A batch already charged to this queue is not charged again: its charge moves to the
+         * new last slice, so it is released only when the batch is no longer referenced here. */
+        run = q->run_batch == b ? queue_at(q, q->run_tail) : NULL;
+        charge = run ? run->charge : batch_memory(b);
+        r = queue_append(q, (QueueEntry) { .batch = b, .offset = offset, .length = length, .charge = charge });
+        if (r < 0)
+                return r;
+        if (run) {
+                /* Looked up again: the append may have moved the ring. */
+                run = queue_at(q, q->run_tail);
+                run->charge = 0;
+                q->held -= charge;
+        }
+        q->run_batch = b;
+        q->run_tail = q->popped + q->n - 1;
+        batch_ref(b);
+        return 0;
+}
+
+int queue_push_own(Queue *q, Batch *b, uint32_t offset, uint32_t length) {
+        QueueEntry *tail = queue_tail(q);
+        int r;
+
+        if (tail && tail->batch == b && tail->offset + tail->length == offset) {
+                tail->length += length;
+                tail->charge += length;
+                q->bytes += length;
+                q->held += length;
+                return 0;
+        }
+        r = queue_append(q, (QueueEntry) { .batch = b, .offset = offset, .length = length, .charge = length });
         if (r < 0)
                 return r;
         batch_ref(b);
@@ -67,7 +122,8 @@ int queue_push_batch(Queue *q, Batch *b, uint32_t offset, uint32_t length) {
 }
 
 int queue_push_static(Queue *q, const char *text, size_t length) {
-        return queue_append(q, (QueueEntry) { .ptr = text, .length = (uint32_t) length });
+        /* Static text costs nothing but its entry. */
+        return queue_append(q, (QueueEntry) { .ptr = text, .length = (uint32_t) length, .charge = sizeof(QueueEntry) });
 }
 
 int queue_push_copy(Queue *q, const void *data, size_t length) {
@@ -122,9 +178,11 @@ int queue_write(Queue *q, int fd) {
                         }
                         n -= (ssize_t) left;
                         batch_unref(e->batch);
+                        q->held -= e->charge;
                         q->head_written = 0;
                         q->head = (q->head + 1) % q->cap;
                         q->n--;
+                        q->popped++;
                 }
         }
         return 0;

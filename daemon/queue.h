@@ -11,6 +11,11 @@
  * A client's output queue: slices of shared batches (and of static text), written with writev(2)
  * without copying. Slices that continue the previous one in the same batch are merged, so a stream
  * that takes every record costs one entry per batch.
+ *
+ * The queue is charged for the memory it keeps alive, not for the bytes it will write: a slice of a
+ * shared batch keeps the whole batch allocated, so the first slice of a batch charges the batch's
+ * memory, and the charge is released when the last slice of that run has been written. Slices of a
+ * buffer the stream owns (queue_push_own) charge their length.
  */
 
 typedef struct QueueEntry {
@@ -18,6 +23,7 @@ typedef struct QueueEntry {
         const char *ptr; /* static text, when batch is NULL */
         uint32_t offset;
         uint32_t length;
+        size_t charge; /* memory released when this entry has been written */
 } QueueEntry;
 
 typedef struct Queue {
@@ -27,11 +33,23 @@ typedef struct Queue {
         size_t cap;
         size_t bytes;        /* queued and not yet written */
         size_t head_written; /* bytes of the head entry already written */
+        size_t held;         /* memory charged (see above) */
+        /* The batch of the last shared slice, and that entry's position counted from the first
+         * entry ever queued: its charge moves along as the run of that batch grows. */
+        Batch *run_batch;
+        size_t run_tail;
+        size_t popped; /* entries written and released so far */
 } Queue;
 
 void queue_done(Queue *q);
 int queue_push_batch(Queue *q, Batch *b, uint32_t offset, uint32_t length);
+/* Queues a slice of a batch that only the caller's stream fills: charged its length. */
+int queue_push_own(Queue *q, Batch *b, uint32_t offset, uint32_t length);
 int queue_push_static(Queue *q, const char *text, size_t length);
+/* Makes room for n more entries, so that the next n pushes cannot fail. */
+int queue_reserve(Queue *q, size_t n);
+/* The memory a slice of b would add to the queue's charge. */
+size_t queue_charge_for(const Queue *q, const Batch *b);
 /* Copies data into a batch of its own and queues it. */
 int queue_push_copy(Queue *q, const void *data, size_t length);
 /* Writes as much as fd takes. Returns 0 when the queue is empty, 1 when fd would block with data

@@ -13,6 +13,14 @@
 static const char more_prefix[] = "{\"continues\":true,\"parameters\":{\"record\":";
 static const char more_suffix[] = "}}"; /* NUL included below */
 
+/* The stream's own buffer grows in chunks of this size: a chunk is freed once all of it has been
+ * written, so a stream keeps at most one chunk beyond what it has queued. */
+#define STREAM_CHUNK_SIZE (64U * 1024U)
+/* A stream shares a batch when the lines it selects make at least 1/STREAM_SHARE_RATIO of the
+ * batch's memory; below that, copying them costs less memory than keeping the batch alive. */
+#define STREAM_SHARE_RATIO 4U
+#define CARRIED(s, cpu, kind) ((s)->carried[(size_t) (cpu) * _RECORD_KIND_MAX + (kind)])
+
 Stream *stream_free(Stream *s) {
         if (!s)
                 return NULL;
@@ -24,6 +32,11 @@ Stream *stream_free(Stream *s) {
         free(s->cpus);
         free(s->dropped);
         free(s->dropped_ts);
+        free(s->carried);
+        free(s->carried_ts);
+        free(s->base);
+        free(s->sel);
+        batch_unref(s->own);
         free(s);
         return NULL;
 }
@@ -38,7 +51,10 @@ int stream_new(StreamMode mode, unsigned n_cpus, size_t max_bytes, Stream **ret)
         s->max_bytes = max_bytes;
         s->dropped = calloc(n_cpus, sizeof(uint64_t));
         s->dropped_ts = calloc(n_cpus, sizeof(uint64_t));
-        if (!s->dropped || !s->dropped_ts) {
+        s->carried = calloc((size_t) n_cpus * _RECORD_KIND_MAX, sizeof(uint64_t));
+        s->carried_ts = calloc((size_t) n_cpus * _RECORD_KIND_MAX, sizeof(uint64_t));
+        s->base = calloc((size_t) n_cpus * 2, sizeof(uint64_t));
+        if (!s->dropped || !s->dropped_ts || !s->carried || !s->carried_ts || !s->base) {
                 stream_free(s);
                 return -ENOMEM;
         }
@@ -144,11 +160,24 @@ int stream_set_filter(Stream *s, struct tep_handle *tep, const char *filter, con
         return 0;
 }
 
+int stream_set_base(Stream *s, unsigned cpu, uint64_t overrun, uint64_t dropped) {
+        if (cpu >= s->n_cpus)
+                return -EINVAL;
+        s->base[cpu * 2] = overrun;
+        s->base[cpu * 2 + 1] = dropped;
+        return 0;
+}
+
 bool stream_matches(const Stream *s, Decoder *d, const Record *r) {
         if (s->cpus && !bitmap_test(s->cpus, s->cpus_bits, r->cpu))
                 return false;
-        /* Losses concern every event of the CPU: whoever watches it must hear of them. */
-        if (r->kind != RECORD_EVENT)
+        /* Records of an event id without a format concern the streams that would have got them:
+         * those that select that id, or every event (of the record's pid). A filter is set for
+         * known events only, so nothing unknown passes it. */
+        if (r->kind == RECORD_LOST_UNKNOWN && s->filter)
+                return false;
+        /* Other losses concern every event of the CPU: whoever watches it must hear of them. */
+        if (r->kind != RECORD_EVENT && r->kind != RECORD_LOST_UNKNOWN)
                 return true;
         if (s->events && !bitmap_test(s->events, s->events_bits, r->event_id))
                 return false;
@@ -162,7 +191,7 @@ bool stream_matches(const Stream *s, Decoder *d, const Record *r) {
                 if (!found)
                         return false;
         }
-        if (s->filter) {
+        if (s->filter && r->kind == RECORD_EVENT) {
                 struct tep_record rec = {
                         .ts = r->ts,
                         .data = d ? decoder_padded_raw(d, r) : (void *) r->raw,
@@ -176,19 +205,82 @@ bool stream_matches(const Stream *s, Decoder *d, const Record *r) {
         return true;
 }
 
-static int stream_queue(Stream *s, Batch *b, uint32_t offset, uint32_t length) {
+/* Appends a copy of a line to the stream's own buffer. Chunks are never reallocated: queued
+ * slices refer to them by offset, and the data must not move under a partial write. */
+static int stream_copy(Stream *s, const char *data, size_t length, uint32_t *ret_offset) {
+        Batch *own = s->own;
+
+        if (own && own->refs == 1)
+                batch_reset(own); /* nothing queued refers to it any more */
+        if (!own || own->buf.cap - own->buf.len < length) {
+                Batch *b = batch_new();
+                if (!b)
+                        return -ENOMEM;
+                if (jsonbuf_reserve(&b->buf, MAX(length, (size_t) STREAM_CHUNK_SIZE)) < 0) {
+                        batch_unref(b);
+                        return -ENOMEM;
+                }
+                batch_unref(s->own);
+                s->own = own = b;
+        }
+        *ret_offset = (uint32_t) own->buf.len;
+        jsonbuf_put(&own->buf, data, length);
+        return 0;
+}
+
+/* What queueing a line costs the stream's charge. */
+static size_t stream_cost(const Stream *s, const Batch *b, size_t length, bool share) {
+        size_t cost = share ? queue_charge_for(&s->queue, b) : length;
+
+        if (s->mode == STREAM_MORE)
+                cost += 2 * sizeof(QueueEntry);
+        return cost;
+}
+
+/* Queues one line, a slice of b (share) or a copy of it. Either all of it is queued or nothing. */
+static int stream_queue(Stream *s, Batch *b, uint32_t offset, uint32_t length, bool share) {
+        Batch *src = b;
         int r;
 
-        if (s->mode == STREAM_RAW)
-                return queue_push_batch(&s->queue, b, offset, length);
+        r = queue_reserve(&s->queue, s->mode == STREAM_MORE ? 3 : 1);
+        if (r < 0)
+                return r;
+        if (!share) {
+                r = stream_copy(s, b->buf.data + offset, length, &offset);
+                if (r < 0)
+                        return r;
+                src = s->own;
+        }
 
-        /* The line without its newline becomes the "record" of a reply. */
-        r = queue_push_static(&s->queue, more_prefix, sizeof(more_prefix) - 1);
-        if (r >= 0)
-                r = queue_push_batch(&s->queue, b, offset, length - 1);
-        if (r >= 0)
-                r = queue_push_static(&s->queue, more_suffix, sizeof(more_suffix));
-        return r;
+        if (s->mode == STREAM_RAW)
+                return share ? queue_push_batch(&s->queue, src, offset, length)
+                             : queue_push_own(&s->queue, src, offset, length);
+
+        /* The line without its newline becomes the "record" of a reply. The room was made above:
+         * these pushes cannot fail. */
+        (void) queue_push_static(&s->queue, more_prefix, sizeof(more_prefix) - 1);
+        if (share)
+                (void) queue_push_batch(&s->queue, src, offset, length - 1);
+        else
+                (void) queue_push_own(&s->queue, src, offset, length - 1);
+        (void) queue_push_static(&s->queue, more_suffix, sizeof(more_suffix));
+        return 0;
+}
+
+/* Counts records the stream does not get: its own queue's fault (client), or a loss of another
+ * cause whose lost record could not be queued, kept under its own cause. */
+static void stream_drop(Stream *s, const Record *rec, uint64_t n) {
+        unsigned cpu = rec->cpu < s->n_cpus ? rec->cpu : 0;
+
+        if (rec->kind == RECORD_EVENT || rec->kind == RECORD_LOST_CLIENT || rec->kind >= _RECORD_KIND_MAX) {
+                s->dropped[cpu] += n;
+                s->dropped_ts[cpu] = rec->ts;
+                s->lost_client += n;
+        } else {
+                CARRIED(s, cpu, rec->kind) += n;
+                s->carried_ts[(size_t) cpu * _RECORD_KIND_MAX + rec->kind] = rec->ts;
+        }
+        s->drops_pending = true;
 }
 
 int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *message) {
@@ -217,46 +309,79 @@ int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *
                 r = jsonbuf_reserve(j, 2);
         if (r >= 0) {
                 jsonbuf_put(j, "}\n", 2);
-                r = stream_queue(s, b, 0, (uint32_t) j->len);
+                r = stream_queue(s, b, 0, (uint32_t) j->len, true);
         }
         batch_unref(b);
         return r;
 }
 
 int stream_report_drops(Stream *s) {
+        static const int order[] = { RECORD_LOST_OVERRUN, RECORD_LOST_DROPPED, RECORD_LOST_UNKNOWN,
+                                     RECORD_LOST_DECODE, RECORD_LOST_CLIENT };
         Batch *b;
         int r = 0;
 
-        if (!s->drops_pending || s->queue.bytes > s->max_bytes / 2)
+        if (!s->drops_pending || s->queue.held > s->max_bytes / 2)
                 return 0;
 
         b = batch_new();
         if (!b)
                 return -ENOMEM;
-        for (unsigned cpu = 0; cpu < s->n_cpus && r >= 0; cpu++) {
-                if (s->dropped[cpu] == 0)
-                        continue;
-                r = batch_add_lost(b, s->dropped_ts[cpu], cpu, s->dropped[cpu], RECORD_LOST_CLIENT);
-                if (r < 0)
-                        break;
-                r = stream_queue(s, b, b->records[b->n_records - 1].offset, b->records[b->n_records - 1].length);
-                if (r < 0)
-                        break;
-                s->dropped[cpu] = 0;
-        }
+        for (unsigned cpu = 0; cpu < s->n_cpus && r >= 0; cpu++)
+                for (size_t i = 0; i < ELEMENTSOF(order) && r >= 0; i++) {
+                        int kind = order[i];
+                        uint64_t *n = kind == RECORD_LOST_CLIENT ? &s->dropped[cpu] : &CARRIED(s, cpu, kind);
+                        uint64_t ts = kind == RECORD_LOST_CLIENT ? s->dropped_ts[cpu]
+                                                                 : s->carried_ts[(size_t) cpu * _RECORD_KIND_MAX + kind];
+                        const Record *rec;
+
+                        if (*n == 0)
+                                continue;
+                        r = batch_add_lost(b, ts, cpu, *n, kind);
+                        if (r < 0)
+                                break;
+                        rec = &b->records[b->n_records - 1];
+                        r = stream_queue(s, b, rec->offset, rec->length, false);
+                        if (r < 0)
+                                break;
+                        *n = 0;
+                }
         batch_unref(b);
         if (r >= 0)
                 s->drops_pending = false;
         return r;
 }
 
-int stream_offer(Stream *s, Decoder *d, Batch *b, size_t index) {
+/* The part of a kernel's loss record that falls after the stream's start. */
+static uint64_t stream_loss_share(const Stream *s, const Record *rec) {
+        uint64_t base, end = rec->lost_base + rec->lost;
+
+        if (!s->has_base || (rec->kind != RECORD_LOST_OVERRUN && rec->kind != RECORD_LOST_DROPPED) ||
+            rec->cpu >= s->n_cpus)
+                return rec->lost;
+        base = s->base[rec->cpu * 2 + (rec->kind == RECORD_LOST_DROPPED)];
+        if (end <= base)
+                return 0;
+        return rec->lost_base < base ? end - base : rec->lost;
+}
+
+/* Queues a record the stream selected, or counts it as lost. */
+static int stream_take(Stream *s, Decoder *d, Batch *b, size_t index, bool share) {
         const Record *rec = &b->records[index];
         uint32_t offset, length;
+        uint64_t n = 1;
         int r;
 
-        if (!stream_matches(s, d, rec))
-                return 0;
+        if (rec->kind != RECORD_EVENT) {
+                n = stream_loss_share(s, rec);
+                if (n == 0)
+                        return 0;
+                if (n != rec->lost) {
+                        /* Partly before the stream started: its own lost record, with its count. */
+                        stream_drop(s, rec, n);
+                        return stream_report_drops(s) < 0 ? -ENOMEM : 0;
+                }
+        }
 
         if (s->print && rec->kind == RECORD_EVENT) {
                 r = decoder_encode_print(d, b, index);
@@ -276,24 +401,28 @@ int stream_offer(Stream *s, Decoder *d, Batch *b, size_t index) {
                         return r;
         }
 
-        if (s->queue.bytes + length > s->max_bytes || s->drops_pending) {
-                unsigned cpu = rec->cpu < s->n_cpus ? rec->cpu : 0;
-                uint64_t n = rec->kind == RECORD_EVENT ? 1 : rec->lost;
-
-                /* A lost record that cannot be queued adds its count to ours. */
-                s->dropped[cpu] += n;
-                s->dropped_ts[cpu] = rec->ts;
-                s->lost_client += n;
-                s->drops_pending = true;
+        if (s->drops_pending || s->queue.held + stream_cost(s, b, length, share) > s->max_bytes) {
+                stream_drop(s, rec, n);
                 return 0;
         }
 
-        r = stream_queue(s, b, offset, length);
+        r = stream_queue(s, b, offset, length, share);
+        if (r == -ENOMEM) {
+                /* No memory for this stream's queue: the record is lost to it, and says so. */
+                stream_drop(s, rec, n);
+                return 0;
+        }
         if (r < 0)
                 return r;
         if (rec->kind == RECORD_EVENT)
                 s->delivered++;
         return 1;
+}
+
+int stream_offer(Stream *s, Decoder *d, Batch *b, size_t index) {
+        if (!stream_matches(s, d, &b->records[index]))
+                return 0;
+        return stream_take(s, d, b, index, false);
 }
 
 /* Whether the stream selects every record of the batch without looking at each. */
@@ -309,18 +438,25 @@ static bool stream_takes_all(const Stream *s, const Batch *b) {
                         if (!bitmap_test(s->events, s->events_bits, b->ids[i]))
                                 return false;
         }
+        /* A loss partly from before the stream started needs a count of its own. */
+        for (size_t i = 0; b->n_lost > 0 && i < b->n_records; i++)
+                if (b->records[i].kind != RECORD_EVENT && stream_loss_share(s, &b->records[i]) != b->records[i].lost)
+                        return false;
         return true;
 }
 
 int stream_offer_batch(Stream *s, Decoder *d, Batch *b) {
-        size_t start, queued = 0;
+        size_t start, queued = 0, n_sel = 0, sel_bytes = 0;
+        bool share;
         int r;
 
         if (b->n_records == 0)
                 return 0;
 
         start = b->records[0].offset;
-        if (stream_takes_all(s, b) && s->queue.bytes + (b->plain_end - start) <= s->max_bytes) {
+        if (stream_takes_all(s, b) &&
+            s->queue.held + queue_charge_for(&s->queue, b) <= s->max_bytes &&
+            queue_reserve(&s->queue, 1) >= 0) {
                 r = queue_push_batch(&s->queue, b, (uint32_t) start, (uint32_t) (b->plain_end - start));
                 if (r < 0)
                         return r;
@@ -328,8 +464,44 @@ int stream_offer_batch(Stream *s, Decoder *d, Batch *b) {
                 return (int) b->n_records;
         }
 
+        if (s->sel_cap < b->n_records) {
+                uint32_t *sel = reallocarray(s->sel, b->n_records, sizeof(uint32_t));
+                if (!sel) {
+                        /* Not even room to look: every record this stream would take is lost. */
+                        for (size_t i = 0; i < b->n_records; i++)
+                                if (stream_matches(s, d, &b->records[i]))
+                                        stream_drop(s, &b->records[i],
+                                                    b->records[i].kind == RECORD_EVENT ? 1 : stream_loss_share(s, &b->records[i]));
+                        return 0;
+                }
+                s->sel = sel;
+                s->sel_cap = b->n_records;
+        }
+
+        /* Select first, then decide: share the batch when the selection makes a large part of it
+         * and its memory fits the queue's limit, else copy the selected lines. */
         for (size_t i = 0; i < b->n_records; i++) {
-                r = stream_offer(s, d, b, i);
+                const Record *rec = &b->records[i];
+
+                if (!stream_matches(s, d, rec))
+                        continue;
+                if (s->print && rec->kind == RECORD_EVENT) {
+                        r = decoder_encode_print(d, b, i);
+                        if (r < 0)
+                                return r;
+                        rec = &b->records[i];
+                        sel_bytes += rec->print_length;
+                } else
+                        sel_bytes += rec->length;
+                s->sel[n_sel++] = (uint32_t) i;
+        }
+        if (n_sel == 0)
+                return 0;
+        share = sel_bytes * STREAM_SHARE_RATIO >= batch_memory(b) &&
+                s->queue.held + queue_charge_for(&s->queue, b) <= s->max_bytes;
+
+        for (size_t k = 0; k < n_sel; k++) {
+                r = stream_take(s, d, b, s->sel[k], share);
                 if (r < 0)
                         return r;
                 queued += (size_t) r;

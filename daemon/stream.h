@@ -41,7 +41,22 @@ typedef struct Stream {
         unsigned n_cpus;
         uint64_t *dropped;    /* per CPU, not yet reported */
         uint64_t *dropped_ts; /* ts of the last record dropped, per CPU */
+        /* Losses of the other causes (per CPU and RECORD_LOST_* kind) whose lost record found no
+         * room: reported later with their own cause, never as the client's. */
+        uint64_t *carried;
+        uint64_t *carried_ts;
         bool drops_pending;
+
+        /* The kernel's overrun and dropped counters per CPU when the stream started: losses the
+         * kernel counted before are not this stream's. */
+        uint64_t *base;
+        bool has_base; /* set by the caller once base is filled in */
+
+        /* Lines copied out of batches of which the stream selects little, so that a slow stream
+         * keeps alive only what it selected (see stream_offer_batch()). */
+        Batch *own;
+        uint32_t *sel; /* scratch: the selected records of the batch being offered */
+        size_t sel_cap;
 
         uint64_t delivered; /* event records queued; lost records are not counted */
         uint64_t lost_client;
@@ -62,18 +77,22 @@ int stream_set_filter(Stream *s, struct tep_handle *tep, const char *filter, con
  * the record's data is known to be well-formed. */
 bool stream_matches(const Stream *s, Decoder *d, const Record *r);
 
-/* Queues record index of the batch if the stream selected it, or counts it as lost when the
- * queue is full. Returns 1 when queued, 0 when not selected or dropped, or a negative errno. */
+/* Queues (a copy of) record index of the batch if the stream selected it, or counts it as lost
+ * when the queue is full or out of memory. Returns 1 when queued, 0 when not selected or dropped,
+ * or a negative errno. */
 int stream_offer(Stream *s, Decoder *d, Batch *b, size_t index);
 
 /* Offers every record of a batch, all of one CPU, whose plain lines are complete (plain_end set).
- * A stream that selects them all, and has room, takes the batch as one slice. Returns the number
- * of records queued, or a negative errno. */
+ * A stream that selects them all, and has room, takes the batch as one slice. One that selects a
+ * large part of it shares the batch too (charged for all of it); one that selects little copies
+ * its lines into a buffer of its own. Returns the number of records queued, or a negative errno. */
 int stream_offer_batch(Stream *s, Decoder *d, Batch *b);
 
 /* Queues a notice record ({"ts":…,"notice":"instance-changed","message":"…"}), even when the
  * queue is full: notices are rare (at most one a second) and small. */
 int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *message);
+/* Notes the kernel's loss counters on cpu at the stream's start. */
+int stream_set_base(Stream *s, unsigned cpu, uint64_t overrun, uint64_t dropped);
 
 /* Queues the pending client-loss records, if the queue has room for them. */
 int stream_report_drops(Stream *s);

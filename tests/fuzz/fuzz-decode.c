@@ -40,7 +40,7 @@ static const char *fuzz_comm(void *userdata, int pid) {
         }
 }
 
-static uint64_t fuzz_missed(void *userdata, unsigned cpu) {
+static uint64_t fuzz_missed(void *userdata, unsigned cpu, const uint64_t *stored) {
         return 42;
 }
 

@@ -244,7 +244,7 @@ def parse_record(line):
     if 'lost' in rec:
         check(keys == LOST_KEYS, f'lost record keys {keys}, expected {LOST_KEYS}: {line[:300]!r}')
         check(isinstance(rec['lost'], int) and rec['lost'] > 0, f'lost count must be a positive integer: {line!r}')
-        check(rec['cause'] in ('overrun', 'client'), f'unknown lost cause: {line!r}')
+        check(rec['cause'] in ('overrun', 'client', 'unknown', 'decode', 'dropped'), f'unknown lost cause: {line!r}')
     else:
         expected = [k for k in RECORD_KEYS if k in rec]
         check(keys == expected and keys[:3] == ['ts', 'cpu', 'event'] and 'pid' in rec and 'fields' in rec,

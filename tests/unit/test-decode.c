@@ -61,8 +61,11 @@ static const char *dataset_comm(void *userdata, int pid) {
         return NULL;
 }
 
-static uint64_t dataset_missed(void *userdata, unsigned cpu) {
+/* Like the kernel's page: a stored count wins; otherwise the recorded overrun. */
+static uint64_t dataset_missed(void *userdata, unsigned cpu, const uint64_t *stored) {
         Dataset *ds = userdata;
+        if (stored)
+                return *stored;
         return cpu < MAX_CPUS ? ds->overrun[cpu] : 0;
 }
 
@@ -699,13 +702,20 @@ static void test_unknown(const char *datadir) {
 
         dataset_load(&ds, datadir, "getppid");
 
-        /* A tep handle without any format: every record is skipped and counted. */
+        /* A tep handle without any format: every record is skipped and counted, and the run of
+         * one id and pid becomes one lost record with cause "unknown". */
         bare = tep_from_dir(ds.dir, false);
         ASSERT_INT_EQ(decoder_new(bare, &cb, &d), 0);
         memcpy(page, ds.pages[1], PAGE);
-        ASSERT_INT_EQ(decoder_decode_page(d, page, PAGE, 1, b), 0);
-        ASSERT_INT_EQ(b->n_records, 0);
-        ASSERT_INT_EQ(b->buf.len, 0);
+        ASSERT_INT_EQ(decoder_decode_page(d, page, PAGE, 1, b), 1);
+        ASSERT_INT_EQ(b->n_records, 1);
+        ASSERT_INT_EQ(b->records[0].kind, RECORD_LOST_UNKNOWN);
+        ASSERT_U64_EQ(b->records[0].lost, 204);
+        ASSERT_INT_EQ(b->records[0].event_id, 305);
+        {
+                static const char line[] = ",\"cpu\":1,\"lost\":204,\"cause\":\"unknown\"}\n";
+                ASSERT(memmem(b->buf.data, b->buf.len, line, sizeof(line) - 1));
+        }
         ASSERT_U64_EQ(decoder_stats(d)->unknown, 204);
         ASSERT_U64_EQ(decoder_stats(d)->records, 0);
         ASSERT_U64_EQ(decoder_stats(d)->bad_pages, 0);
@@ -721,7 +731,11 @@ static void test_unknown(const char *datadir) {
         memcpy(page, ds.pages[1], PAGE);
         /* Records are 20 bytes (a 4-byte header, 16 of payload); the id leads the payload. */
         memcpy(page + 16 + 5 * 20 + 4, &id, 2);
-        ASSERT_INT_EQ(decoder_decode_page(d, page, PAGE, 1, b), 203);
+        batch_reset(b);
+        ASSERT_INT_EQ(decoder_decode_page(d, page, PAGE, 1, b), 204);
+        ASSERT_INT_EQ(b->records[5].kind, RECORD_LOST_UNKNOWN);
+        ASSERT_INT_EQ(b->records[5].event_id, 9999);
+        ASSERT_U64_EQ(b->records[5].lost, 1);
         ASSERT_U64_EQ(decoder_stats(d)->unknown, 1);
         ASSERT_U64_EQ(decoder_stats(d)->records, 203);
         ASSERT_INT_EQ(jsonbuf_reserve(&out, 1), 0);
@@ -730,6 +744,8 @@ static void test_unknown(const char *datadir) {
         ASSERT_INT_EQ(jsonbuf_reserve(&want, 1 << 16), 0);
         jsonbuf_put(&want, lines, len);
         free(lines);
+        /* In its place, the lost record. */
+        jsonbuf_put(&want, b->buf.data + b->records[5].offset, b->records[5].length);
         lines = golden_lines(ds.dir, 6, 204, &len);
         jsonbuf_put(&want, lines, len);
         free(lines);
@@ -738,7 +754,7 @@ static void test_unknown(const char *datadir) {
         /* Plans are compiled again after a reset, to the same output. */
         decoder_reset_plans(d);
         batch_reset(b);
-        ASSERT_INT_EQ(decoder_decode_page(d, page, PAGE, 1, b), 203);
+        ASSERT_INT_EQ(decoder_decode_page(d, page, PAGE, 1, b), 204);
         ASSERT_MEM_EQ(b->buf.data, b->buf.len, want.data, want.len);
 
         jsonbuf_done(&out);
@@ -930,7 +946,9 @@ static void test_synthetic(void) {
         pb_add(&pb, 0, rec, 8);
         pb_finish(&pb, 0);
         batch_reset(b);
-        ASSERT_INT_EQ(decoder_decode_page(d, pb.page, PAGE, 0, b), 0);
+        ASSERT_INT_EQ(decoder_decode_page(d, pb.page, PAGE, 0, b), 2);
+        ASSERT_INT_EQ(b->records[0].kind, RECORD_LOST_UNKNOWN);
+        ASSERT_INT_EQ(b->records[1].kind, RECORD_LOST_UNKNOWN);
         ASSERT_U64_EQ(decoder_stats(d)->unknown, 2);
 
         /* Padding of a discarded record (non-zero delta, as rb_event_discard() ensures) is skipped,
