@@ -630,6 +630,8 @@ static int method_get_status(Manager *m, Client *c, const VarlinkCall *call) {
 
                 if (s->type == SETTING_UNSIGNED)
                         json_object_object_add(settings, s->name, json_object_new_int64(*(const unsigned *) v));
+                else if (s->type == SETTING_BOOL)
+                        json_object_object_add(settings, s->name, json_object_new_boolean(*(const bool *) v));
                 else if (s->type == SETTING_STRING)
                         json_object_object_add(settings, s->name,
                                                *(char *const *) v ? json_object_new_string(*(char *const *) v)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "config.h"
 #include "log.h"
@@ -60,6 +61,10 @@ const Setting config_settings[] = {
         { "Tracing", "BufferPercent", "buffer-percent", "buffer_percent", "N", SETTING_UNSIGNED,
           FIELD(buffer_percent), 1, 100, .default_value = BUFFER_PERCENT_DEFAULT,
           .expected = "a percentage from 1 to 100", .help = "Wake the readers when N % of the buffer is full" },
+        { "Tracing", "BufferOverwrite", "buffer-overwrite", "buffer_overwrite", "BOOL", SETTING_BOOL,
+          FIELD(buffer_overwrite), .default_value = "yes", .expected = "yes or no",
+          .help = "When the buffer is full, overwrite the oldest records (lost as \"overrun\"); no: "
+                  "drop new ones (\"dropped\")" },
         { "Tracing", "FlushIntervalMSec", "flush-interval-ms", "flush_interval_ms", "MS", SETTING_UNSIGNED,
           FIELD(flush_interval_ms), 1, 60 * 1000, .runtime = true, .default_value = "100",
           .expected = "milliseconds from 1 to 60000", .help = "Deliver partially filled pages after MS" },
@@ -144,6 +149,17 @@ static int parse_unsigned(const char *value, unsigned min, unsigned max, bool ze
         return 0;
 }
 
+static int parse_bool(const char *value, bool *ret) {
+        static const char *const yes[] = { "yes", "true", "on", "1" }, *const no[] = { "no", "false", "off", "0" };
+
+        for (size_t i = 0; i < ELEMENTSOF(yes); i++)
+                if (strcasecmp(value, yes[i]) == 0 || strcasecmp(value, no[i]) == 0) {
+                        *ret = strcasecmp(value, yes[i]) == 0;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
 static int strv_push(char ***l, char *s) {
         size_t n = strv_length(*l);
         char **nl = reallocarray(*l, n + 2, sizeof(char *));
@@ -211,6 +227,8 @@ int config_setting_set(const Setting *s, Config *c, const char *value) {
                 return set_string(p, value);
         case SETTING_UNSIGNED:
                 return parse_unsigned(value, s->min, s->max, s->zero_ok, p);
+        case SETTING_BOOL:
+                return parse_bool(value, p);
         case SETTING_EVENTS: {
                 _cleanup_free_ char *bad = NULL;
                 return add_events(c, value, "command line", &bad);
@@ -228,6 +246,9 @@ const char *config_setting_format(const Setting *s, const Config *c, char *buf, 
                 break;
         case SETTING_UNSIGNED:
                 snprintf(buf, size, "%u", *(const unsigned *) p);
+                break;
+        case SETTING_BOOL:
+                snprintf(buf, size, "%s", *(const bool *) p ? "yes" : "no");
                 break;
         case SETTING_EVENTS: {
                 size_t n = 0;

@@ -27,6 +27,7 @@ typedef struct Config {
         char *clock;
         unsigned buffer_size_kb; /* 0: keep the kernel's default */
         unsigned buffer_percent;
+        bool buffer_overwrite;   /* full buffer: overwrite the oldest records (else drop new ones) */
         unsigned flush_interval_ms;
         char *access_group;
         unsigned max_clients;
@@ -44,6 +45,7 @@ typedef struct Config {
 typedef enum SettingType {
         SETTING_STRING,
         SETTING_UNSIGNED,
+        SETTING_BOOL,
         SETTING_EVENTS, /* Events=: a list that accumulates */
 } SettingType;
 

@@ -554,6 +554,9 @@ static int manager_setup_tracing(Manager *m) {
         r = tracing_set_buffer_percent(m->tracing, m->config.buffer_percent);
         if (r < 0)
                 return log_error_errno(r, "Failed to set buffer_percent: %m");
+        r = tracing_set_overwrite(m->tracing, m->config.buffer_overwrite);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set options/overwrite: %m");
 
         /* trace_marker writes are recorded without enabling anything: know their format. */
         r = tracing_event_get(m->tracing, "ftrace:print", &print);

@@ -515,21 +515,32 @@ static int watched_index(const char *file) {
         return -1;
 }
 
-int tracing_set_buffer_percent(Tracing *t, unsigned percent) {
-        int i = watched_index("buffer_percent");
-        char buf[16], *copy;
+/* Writes an instance file tracing_check() watches, and makes value the one it expects there. */
+static int set_watched(Tracing *t, const char *file, const char *value) {
+        int i = watched_index(file);
+        char *copy;
         int r;
 
-        snprintf(buf, sizeof(buf), "%u", percent);
-        r = instance_write(t, "buffer_percent", buf);
+        r = instance_write(t, file, value);
         if (r < 0)
                 return r;
-        copy = strdup(buf);
+        copy = strdup(value);
         if (!copy)
                 return -ENOMEM;
         free(t->watched[i]);
         t->watched[i] = copy;
         return 0;
+}
+
+int tracing_set_buffer_percent(Tracing *t, unsigned percent) {
+        char buf[16];
+
+        snprintf(buf, sizeof(buf), "%u", percent);
+        return set_watched(t, "buffer_percent", buf);
+}
+
+int tracing_set_overwrite(Tracing *t, bool overwrite) {
+        return set_watched(t, "options/overwrite", overwrite ? "1" : "0");
 }
 
 int tracing_open_cpu(Tracing *t, unsigned cpu) {

@@ -68,6 +68,9 @@ int tracing_get_clock(Tracing *t, char **ret);
 int tracing_set_buffer_size_kb(Tracing *t, unsigned kb);
 int tracing_get_buffer_size_kb(Tracing *t, unsigned *ret);
 int tracing_set_buffer_percent(Tracing *t, unsigned percent);
+/* options/overwrite: a full buffer overwrites its oldest records (the kernel's default), or drops
+ * new ones. */
+int tracing_set_overwrite(Tracing *t, bool overwrite);
 
 /* Opens the cpu's trace_pipe_raw, non-blocking. */
 int tracing_open_cpu(Tracing *t, unsigned cpu);

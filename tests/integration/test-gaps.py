@@ -11,7 +11,7 @@
 (c) A 4 KiB-per-CPU buffer under a getppid storm, with a stream paused for a while: per cause,
     the stream's `overrun` = the kernel's overrun increase over its life, delivered + `client` =
     the kernel's read-events increase, and delivered + lost = written.
-(d) The same with overwrite turned off in the instance: the kernel's `dropped events` come out as
+(d) The same with overwrite off (--buffer-overwrite no): the kernel's `dropped events` come out as
     cause "dropped", exactly.
 """
 
@@ -129,13 +129,14 @@ def kernel_losses(ctx, overwrite=True):
     """(c) A tiny buffer: overruns (or, with overwrite off, drops); a paused stream: client
     losses; each under its own cause."""
     what = '(c)' if overwrite else '(d)'
-    tpd = ctx.tpd(args=['--buffer-size-kb', '4', '--client-queue-kb', '256'])
+    tpd = ctx.tpd(args=['--buffer-size-kb', '4', '--client-queue-kb', '256']
+                  + ([] if overwrite else ['--buffer-overwrite', 'no']))
     gen = ctx.gen('GEN_GETPPID', '--count', N_STORM)
     pid, = gen.pids()
     tpd.tpctl_ok('enable', 'syscalls:sys_enter_getppid', '--filter', f'common_pid == {pid}')
     if not overwrite:
-        # Behind tpd's back: the kernel now drops new records when the buffer is full.
-        T.write_text(os.path.join(tpd.instance_dir, 'options', 'overwrite'), '0')
+        check(T.read_text(os.path.join(tpd.instance_dir, 'options', 'overwrite')).strip() == '0',
+              '--buffer-overwrite no did not reach options/overwrite')
     before = tpd.stats()
     s = tpd.stream(sink=Tally())
     T.confirm_live([s], gen.probe)
