@@ -7,11 +7,11 @@
 #include <traceevent/event-parse.h>
 
 #include "api.h"
-#include "client.h"
 #include "build-config.h"
 #include "log.h"
 #include "manager.h"
 #include "names.h"
+#include "peer.h"
 #include "tpd-protocol.h"
 
 /* Bounds on what one call may ask for. API_EVENTS_MAX is the wire limit of a name list;
@@ -26,13 +26,13 @@
 #define API_PIDS_MAX 1024U
 #define API_CPUS_MAX 4096U
 
-typedef int (*ApiMethod)(Manager *m, Client *c, const VarlinkCall *call);
+typedef int (*ApiMethod)(Manager *m, Peer *c, const VarlinkCall *call);
 
-static int invalid_parameter(Client *c, const char *key) {
-        return client_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", key, "Invalid parameter '%s'.", key);
+static int invalid_parameter(Peer *c, const char *key) {
+        return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", key, "Invalid parameter '%s'.", key);
 }
 
-static int check_keys(Client *c, const VarlinkCall *call, const char *const *allowed) {
+static int check_keys(Peer *c, const VarlinkCall *call, const char *const *allowed) {
         const char *bad = NULL;
 
         if (varlink_params_check_keys(call->parameters, allowed, &bad) < 0) {
@@ -43,31 +43,31 @@ static int check_keys(Client *c, const VarlinkCall *call, const char *const *all
 }
 
 /* Replies with the error for a failed tracing_resolve(). */
-static int resolve_error(Client *c, int r, const char *bad) {
+static int resolve_error(Peer *c, int r, const char *bad) {
         if (r == -ENOENT)
-                return client_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", bad,
+                return peer_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", bad,
                                      "No event '%s'. 'tpctl list' shows the kernel's events.", bad);
         if (r == -EINVAL)
-                return client_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", bad,
+                return peer_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", bad,
                                      "'%s' is not an event name: use system:event, optionally with * and ? globs.",
                                      bad);
         return r;
 }
 
-static int tracefs_error(Client *c, int r, const char *what) {
-        return client_errorf(c, TPD_ERROR_TRACEFS_UNAVAILABLE, "reason", strerror(-r), "Failed to %s: %s", what,
+static int tracefs_error(Peer *c, int r, const char *what) {
+        return peer_errorf(c, TPD_ERROR_TRACEFS_UNAVAILABLE, "reason", strerror(-r), "Failed to %s: %s", what,
                              strerror(-r));
 }
 
 /* Root, or the user tpd runs as: not bound by the limits that protect members from each other. */
-static bool api_client_is_root(Client *c) {
+static bool api_client_is_root(Peer *c) {
         return c->uid == 0 || c->uid == geteuid();
 }
 
 /* Enabling these events must not take tpd past MaxEnabledEvents=: each enabled event costs the
  * kernel on every hit, and enabling it costs a tracefs write on the loop. On error the reply is
  * queued and a positive value returned. */
-static int check_enabled_limit(Manager *m, Client *c, char *const *names, size_t n) {
+static int check_enabled_limit(Manager *m, Peer *c, char *const *names, size_t n) {
         unsigned now = tracing_n_enabled(m->tracing), more = 0;
         int r;
 
@@ -79,7 +79,7 @@ static int check_enabled_limit(Manager *m, Client *c, char *const *names, size_t
         }
         if (more == 0 || m->config.max_enabled_events == 0 || now + more <= m->config.max_enabled_events)
                 return 0;
-        r = client_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "enabled_events",
+        r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "enabled_events",
                           "tpd has %u events enabled and enables at most %u (MaxEnabledEvents=); this call would "
                           "add %u.", now, m->config.max_enabled_events, more);
         return r < 0 ? r : 1;
@@ -87,7 +87,7 @@ static int check_enabled_limit(Manager *m, Client *c, char *const *names, size_t
 
 /* Resolves the names of a call and gets their tracing state; on error the reply is queued and a
  * positive value returned. */
-static int resolve_events(Manager *m, Client *c, char *const *names, size_t n, bool enable, TracingEvent ***ret,
+static int resolve_events(Manager *m, Peer *c, char *const *names, size_t n, bool enable, TracingEvent ***ret,
                           size_t *ret_n) {
         _cleanup_strv_free_ char **resolved = NULL;
         _cleanup_free_ TracingEvent **events = NULL;
@@ -104,11 +104,11 @@ static int resolve_events(Manager *m, Client *c, char *const *names, size_t n, b
                                     &resolved, &bad, &count);
         if (r < 0) {
                 if (r == -E2BIG)
-                        r = client_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "patterns",
+                        r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "patterns",
                                           "The call names %zu distinct patterns; at most %u are allowed in one call.",
                                           count, API_PATTERNS_MAX);
                 else if (r == -EPERM)
-                        r = client_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "glob_events",
+                        r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "glob_events",
                                           "'%s' matches %zu events; only root may use a glob that matches more "
                                           "than %u (MaxGlobEvents=).", bad, count, m->config.max_glob_events);
                 else
@@ -118,7 +118,7 @@ static int resolve_events(Manager *m, Client *c, char *const *names, size_t n, b
         k = strv_length(resolved);
         max = root ? API_EVENTS_MAX : MIN(API_EVENTS_MAX, m->config.max_call_events);
         if (k > max) {
-                r = client_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "call_events",
+                r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "call_events",
                                   "The call selects %zu events; at most %u may be selected in one call%s.", k, max,
                                   root ? "" : " (MaxCallEvents=)");
                 return r < 0 ? r : 1;
@@ -134,7 +134,7 @@ static int resolve_events(Manager *m, Client *c, char *const *names, size_t n, b
         for (size_t i = 0; i < k; i++) {
                 r = tracing_event_get(m->tracing, resolved[i], &events[i]);
                 if (r < 0) {
-                        r = client_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", resolved[i],
+                        r = peer_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", resolved[i],
                                           "The format of '%s' could not be loaded: %s", resolved[i], strerror(-r));
                         return r < 0 ? r : 1;
                 }
@@ -144,7 +144,7 @@ static int resolve_events(Manager *m, Client *c, char *const *names, size_t n, b
         return 0;
 }
 
-static int method_get_info(Manager *m, Client *c, const VarlinkCall *call) {
+static int method_get_info(Manager *m, Peer *c, const VarlinkCall *call) {
         static const char *const keys[] = { NULL };
         json_object *p, *ifaces;
 
@@ -159,10 +159,10 @@ static int method_get_info(Manager *m, Client *c, const VarlinkCall *call) {
         json_object_object_add(p, "version", json_object_new_string(TPD_VERSION));
         json_object_object_add(p, "url", json_object_new_string("https://github.com/tpd-project/tpd"));
         json_object_object_add(p, "interfaces", ifaces);
-        return client_reply(c, p);
+        return peer_reply(c, p);
 }
 
-static int method_get_interface_description(Manager *m, Client *c, const VarlinkCall *call) {
+static int method_get_interface_description(Manager *m, Peer *c, const VarlinkCall *call) {
         static const char *const keys[] = { "interface", NULL };
         const char *iface = NULL;
         json_object *p;
@@ -172,11 +172,11 @@ static int method_get_interface_description(Manager *m, Client *c, const Varlink
         if (varlink_param_string(call->parameters, "interface", false, &iface) < 0)
                 return invalid_parameter(c, "interface");
         if (!streq(iface, TPD_INTERFACE))
-                return client_errorf(c, VARLINK_SERVICE ".InterfaceNotFound", "interface", iface,
+                return peer_errorf(c, VARLINK_SERVICE ".InterfaceNotFound", "interface", iface,
                                      "No interface '%s' here.", iface);
         p = json_object_new_object();
         json_object_object_add(p, "description", json_object_new_string(api_interface_description));
-        return client_reply(c, p);
+        return peer_reply(c, p);
 }
 
 static bool event_enabled(Manager *m, const char *name) {
@@ -212,7 +212,7 @@ static void list_text_free(json_object *o, void *userdata) {
         free(userdata);
 }
 
-static int method_list_events(Manager *m, Client *c, const VarlinkCall *call) {
+static int method_list_events(Manager *m, Peer *c, const VarlinkCall *call) {
         static const char *const keys[] = { "pattern", NULL };
         _cleanup_strv_free_ char **names = NULL;
         _cleanup_free_ char *text = NULL;
@@ -227,7 +227,7 @@ static int method_list_events(Manager *m, Client *c, const VarlinkCall *call) {
 
         r = tracing_list_events(m->tracing, pattern, &names);
         if (r == -EINVAL)
-                return client_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "pattern",
+                return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "pattern",
                                      "'%s' is not a valid pattern: use system:event with * and ? globs.", pattern);
         if (r < 0)
                 return r;
@@ -244,10 +244,10 @@ static int method_list_events(Manager *m, Client *c, const VarlinkCall *call) {
         json_object_set_serializer(list, list_serialize, TAKE_PTR(text), list_text_free);
         p = json_object_new_object();
         json_object_object_add(p, "events", list);
-        return client_reply(c, p);
+        return peer_reply(c, p);
 }
 
-static int method_describe_event(Manager *m, Client *c, const VarlinkCall *call) {
+static int method_describe_event(Manager *m, Peer *c, const VarlinkCall *call) {
         static const char *const keys[] = { "event", NULL };
         _cleanup_free_ char *print_fmt = NULL;
         const char *name = NULL;
@@ -283,10 +283,10 @@ static int method_describe_event(Manager *m, Client *c, const VarlinkCall *call)
         json_object_object_add(p, "id", json_object_new_int(e->format->id));
         json_object_object_add(p, "fields", fields);
         json_object_object_add(p, "print_fmt", json_object_new_string(strempty(print_fmt)));
-        return client_reply(c, p);
+        return peer_reply(c, p);
 }
 
-static bool client_holds(const Client *k, const TracingEvent *e) {
+static bool client_holds(const Peer *k, const TracingEvent *e) {
         if (!k->stream)
                 return false;
         /* A stream that named no event takes every enabled one: a kernel filter changes it too. */
@@ -321,7 +321,7 @@ static int event_held_by_others(Manager *m, const TracingEvent *e, uid_t uid, ch
         bool any = false;
         FILE *f;
 
-        for (Client *k = m->clients; k; k = k->next)
+        for (Peer *k = m->peers; k; k = k->next)
                 if (k->uid != uid && client_holds(k, e) && uids_add(&streams, &n_streams, k->uid) < 0)
                         return -ENOMEM;
 
@@ -366,7 +366,7 @@ static int event_unpin(Manager *m, TracingEvent *e, const uid_t *uid) {
         return tracing_event_pin_uid(m->tracing, e, *uid, false);
 }
 
-static int method_enable(Manager *m, Client *c, const VarlinkCall *call) {
+static int method_enable(Manager *m, Peer *c, const VarlinkCall *call) {
         static const char *const keys[] = { "events", "filter", NULL };
         _cleanup_free_ char **names = NULL;
         _cleanup_free_ TracingEvent **events = NULL;
@@ -390,7 +390,7 @@ static int method_enable(Manager *m, Client *c, const VarlinkCall *call) {
 
         /* A kernel filter decides what every holder of the event gets: a member may set, change
          * or clear it only on events nobody else holds. */
-        if (filter && !client_is_root(c))
+        if (filter && !peer_is_root(c))
                 for (size_t i = 0; i < n; i++) {
                         _cleanup_free_ char *who = NULL;
 
@@ -400,7 +400,7 @@ static int method_enable(Manager *m, Client *c, const VarlinkCall *call) {
                         if (r < 0)
                                 return r;
                         if (r > 0)
-                                return client_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, "event",
+                                return peer_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, "event",
                                                      events[i]->name,
                                                      "The kernel filter of '%s' is shared with %s: only "
                                                      "root, or a user that alone holds the event, may "
@@ -413,11 +413,11 @@ static int method_enable(Manager *m, Client *c, const VarlinkCall *call) {
                 for (size_t i = 0; i < n; i++) {
                         _cleanup_free_ char *message = NULL;
                         if (events[i]->always_on)
-                                return client_errorf(c, TPD_ERROR_INVALID_FILTER, "event", events[i]->name,
+                                return peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event", events[i]->name,
                                                      "'%s' cannot be filtered in the kernel.", events[i]->name);
                         r = tracing_filter_verify(m->tracing, events[i], filter, &message);
                         if (r < 0)
-                                return client_errorf(c, TPD_ERROR_INVALID_FILTER, "event", events[i]->name,
+                                return peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event", events[i]->name,
                                                      "Invalid filter for '%s': %s", events[i]->name,
                                                      strempty(message));
                 }
@@ -432,7 +432,7 @@ static int method_enable(Manager *m, Client *c, const VarlinkCall *call) {
                         if (r < 0) {
                                 json_object_put(list);
                                 if (r == -EINVAL)
-                                        return client_errorf(c, TPD_ERROR_INVALID_FILTER, "event", e->name,
+                                        return peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event", e->name,
                                                              "The kernel rejected the filter for '%s': %s", e->name,
                                                              message ? message : strerror(-r));
                                 return tracefs_error(c, r, "set the filter");
@@ -455,16 +455,16 @@ static int method_enable(Manager *m, Client *c, const VarlinkCall *call) {
 
         p = json_object_new_object();
         json_object_object_add(p, "enabled", list);
-        return client_reply(c, p);
+        return peer_reply(c, p);
 }
 
-static int method_disable(Manager *m, Client *c, const VarlinkCall *call) {
+static int method_disable(Manager *m, Peer *c, const VarlinkCall *call) {
         static const char *const keys[] = { "events", "all", NULL };
         _cleanup_free_ char **names = NULL;
         _cleanup_free_ TracingEvent **events = NULL;
         size_t n_names, n = 0;
         json_object *p, *list;
-        bool all = false, root = client_is_root(c);
+        bool all = false, root = peer_is_root(c);
         int r;
 
         if (check_keys(c, call, keys) < 0)
@@ -475,7 +475,7 @@ static int method_disable(Manager *m, Client *c, const VarlinkCall *call) {
         if (varlink_param_bool(call->parameters, "all", &all) < 0)
                 return invalid_parameter(c, "all");
         if (all == (n_names > 0))
-                return client_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "events",
+                return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "events",
                                      "Name the events to disable, or set 'all', not both.");
 
         if (all) {
@@ -508,7 +508,7 @@ static int method_disable(Manager *m, Client *c, const VarlinkCall *call) {
                         r = event_held_by_others(m, e, c->uid, &who);
                         if (r < 0)
                                 return r;
-                        return client_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, "event", e->name,
+                        return peer_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, "event", e->name,
                                              "'%s' is pinned by others (%s): a member removes only its "
                                              "own pins.", e->name, strempty(who));
                 }
@@ -529,7 +529,7 @@ static int method_disable(Manager *m, Client *c, const VarlinkCall *call) {
         (void) manager_save_state(m);
         p = json_object_new_object();
         json_object_object_add(p, "disabled", list);
-        return client_reply(c, p);
+        return peer_reply(c, p);
 }
 
 static json_object *json_u64(uint64_t v) {
@@ -544,7 +544,7 @@ static void status_add_holders(Manager *m, const TracingEvent *e, json_object *o
 
         for (size_t i = 0; i < e->n_pin_uids; i++)
                 json_object_array_add(pins, json_object_new_int64(e->pin_uids[i]));
-        for (Client *k = m->clients; k; k = k->next)
+        for (Peer *k = m->peers; k; k = k->next)
                 if (k->stream && k->n_held > 0 && client_holds(k, e))
                         (void) uids_add(&uids, &n, k->uid);
         for (size_t i = 0; i < n; i++)
@@ -555,7 +555,7 @@ static void status_add_holders(Manager *m, const TracingEvent *e, json_object *o
                 json_object_object_add(o, "filter_uid", json_object_new_int64(e->filter_uid));
 }
 
-static int method_get_status(Manager *m, Client *c, const VarlinkCall *call) {
+static int method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
         static const char *const keys[] = { NULL };
         _cleanup_free_ char *clock = NULL;
         uint64_t delivered = m->delivered, lost_client = m->lost_client;
@@ -605,7 +605,7 @@ static int method_get_status(Manager *m, Client *c, const VarlinkCall *call) {
         }
 
         conns = json_object_new_array();
-        for (Client *k = m->clients; k; k = k->next) {
+        for (Peer *k = m->peers; k; k = k->next) {
                 json_object *o = json_object_new_object();
 
                 json_object_object_add(o, "uid", json_object_new_int64(k->uid));
@@ -614,7 +614,7 @@ static int method_get_status(Manager *m, Client *c, const VarlinkCall *call) {
                 json_object_array_add(conns, o);
         }
 
-        for (Client *k = m->clients; k; k = k->next)
+        for (Peer *k = m->peers; k; k = k->next)
                 if (k->stream) {
                         delivered += k->stream->delivered;
                         lost_client += k->stream->lost_client;
@@ -652,7 +652,7 @@ static int method_get_status(Manager *m, Client *c, const VarlinkCall *call) {
         json_object_object_add(p, "flush_interval_ms", json_object_new_int((int) m->config.flush_interval_ms));
         json_object_object_add(p, "cpus", cpus);
         json_object_object_add(p, "events", evs);
-        json_object_object_add(p, "clients", json_object_new_int((int) m->n_clients));
+        json_object_object_add(p, "clients", json_object_new_int((int) m->n_peers));
         json_object_object_add(p, "streams", json_object_new_int((int) m->n_streams));
         json_object_object_add(p, "connections", conns);
         json_object_object_add(p, "delivered", json_u64(delivered));
@@ -662,7 +662,7 @@ static int method_get_status(Manager *m, Client *c, const VarlinkCall *call) {
         if (m->state_error != 0)
                 json_object_object_add(p, "state_error", json_object_new_string(strerror(-m->state_error)));
         json_object_object_add(p, "settings", settings);
-        return client_reply(c, p);
+        return peer_reply(c, p);
 }
 
 static int64_t boot_to_realtime_ns(void) {
@@ -680,34 +680,34 @@ static void release_holds(Manager *m, TracingEvent **held, size_t n) {
 
 /* Streams are limited in total and per user, and the last ones are root's. On a limit the error
  * is queued and 1 returned. */
-static int stream_slot_check(Manager *m, Client *c) {
+static int stream_slot_check(Manager *m, Peer *c) {
         unsigned total = m->config.max_clients, reserved = manager_root_slots(total), mine = 0;
         int r;
 
         if (total == 0)
                 return 0;
         if (m->n_streams >= total)
-                r = client_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
+                r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
                                   "tpd serves at most %u streams at once.", total);
-        else if (client_is_root(c))
+        else if (peer_is_root(c))
                 return 0;
         else if (m->n_streams >= total - reserved)
-                r = client_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
+                r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
                                   "The last %u of tpd's %u streams are kept for root.", reserved, total);
         else {
-                for (Client *k = m->clients; k; k = k->next)
+                for (Peer *k = m->peers; k; k = k->next)
                         if (k->stream && k->uid == c->uid)
                                 mine++;
                 if (m->config.max_streams_per_user == 0 || mine < m->config.max_streams_per_user)
                         return 0;
-                r = client_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
+                r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
                                   "uid %u has %u streams, as many as a user may have (MaxStreamsPerUser=).",
                                   (unsigned) c->uid, mine);
         }
         return r < 0 ? r : 1;
 }
 
-static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
+static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
         static const char *const keys[] = { "events", "pids", "cpus", "filter", "print", NULL };
         _cleanup_free_ char **names = NULL;
         _cleanup_free_ TracingEvent **events = NULL;
@@ -726,7 +726,7 @@ static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
         if (check_keys(c, call, keys) < 0)
                 return 0;
         if (!call->more && !call->upgrade)
-                return client_errorf(c, VARLINK_ERROR_EXPECTED_MORE, NULL, NULL,
+                return peer_errorf(c, VARLINK_ERROR_EXPECTED_MORE, NULL, NULL,
                                      "Stream needs \"more\" or \"upgrade\" set in the call.");
         if (varlink_param_strv(call->parameters, "events", API_EVENTS_MAX, &names, &n_names) < 0)
                 return invalid_parameter(c, "events");
@@ -741,7 +741,7 @@ static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
                 return invalid_parameter(c, "print");
         for (size_t i = 0; i < n_cpus; i++)
                 if (cpus[i] < 0 || cpus[i] >= (int64_t) m->n_cpus)
-                        return client_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "cpus",
+                        return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "cpus",
                                              "There is no CPU %lld: this machine has CPUs 0 to %u.",
                                              (long long) cpus[i], m->n_cpus - 1);
         for (size_t i = 0; i < n_pids; i++)
@@ -793,7 +793,7 @@ static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
                                 r = tracing_filter_verify(m->tracing, events[i], filter, &message);
                                 if (r < 0) {
                                         stream_free(s);
-                                        return client_errorf(c, TPD_ERROR_INVALID_FILTER, "event",
+                                        return peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event",
                                                              events[i]->name, "Invalid filter for '%s': %s",
                                                              events[i]->name, strempty(message));
                                 }
@@ -811,7 +811,7 @@ static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
                 if (r < 0) {
                         stream_free(s);
                         if (r == -EINVAL)
-                                return client_errorf(c, TPD_ERROR_INVALID_FILTER, "event",
+                                return peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event",
                                                      n_filter > 0 ? filter_events[0] : "",
                                                      "Invalid stream filter: %s",
                                                      message ? message : "it applies to no enabled event");
@@ -843,7 +843,7 @@ static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
         json_object_object_add(p, "clock", json_object_new_string(clock ?: "boot"));
         json_object_object_add(p, "boot_to_realtime_ns", json_object_new_int64(boot_to_realtime_ns()));
         if (call->upgrade)
-                r = client_reply(c, p);
+                r = peer_reply(c, p);
         else {
                 size_t len;
                 char *text;
@@ -864,26 +864,26 @@ static int method_stream(Manager *m, Client *c, const VarlinkCall *call) {
         c->stream = s;
         c->upgraded = call->upgrade;
         manager_stream_started(m);
-        log_debug("Client %d: stream started (%zu events, %zu pids, %zu cpus%s).", (int) c->pid, n, n_pids,
+        log_debug("Peer %d: stream started (%zu events, %zu pids, %zu cpus%s).", (int) c->pid, n, n_pids,
                   n_cpus, filter ? ", filtered" : "");
         return 0;
 }
 
 /* Puts a checked value of a runtime setting into effect. */
-static int configure_apply(Manager *m, Client *c, const Setting *s, const Config *v) {
+static int configure_apply(Manager *m, Peer *c, const Setting *s, const Config *v) {
         int r;
 
         if (streq(s->name, "clock")) {
                 r = tracing_set_clock(m->tracing, v->clock);
                 if (r == -EINVAL)
-                        return client_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", s->name,
+                        return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", s->name,
                                              "The kernel has no trace clock '%s'.", v->clock);
                 if (r < 0)
                         return tracefs_error(c, r, "set the trace clock");
         } else if (streq(s->name, "buffer_size_kb")) {
                 /* The kernel's default size is only known before the first change. */
                 if (v->buffer_size_kb == 0)
-                        return client_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", s->name,
+                        return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", s->name,
                                              "buffer_size_kb 0 (the kernel's default) applies at start only.");
                 r = tracing_set_buffer_size_kb(m->tracing, v->buffer_size_kb);
                 if (r < 0)
@@ -895,7 +895,7 @@ static int configure_apply(Manager *m, Client *c, const Setting *s, const Config
 
 /* Configure takes the settings config_settings[] marks "runtime", by their names, checked as the
  * configuration files check them. */
-static int method_configure(Manager *m, Client *c, const VarlinkCall *call) {
+static int method_configure(Manager *m, Peer *c, const VarlinkCall *call) {
         int r;
 
         json_object_object_foreach(call->parameters, key, val) {
@@ -905,7 +905,7 @@ static int method_configure(Manager *m, Client *c, const VarlinkCall *call) {
                         return invalid_parameter(c, key);
         }
         if (c->uid != 0 && c->uid != geteuid())
-                return client_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, NULL, NULL,
+                return peer_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, NULL, NULL,
                                      "Only root may change tpd's settings.");
 
         json_object_object_foreach(call->parameters, name, value) {
@@ -927,7 +927,7 @@ static int method_configure(Manager *m, Client *c, const VarlinkCall *call) {
 
                 r = config_setting_set(s, &scratch, text);
                 if (r == -EINVAL)
-                        return client_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", name,
+                        return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", name,
                                              "Invalid value for '%s': expected %s.", name, s->expected);
                 if (r < 0)
                         return r;
@@ -939,7 +939,7 @@ static int method_configure(Manager *m, Client *c, const VarlinkCall *call) {
                         return r;
                 log_info("Setting %s changed to %s by uid %u.", name, text, (unsigned) c->uid);
         }
-        return client_reply(c, NULL);
+        return peer_reply(c, NULL);
 }
 
 static const struct {
@@ -957,7 +957,7 @@ static const struct {
         { TPD_METHOD("Stream"), method_stream },
 };
 
-int api_dispatch(Manager *m, Client *c, const VarlinkCall *call) {
+int api_dispatch(Manager *m, Peer *c, const VarlinkCall *call) {
         int r;
 
         for (size_t i = 0; i < ELEMENTSOF(methods); i++)
@@ -971,14 +971,14 @@ int api_dispatch(Manager *m, Client *c, const VarlinkCall *call) {
                         /* Every call runs on the loop: say which ones hold it up (tpd -v). */
                         usec = (t1.tv_sec - t0.tv_sec) * 1000000LL + (t1.tv_nsec - t0.tv_nsec) / 1000;
                         if (usec > API_SLOW_CALL_USEC)
-                                log_debug("Client %d: %s took %lld ms.", (int) c->pid, methods[i].name,
+                                log_debug("Peer %d: %s took %lld ms.", (int) c->pid, methods[i].name,
                                           usec / 1000);
                         if (r < 0)
-                                log_debug_errno(r, "Client %d: %s failed: %m", (int) c->pid,
+                                log_debug_errno(r, "Peer %d: %s failed: %m", (int) c->pid,
                                                 log_escape(call->method, (char[256]) {}, 256));
                         return r;
                 }
 
-        return client_errorf(c, VARLINK_ERROR_METHOD_NOT_FOUND, "method", call->method, "No method '%s'.",
+        return peer_errorf(c, VARLINK_ERROR_METHOD_NOT_FOUND, "method", call->method, "No method '%s'.",
                              call->method);
 }

@@ -8,6 +8,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "api.h"
 #include "build-config.h"
 #include "config.h"
 #include "log.h"
@@ -184,7 +185,7 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 return log_error_errno(r, "Failed to allocate the manager: %m");
 
-        r = manager_start(m, fd);
+        r = manager_start(m, fd, api_dispatch);
         if (r < 0)
                 return r;
 

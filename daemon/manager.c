@@ -9,12 +9,14 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "client.h"
 #include "cpus.h"
 #include "log.h"
 #include "manager.h"
+#include "peer.h"
+#include "ratelimit.h"
 #include "server.h"
 #include "state.h"
+#include "tpd-protocol.h"
 
 /* How often the STATUS= line is sent. */
 #define STATUS_USEC (5 * 1000 * 1000ULL)
@@ -41,8 +43,8 @@ Manager *manager_free(Manager *m) {
                 return NULL;
 
         /* Clients first: their streams hold event references in tracing. */
-        while (m->clients)
-                client_free(m->clients);
+        while (m->peers)
+                peer_free(m->peers);
         server_free(m->server);
         for (unsigned i = 0; m->readers && i < m->n_cpus; i++)
                 reader_free(m->readers[i]);
@@ -115,12 +117,12 @@ static void manager_offer(Manager *m, Batch *b) {
         int r;
 
         b->plain_end = b->buf.len;
-        for (Client *c = m->clients; c; c = c->next) {
+        for (Peer *c = m->peers; c; c = c->next) {
                 if (!c->stream)
                         continue;
                 r = stream_offer_batch(c->stream, m->decoder, b);
                 if (r < 0)
-                        log_warning_errno(r, "Client %d: failed to queue records: %m", (int) c->pid);
+                        log_warning_errno(r, "Peer %d: failed to queue records: %m", (int) c->pid);
         }
 }
 
@@ -177,12 +179,12 @@ static void manager_report_kernel_losses(Manager *m) {
 }
 
 void manager_flush_clients(Manager *m) {
-        Client *c, *next;
+        Peer *c, *next;
 
-        for (c = m->clients; c; c = next) {
+        for (c = m->peers; c; c = next) {
                 next = c->next;
                 if (c->stream && !queue_is_empty(&c->stream->queue))
-                        (void) client_flush(c);
+                        (void) peer_flush(c);
         }
 }
 
@@ -284,10 +286,10 @@ static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
         }
         /* Streams whose drops were not reported yet get their lost records now that there may be
          * room. */
-        for (Client *c = m->clients, *next; c; c = next) {
+        for (Peer *c = m->peers, *next; c; c = next) {
                 next = c->next;
                 if (c->stream && c->stream->drops_pending)
-                        (void) client_flush(c);
+                        (void) peer_flush(c);
         }
         /* Without streams nothing waits for a partial page: sleep until one starts. */
         if (m->n_streams == 0)
@@ -313,11 +315,11 @@ void manager_stream_started(Manager *m) {
                         m->overrun_reported[cpu] = st.overrun;
                         m->dropped_reported[cpu] = st.dropped;
                 }
-                for (Client *c = m->clients; c; c = c->next)
+                for (Peer *c = m->peers; c; c = c->next)
                         if (c->stream && !c->stream->has_base)
                                 (void) stream_set_base(c->stream, cpu, st.overrun, st.dropped);
         }
-        for (Client *c = m->clients; c; c = c->next)
+        for (Peer *c = m->peers; c; c = c->next)
                 if (c->stream)
                         c->stream->has_base = true;
         if (sd_event_source_get_enabled(m->flush_timer, &enabled) >= 0 && enabled == SD_EVENT_OFF)
@@ -336,7 +338,7 @@ static void manager_notify_status(Manager *m) {
         m->status_usec = usec;
         m->status_records = records;
 
-        for (Client *c = m->clients; c; c = c->next)
+        for (Peer *c = m->peers; c; c = c->next)
                 if (c->stream) {
                         delivered += c->stream->delivered;
                         lost_client += c->stream->lost_client;
@@ -344,7 +346,7 @@ static void manager_notify_status(Manager *m) {
         (void) sd_notifyf(false,
                           "STATUS=%" PRIu64 " events/s, %u streams, %u clients, %" PRIu64 " delivered, "
                           "%" PRIu64 " lost (%" PRIu64 " overrun, %" PRIu64 " client)",
-                          rate, m->n_streams, m->n_clients, delivered, lost_overrun + lost_client, lost_overrun,
+                          rate, m->n_streams, m->n_peers, delivered, lost_overrun + lost_client, lost_overrun,
                           lost_client);
 }
 
@@ -417,9 +419,9 @@ static void manager_check_instance(Manager *m) {
                         if (m->readers[i])
                                 (void) reader_flush(m->readers[i]);
                 ts = manager_trace_clock_now_ns(m);
-                for (Client *c = m->clients; c; c = c->next)
+                for (Peer *c = m->peers; c; c = c->next)
                         if (c->stream && stream_queue_notice(c->stream, ts, "instance-changed", report) < 0)
-                                log_debug("Client %d: failed to queue a notice.", (int) c->pid);
+                                log_debug("Peer %d: failed to queue a notice.", (int) c->pid);
                 manager_flush_clients(m);
         }
 }
@@ -767,7 +769,153 @@ static int manager_pin_configured(Manager *m) {
         return 0;
 }
 
-int manager_start(Manager *m, int listen_fd) {
+static int manager_on_call(Peer *p, const VarlinkCall *call, void *userdata) {
+        Manager *m = userdata;
+
+        return m->dispatch(m, p, call);
+}
+
+/* A connection ends: out of the list, its stream's counts into the totals, its holds released. */
+static void manager_on_peer_free(Peer *p, void *userdata) {
+        Manager *m = userdata;
+
+        if (p->prev)
+                p->prev->next = p->next;
+        else if (m->peers == p)
+                m->peers = p->next;
+        if (p->next)
+                p->next->prev = p->prev;
+        m->n_peers--;
+        if (p->refusal_error)
+                m->n_refused--;
+        if (p->stream) {
+                m->n_streams--;
+                m->delivered += p->stream->delivered;
+                m->lost_client += p->stream->lost_client;
+        }
+        for (size_t i = 0; i < p->n_held; i++)
+                (void) tracing_event_unref(m->tracing, p->held[i]);
+        p->n_held = 0;
+}
+
+static const PeerHandler manager_peer_handler = {
+        .on_call = manager_on_call,
+        .on_free = manager_on_peer_free,
+};
+
+static int manager_add_peer(Manager *m, int fd, const struct ucred *cred, Peer **ret) {
+        Peer *p;
+        int r;
+
+        r = peer_new(m->event, fd, cred, &manager_peer_handler, m, &p);
+        if (r < 0)
+                return r;
+        p->next = m->peers;
+        if (m->peers)
+                m->peers->prev = p;
+        m->peers = p;
+        m->n_peers++;
+        *ret = p;
+        return 0;
+}
+
+static bool manager_is_member(Manager *m, const struct ucred *cred, const gid_t *groups, size_t n) {
+        if (!m->access_gid_valid)
+                return false;
+        if (cred->gid == m->access_gid)
+                return true;
+        for (size_t i = 0; i < n; i++)
+                if (groups[i] == m->access_gid)
+                        return true;
+        return false;
+}
+
+/* A refused peer gets its error as the answer to its first call (closing at once would race with
+ * that call: the peer might see EPIPE instead of the reason). Only this many refusals wait at once;
+ * beyond, connections are closed without one. */
+#define MANAGER_REFUSALS_MAX 16U
+
+static void manager_refuse(Manager *m, int fd, const struct ucred *cred, const char *error, const char *message) {
+        Peer *p;
+
+        if (m->n_refused >= MANAGER_REFUSALS_MAX) {
+                safe_close(fd);
+                return;
+        }
+        if (manager_add_peer(m, fd, cred, &p) < 0)
+                return;
+        m->n_refused++; /* given back by manager_on_peer_free() */
+        (void) peer_refuse(p, error, message);
+}
+
+static unsigned manager_connections_of(Manager *m, uid_t uid) {
+        unsigned n = 0;
+
+        for (Peer *p = m->peers; p; p = p->next)
+                if (p->uid == uid && !p->refusal_error)
+                        n++;
+        return n;
+}
+
+/* Returns NULL when the peer may have one more connection, else why not. */
+static const char *manager_connection_limit(Manager *m, const struct ucred *cred, bool root) {
+        unsigned total = m->config.max_clients * 2, n = m->n_peers - m->n_refused;
+
+        if (m->config.max_clients == 0)
+                return NULL;
+        if (n >= total)
+                return "tpd has no connection left";
+        if (root)
+                return NULL;
+        if (n >= total - manager_root_slots(total))
+                return "the connections left are kept for root";
+        if (m->config.max_connections_per_user > 0 &&
+            manager_connections_of(m, cred->uid) >= m->config.max_connections_per_user)
+                return "this user has as many connections as it may (MaxConnectionsPerUser=)";
+        return NULL;
+}
+
+/* Who may connect (DESIGN §5): root, and members of the access group by the groups the peer
+ * process holds. The socket's mode keeps others out already; this check still holds when the
+ * socket was made by someone else or its mode was changed. Then the connection limits. */
+static void manager_on_accept(int fd, const struct ucred *cred, const gid_t *groups, size_t n_groups,
+                              void *userdata) {
+        static RateLimit log_limit = RATELIMIT_INIT(10 * 1000 * 1000ULL, 5);
+        Manager *m = userdata;
+        bool root = cred->uid == 0 || cred->uid == geteuid();
+        _cleanup_free_ char *message = NULL;
+        const char *why;
+        Peer *p;
+        int r;
+
+        if (!root && !manager_is_member(m, cred, groups, n_groups)) {
+                if (ratelimit_below(&log_limit))
+                        log_notice("Denying access to uid %u (pid %d).", (unsigned) cred->uid, (int) cred->pid);
+                if (asprintf(&message, "Only root and members of group '%s' may use tpd.",
+                             strempty(m->config.access_group)) < 0)
+                        message = NULL;
+                manager_refuse(m, fd, cred, VARLINK_ERROR_PERMISSION_DENIED,
+                               message ?: "Only root and members of the access group may use tpd.");
+                return;
+        }
+
+        why = manager_connection_limit(m, cred, root);
+        if (why) {
+                if (ratelimit_below(&log_limit))
+                        log_warning("Refusing a connection of uid %u (pid %d): %s (%u connected).",
+                                    (unsigned) cred->uid, (int) cred->pid, why, m->n_peers);
+                if (asprintf(&message, "Too many connections: %s.", why) < 0)
+                        message = NULL;
+                manager_refuse(m, fd, cred, TPD_ERROR_LIMIT_EXCEEDED, message ?: "Too many connections.");
+                return;
+        }
+
+        r = manager_add_peer(m, fd, cred, &p);
+        if (r < 0 && ratelimit_below(&log_limit))
+                log_warning_errno(r, "Failed to set up a connection: %m");
+}
+
+int manager_start(Manager *m, int listen_fd, ManagerDispatch dispatch) {
         int r;
 
         if (m->config.access_group && *m->config.access_group) {
@@ -794,7 +942,9 @@ int manager_start(Manager *m, int listen_fd) {
                 return r;
         }
 
-        r = server_new(m, listen_fd, m->config.socket_path, &m->server);
+        m->dispatch = dispatch;
+        r = server_new(m->event, listen_fd, m->config.socket_path, m->access_gid_valid ? m->access_gid : (gid_t) -1,
+                       manager_on_accept, m, &m->server);
         if (r < 0)
                 return r;
 

@@ -12,6 +12,7 @@
 #include "decode.h"
 #include "reader.h"
 #include "tracing.h"
+#include "varlink.h"
 
 /*
  * The manager owns the daemon's parts and the data flow between them: readers hand it pages, the
@@ -19,7 +20,12 @@
  * stream, then lets the clients write. It also carries the settings and the daemon-wide counters.
  */
 
-typedef struct Client Client;
+typedef struct Peer Peer;
+typedef struct Manager Manager;
+
+/* Answers a call (api_dispatch()): handed in by main, so that the manager does not depend on the
+ * API that depends on it. */
+typedef int (*ManagerDispatch)(Manager *m, Peer *p, const VarlinkCall *call);
 typedef struct Server Server;
 
 /* Connection and stream slots only root may take (at most half of them), so that no member, nor
@@ -67,9 +73,10 @@ typedef struct Manager {
         int state_error;             /* negative errno of the last failed save, 0 after a success */
 
         Server *server;
-        Client *clients;
-        unsigned n_clients;
-        unsigned n_refused; /* of n_clients, connections only waiting for their refusal */
+        ManagerDispatch dispatch;
+        Peer *peers;
+        unsigned n_peers;
+        unsigned n_refused; /* of n_peers, connections only waiting for their refusal */
         unsigned n_streams;
         gid_t access_gid;
         bool access_gid_valid;
@@ -85,7 +92,7 @@ Manager *manager_free(Manager *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 
 /* Creates the instance and readers, applies the settings, starts listening (on fd if >= 0). */
-int manager_start(Manager *m, int listen_fd);
+int manager_start(Manager *m, int listen_fd, ManagerDispatch dispatch);
 int manager_run(Manager *m);
 
 /* Schedules saving the pinned events and their filters, to be restored at the next start. The

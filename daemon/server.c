@@ -8,13 +8,10 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
-#include "client.h"
 #include "log.h"
-#include "manager.h"
 #include "ratelimit.h"
 #include "server.h"
-#include "tpd-protocol.h"
-#include "varlink.h"
+#include "util.h"
 
 #ifndef SO_PEERGROUPS
 #define SO_PEERGROUPS 59
@@ -25,7 +22,9 @@
 #define SERVER_ACCEPT_RETRY_USEC (100 * 1000ULL)
 
 struct Server {
-        Manager *manager;
+        sd_event *event;
+        ServerAcceptHandler on_accept;
+        void *userdata;
         int fd;
         char *path; /* set when we bound it, and so must unlink it */
         dev_t dev;  /* of the socket file we bound: only that one is unlinked at exit */
@@ -56,7 +55,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Server *, server_free);
 
 /* The peer's supplementary groups as the kernel recorded them at connect(): no user database
  * look-up (NSS can block, and the database may disagree with what the process holds). */
-static int peer_groups(int fd, gid_t **ret, size_t *ret_n) {
+static int read_peer_groups(int fd, gid_t **ret, size_t *ret_n) {
         socklen_t len = 64 * sizeof(gid_t);
 
         for (;;) {
@@ -77,63 +76,6 @@ static int peer_groups(int fd, gid_t **ret, size_t *ret_n) {
         }
 }
 
-static bool peer_is_member(Manager *m, const struct ucred *cred, const gid_t *groups, size_t n) {
-        if (!m->access_gid_valid)
-                return false;
-        if (cred->gid == m->access_gid)
-                return true;
-        for (size_t i = 0; i < n; i++)
-                if (groups[i] == m->access_gid)
-                        return true;
-        return false;
-}
-
-/* A refused peer gets its error as the answer to its first call (closing at once would race with
- * that call: the peer might see EPIPE instead of the reason). Only this many refusals wait at once;
- * beyond, connections are closed without one. */
-#define SERVER_REFUSALS_MAX 16U
-
-static void server_refuse(Server *s, int fd, const struct ucred *cred, const char *error,
-                          const char *message) {
-        Manager *m = s->manager;
-        Client *c;
-
-        if (m->n_refused >= SERVER_REFUSALS_MAX) {
-                safe_close(fd);
-                return;
-        }
-        if (client_new(m, fd, cred, &c) < 0)
-                return;
-        (void) client_refuse(c, error, message);
-}
-
-static unsigned connections_of(Manager *m, uid_t uid) {
-        unsigned n = 0;
-
-        for (Client *c = m->clients; c; c = c->next)
-                if (c->uid == uid && !c->refusal_error)
-                        n++;
-        return n;
-}
-
-/* Returns NULL when the peer may have one more connection, else why not. */
-static const char *connection_limit(Manager *m, const struct ucred *cred, bool root) {
-        unsigned total = m->config.max_clients * 2, n = m->n_clients - m->n_refused;
-
-        if (m->config.max_clients == 0)
-                return NULL;
-        if (n >= total)
-                return "tpd has no connection left";
-        if (root)
-                return NULL;
-        if (n >= total - manager_root_slots(total))
-                return "the connections left are kept for root";
-        if (m->config.max_connections_per_user > 0 &&
-            connections_of(m, cred->uid) >= m->config.max_connections_per_user)
-                return "this user has as many connections as it may (MaxConnectionsPerUser=)";
-        return NULL;
-}
-
 static int server_on_retry(sd_event_source *source, uint64_t usec, void *userdata) {
         Server *s = userdata;
 
@@ -149,7 +91,7 @@ static void server_pause(Server *s) {
                 if (s->retry)
                         r = sd_event_source_set_time_relative(s->retry, SERVER_ACCEPT_RETRY_USEC);
                 else
-                        r = sd_event_add_time_relative(s->manager->event, &s->retry, CLOCK_MONOTONIC,
+                        r = sd_event_add_time_relative(s->event, &s->retry, CLOCK_MONOTONIC,
                                                        SERVER_ACCEPT_RETRY_USEC, 0, server_on_retry, s);
         }
         if (r >= 0)
@@ -161,13 +103,10 @@ static void server_pause(Server *s) {
 
 static int server_on_accept(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         Server *s = userdata;
-        Manager *m = s->manager;
         _cleanup_free_ gid_t *groups = NULL;
         struct ucred cred;
         socklen_t len = sizeof(cred);
         size_t n_groups = 0;
-        const char *why;
-        bool root;
         int cfd, r;
 
         cfd = accept4(s->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -192,46 +131,13 @@ static int server_on_accept(sd_event_source *source, int fd, uint32_t revents, v
                 safe_close(cfd);
                 return 0;
         }
-        root = cred.uid == 0 || cred.uid == geteuid();
-
-        /* The socket's mode keeps others out already; this check still holds when the socket was
-         * made by someone else or its mode was changed. */
-        if (!root) {
-                r = peer_groups(cfd, &groups, &n_groups);
+        if (cred.uid != 0 && cred.uid != geteuid()) {
+                r = read_peer_groups(cfd, &groups, &n_groups);
                 if (r < 0 && ratelimit_below(&s->log_limit))
                         log_warning_errno(r, "Failed to get the groups of pid %d, checking its primary group "
                                           "only: %m", (int) cred.pid);
-                if (!peer_is_member(m, &cred, groups, n_groups)) {
-                        if (ratelimit_below(&s->log_limit))
-                                log_notice("Denying access to uid %u (pid %d).", (unsigned) cred.uid,
-                                           (int) cred.pid);
-                        _cleanup_free_ char *message = NULL;
-
-                        if (asprintf(&message, "Only root and members of group '%s' may use tpd.",
-                                     strempty(m->config.access_group)) < 0)
-                                message = NULL;
-                        server_refuse(s, cfd, &cred, VARLINK_ERROR_PERMISSION_DENIED,
-                                      message ?: "Only root and members of the access group may use tpd.");
-                        return 0;
-                }
         }
-
-        why = connection_limit(m, &cred, root);
-        if (why) {
-                _cleanup_free_ char *message = NULL;
-
-                if (ratelimit_below(&s->log_limit))
-                        log_warning("Refusing a connection of uid %u (pid %d): %s (%u connected).",
-                                    (unsigned) cred.uid, (int) cred.pid, why, m->n_clients);
-                if (asprintf(&message, "Too many connections: %s.", why) < 0)
-                        message = NULL;
-                server_refuse(s, cfd, &cred, TPD_ERROR_LIMIT_EXCEEDED, message ?: "Too many connections.");
-                return 0;
-        }
-
-        r = client_new(m, cfd, &cred, NULL);
-        if (r < 0)
-                log_warning_errno(r, "Failed to set up a client: %m");
+        s->on_accept(cfd, &cred, groups, n_groups, s->userdata);
         return 0;
 }
 
@@ -264,7 +170,7 @@ static int remove_stale_socket(const char *path, const struct sockaddr_un *sa) {
  * Linux fchmod on the socket's fd changes the socket inode of sockfs, not the file.) The parent
  * directory should be writable by root only (as /run/tpd is): whoever can write to it can replace
  * the file, whatever tpd does. */
-static int bind_path(Manager *m, const char *path, dev_t *ret_dev, ino_t *ret_ino) {
+static int bind_path(const char *path, gid_t gid, dev_t *ret_dev, ino_t *ret_ino) {
         _cleanup_close_ int fd = -1;
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         _cleanup_free_ char *dir = NULL;
@@ -297,11 +203,11 @@ static int bind_path(Manager *m, const char *path, dev_t *ret_dev, ino_t *ret_in
         if (fd < 0)
                 return negative_errno();
 
-        if (m->access_gid_valid) {
-                old_fsgid = setfsgid(m->access_gid);
-                if ((gid_t) setfsgid((gid_t) -1) != m->access_gid)
-                        log_warning("Cannot create '%s' with group '%s': only root may connect.", path,
-                                    strempty(m->config.access_group));
+        if (gid != (gid_t) -1) {
+                old_fsgid = setfsgid(gid);
+                if ((gid_t) setfsgid((gid_t) -1) != gid)
+                        log_warning("Cannot create '%s' with group %u: only root may connect.", path,
+                                    (unsigned) gid);
         }
         old_umask = umask(0117);
         r = bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 ? negative_errno() : 0;
@@ -320,7 +226,8 @@ static int bind_path(Manager *m, const char *path, dev_t *ret_dev, ino_t *ret_in
         return TAKE_FD(fd);
 }
 
-int server_new(Manager *m, int fd, const char *path, Server **ret) {
+int server_new(sd_event *event, int fd, const char *path, gid_t gid, ServerAcceptHandler on_accept, void *userdata,
+               Server **ret) {
         _cleanup_(server_freep) Server *s = NULL;
         int r;
 
@@ -329,13 +236,15 @@ int server_new(Manager *m, int fd, const char *path, Server **ret) {
                 safe_close(fd);
                 return -ENOMEM;
         }
-        s->manager = m;
+        s->event = event;
+        s->on_accept = on_accept;
+        s->userdata = userdata;
         s->fd = fd;
-        /* Client-triggered warnings: a few per 10 s. */
+        /* Peer-triggered warnings: a few per 10 s. */
         s->log_limit = RATELIMIT_INIT(10 * 1000 * 1000ULL, 5);
 
         if (s->fd < 0) {
-                s->fd = bind_path(m, path, &s->dev, &s->ino);
+                s->fd = bind_path(path, gid, &s->dev, &s->ino);
                 if (s->fd < 0)
                         return s->fd;
                 s->path = strdup(path);
@@ -348,7 +257,7 @@ int server_new(Manager *m, int fd, const char *path, Server **ret) {
                         return negative_errno();
         }
 
-        r = sd_event_add_io(m->event, &s->source, s->fd, EPOLLIN, server_on_accept, s);
+        r = sd_event_add_io(event, &s->source, s->fd, EPOLLIN, server_on_accept, s);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_description(s->source, "server");

@@ -6,51 +6,32 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "api.h"
-#include "client.h"
 #include "log.h"
-#include "manager.h"
+#include "peer.h"
 #include "ratelimit.h"
 #include "tpd-protocol.h"
 
 /* Stop reading calls while this much reply text waits for a client that does not read. */
-#define CLIENT_OUT_MAX (4 * TPD_MESSAGE_MAX)
-#define CLIENT_READ_SIZE 16384U
+#define PEER_OUT_MAX (4 * TPD_MESSAGE_MAX)
+#define PEER_READ_SIZE 16384U
 /* Calls of one client are answered for at most this long in one go; those left in the buffer
  * wait for the next turn of the loop (and its input stops being read meanwhile), so that a client
  * pipelining expensive calls cannot hold up the others. */
-#define CLIENT_SLICE_USEC (5 * 1000ULL)
+#define PEER_SLICE_USEC (5 * 1000ULL)
 
-static int client_update_events(Client *c);
-static int client_process(Client *c);
-static int client_update_stall(Client *c);
+static int peer_update_events(Peer *c);
+static int peer_process(Peer *c);
+static int peer_update_stall(Peer *c);
 
-Client *client_free(Client *c) {
-        Manager *m;
-
+Peer *peer_free(Peer *c) {
         if (!c)
                 return NULL;
-        m = c->manager;
 
-        if (c->prev)
-                c->prev->next = c->next;
-        else if (m->clients == c)
-                m->clients = c->next;
-        if (c->next)
-                c->next->prev = c->prev;
-        m->n_clients--;
-        if (c->refusal_error)
-                m->n_refused--;
+        /* The owner unlinks it, counts what its stream delivered and releases what it held. */
+        if (c->handler && c->handler->on_free)
+                c->handler->on_free(c, c->userdata);
         free(c->refusal_message);
-
-        if (c->stream) {
-                m->n_streams--;
-                m->delivered += c->stream->delivered;
-                m->lost_client += c->stream->lost_client;
-                stream_free(c->stream);
-        }
-        for (size_t i = 0; i < c->n_held; i++)
-                (void) tracing_event_unref(m->tracing, c->held[i]);
+        stream_free(c->stream);
         free(c->held);
 
         sd_event_source_disable_unref(c->source);
@@ -63,13 +44,13 @@ Client *client_free(Client *c) {
         return NULL;
 }
 
-static int client_push(Client *c, char *text, size_t len) {
+static int peer_push(Peer *c, char *text, size_t len) {
         int r = queue_push_copy(&c->out, text, len);
         free(text);
         return r;
 }
 
-int client_reply(Client *c, json_object *parameters) {
+int peer_reply(Peer *c, json_object *parameters) {
         size_t len;
         char *text;
         int r;
@@ -77,10 +58,10 @@ int client_reply(Client *c, json_object *parameters) {
         r = varlink_reply(parameters, false, &text, &len);
         if (r < 0)
                 return r;
-        return client_push(c, text, len);
+        return peer_push(c, text, len);
 }
 
-int client_error(Client *c, const char *error, json_object *parameters) {
+int peer_error(Peer *c, const char *error, json_object *parameters) {
         size_t len;
         char *text;
         int r;
@@ -88,10 +69,10 @@ int client_error(Client *c, const char *error, json_object *parameters) {
         r = varlink_error(error, parameters, &text, &len);
         if (r < 0)
                 return r;
-        return client_push(c, text, len);
+        return peer_push(c, text, len);
 }
 
-int client_errorf(Client *c, const char *error, const char *key, const char *value, const char *format, ...) {
+int peer_errorf(Peer *c, const char *error, const char *key, const char *value, const char *format, ...) {
         _cleanup_free_ char *message = NULL;
         json_object *params;
         va_list ap;
@@ -109,19 +90,19 @@ int client_errorf(Client *c, const char *error, const char *key, const char *val
         if (key)
                 json_object_object_add(params, key, json_object_new_string(strempty(value)));
         json_object_object_add(params, "message", json_object_new_string(message));
-        return client_error(c, error, params);
+        return peer_error(c, error, params);
 }
 
-static bool client_backlogged(Client *c) {
+static bool peer_backlogged(Peer *c) {
         return !queue_is_empty(&c->out) || (c->stream && !queue_is_empty(&c->stream->queue));
 }
 
-static bool client_done(Client *c) {
+static bool peer_done(Peer *c) {
         /* A control connection whose peer stopped sending ends once its replies are out. */
         return c->read_closed && !c->stream && queue_is_empty(&c->out);
 }
 
-int client_flush(Client *c) {
+int peer_flush(Peer *c) {
         int r;
 
         for (;;) {
@@ -129,7 +110,7 @@ int client_flush(Client *c) {
                 if (r != 0 || c->stream || varlink_buffer_pending(&c->in) == 0)
                         break;
                 /* The replies went out: answer the calls that waited for room. */
-                r = client_process(c);
+                r = peer_process(c);
                 if (r < 0 || queue_is_empty(&c->out))
                         break;
         }
@@ -144,69 +125,69 @@ int client_flush(Client *c) {
         }
         if (r < 0) {
                 if (r != -EPIPE && r != -ECONNRESET)
-                        log_debug_errno(r, "Client %d: write failed: %m", (int) c->pid);
-                client_free(c);
+                        log_debug_errno(r, "Peer %d: write failed: %m", (int) c->pid);
+                peer_free(c);
                 return r;
         }
-        if (client_done(c)) {
-                client_free(c);
+        if (peer_done(c)) {
+                peer_free(c);
                 return -ECONNRESET;
         }
-        r = client_update_events(c);
+        r = peer_update_events(c);
         if (r < 0) {
-                client_free(c);
+                peer_free(c);
                 return r;
         }
         return 0;
 }
 
-static int client_update_events(Client *c) {
+static int peer_update_events(Peer *c) {
         uint32_t events = 0;
 
         /* Calls are read only while their replies are being taken: a client that sends without
          * reading cannot make us queue without bound. */
-        if (!c->read_closed && c->out.bytes < CLIENT_OUT_MAX && !c->resume_pending)
+        if (!c->read_closed && c->out.bytes < PEER_OUT_MAX && !c->resume_pending)
                 events |= EPOLLIN;
-        if (client_backlogged(c))
+        if (peer_backlogged(c))
                 events |= EPOLLOUT;
         return sd_event_source_set_io_events(c->source, events);
 }
 
-static uint64_t client_now_usec(void) {
+static uint64_t peer_now_usec(void) {
         struct timespec ts;
 
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
 }
 
-static int client_process(Client *c);
+static int peer_process(Peer *c);
 
-static int client_on_resume(sd_event_source *s, uint64_t usec, void *userdata) {
-        Client *c = userdata;
+static int peer_on_resume(sd_event_source *s, uint64_t usec, void *userdata) {
+        Peer *c = userdata;
         int r;
 
         c->resume_pending = false;
-        r = client_process(c);
+        r = peer_process(c);
         if (r < 0) {
-                client_free(c);
+                peer_free(c);
                 return 0;
         }
-        if (client_flush(c) < 0)
+        if (peer_flush(c) < 0)
                 return 0; /* freed */
-        if (client_update_events(c) < 0)
-                client_free(c);
+        if (peer_update_events(c) < 0)
+                peer_free(c);
         return 0;
 }
 
 /* The slice is used up: the rest of the buffered calls on a later turn of the loop. */
-static int client_yield(Client *c) {
+static int peer_yield(Peer *c) {
         int r;
 
         /* A timer due at once, not a defer source: sd-event does not poll while a source is
          * pending, so a chain of defers would keep every other client waiting. */
         if (!c->resume)
-                r = sd_event_add_time_relative(c->manager->event, &c->resume, CLOCK_MONOTONIC, 0, 0,
-                                               client_on_resume, c);
+                r = sd_event_add_time_relative(c->event, &c->resume, CLOCK_MONOTONIC, 0, 0,
+                                               peer_on_resume, c);
         else {
                 r = sd_event_source_set_time_relative(c->resume, 0);
                 if (r >= 0)
@@ -215,11 +196,11 @@ static int client_yield(Client *c) {
         if (r < 0)
                 return r;
         c->resume_pending = true;
-        return client_update_events(c);
+        return peer_update_events(c);
 }
 
-static int client_process(Client *c) {
-        uint64_t start = client_now_usec();
+static int peer_process(Peer *c) {
+        uint64_t start = peer_now_usec();
 
         if (c->resume_pending)
                 return 0;
@@ -231,15 +212,15 @@ static int client_process(Client *c) {
                 int r;
 
                 /* Once upgraded, the connection no longer carries calls. */
-                if (c->upgraded || c->stream || c->out.bytes >= CLIENT_OUT_MAX)
+                if (c->upgraded || c->stream || c->out.bytes >= PEER_OUT_MAX)
                         return 0;
 
-                if (client_now_usec() - start >= CLIENT_SLICE_USEC && varlink_buffer_pending(&c->in) > 0)
-                        return client_yield(c);
+                if (peer_now_usec() - start >= PEER_SLICE_USEC && varlink_buffer_pending(&c->in) > 0)
+                        return peer_yield(c);
 
                 r = varlink_buffer_next(&c->in, &msg, &len);
                 if (r == -EMSGSIZE) {
-                        log_debug("Client %d: message larger than %u bytes, closing.", (int) c->pid,
+                        log_debug("Peer %d: message larger than %u bytes, closing.", (int) c->pid,
                                   TPD_MESSAGE_MAX);
                         return r;
                 }
@@ -251,41 +232,41 @@ static int client_process(Client *c) {
                         /* Whatever was asked: the refusal, and nothing more. */
                         c->read_closed = true;
                         if (streq(c->refusal_error, TPD_ERROR_LIMIT_EXCEEDED))
-                                return client_errorf(c, c->refusal_error, "limit", "connections", "%s",
+                                return peer_errorf(c, c->refusal_error, "limit", "connections", "%s",
                                                      c->refusal_message);
-                        return client_errorf(c, c->refusal_error, NULL, NULL, "%s", c->refusal_message);
+                        return peer_errorf(c, c->refusal_error, NULL, NULL, "%s", c->refusal_message);
                 }
                 r = varlink_call_parse(msg, len, &call);
                 if (r < 0) {
-                        log_debug("Client %d: malformed message, closing.", (int) c->pid);
+                        log_debug("Peer %d: malformed message, closing.", (int) c->pid);
                         return r;
                 }
-                r = api_dispatch(c->manager, c, &call);
+                r = c->handler->on_call(c, &call, c->userdata);
                 varlink_call_done(&call);
                 if (r < 0)
                         return r;
         }
 }
 
-static int client_on_stall(sd_event_source *s, uint64_t usec, void *userdata) {
-        Client *c = userdata;
+static int peer_on_stall(sd_event_source *s, uint64_t usec, void *userdata) {
+        Peer *c = userdata;
         static RateLimit limit = RATELIMIT_INIT(10 * 1000 * 1000ULL, 5);
 
         if (ratelimit_below(&limit))
                 log_notice("Closing the connection of uid %u (pid %d): half a message and nothing more "
                            "for %llu s.", (unsigned) c->uid, (int) c->pid,
-                           (unsigned long long) (CLIENT_STALL_USEC / 1000000));
-        client_free(c);
+                           (unsigned long long) (PEER_STALL_USEC / 1000000));
+        peer_free(c);
         return 0;
 }
 
 /* A peer that stops in the middle of a call would keep its buffer (up to 64 KiB) and its slot for
- * ever: the call must be complete CLIENT_STALL_USEC after it started. A connection idle between
+ * ever: the call must be complete PEER_STALL_USEC after it started. A connection idle between
  * calls is fine (tools keep one open); the per-user connection limit bounds those. */
-static int client_update_stall(Client *c) {
+static int peer_update_stall(Peer *c) {
         size_t pending = varlink_buffer_pending(&c->in);
-        /* While replies back up, calls are not read (client_update_events): not the peer's stall. */
-        bool partial = !c->stream && !c->upgraded && !c->read_closed && c->out.bytes < CLIENT_OUT_MAX &&
+        /* While replies back up, calls are not read (peer_update_events): not the peer's stall. */
+        bool partial = !c->stream && !c->upgraded && !c->read_closed && c->out.bytes < PEER_OUT_MAX &&
                        pending > 0 && !memchr(c->in.data + c->in.consumed, 0, pending);
 
         /* A refused connection gets the same time to send its call, from the start. */
@@ -305,12 +286,12 @@ static int client_update_stall(Client *c) {
                 (void) sd_event_source_get_enabled(c->stall_timer, &enabled);
                 if (enabled != SD_EVENT_OFF && c->stall_calls == c->n_calls)
                         return 0;
-                r = sd_event_source_set_time_relative(c->stall_timer, CLIENT_STALL_USEC);
+                r = sd_event_source_set_time_relative(c->stall_timer, PEER_STALL_USEC);
                 if (r >= 0)
                         r = sd_event_source_set_enabled(c->stall_timer, SD_EVENT_ONESHOT);
         } else {
-                r = sd_event_add_time_relative(c->manager->event, &c->stall_timer, CLOCK_MONOTONIC,
-                                               CLIENT_STALL_USEC, 0, client_on_stall, c);
+                r = sd_event_add_time_relative(c->event, &c->stall_timer, CLOCK_MONOTONIC,
+                                               PEER_STALL_USEC, 0, peer_on_stall, c);
                 if (r >= 0)
                         (void) sd_event_source_set_description(c->stall_timer, "client-stall");
         }
@@ -318,29 +299,29 @@ static int client_update_stall(Client *c) {
         return r;
 }
 
-static int client_on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        Client *c = userdata;
+static int peer_on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Peer *c = userdata;
         int r;
 
         if (revents & EPOLLIN) {
                 char *buf;
                 ssize_t n;
 
-                r = varlink_buffer_space(&c->in, CLIENT_READ_SIZE, &buf);
+                r = varlink_buffer_space(&c->in, PEER_READ_SIZE, &buf);
                 if (r < 0) {
-                        client_free(c);
+                        peer_free(c);
                         return 0;
                 }
-                n = read(c->fd, buf, CLIENT_READ_SIZE);
+                n = read(c->fd, buf, PEER_READ_SIZE);
                 if (n < 0 && errno != EAGAIN && errno != EINTR) {
-                        client_free(c);
+                        peer_free(c);
                         return 0;
                 }
                 if (n == 0) {
                         /* A streaming client that hangs up is gone; a caller may just have shut
                          * down its sending side and still waits for replies. */
                         if (c->stream) {
-                                client_free(c);
+                                peer_free(c);
                                 return 0;
                         }
                         c->read_closed = true;
@@ -354,68 +335,65 @@ static int client_on_io(sd_event_source *s, int fd, uint32_t revents, void *user
                 }
         }
 
-        r = client_process(c);
+        r = peer_process(c);
         if (r >= 0)
-                r = client_update_stall(c);
+                r = peer_update_stall(c);
         if (r < 0) {
-                client_free(c);
+                peer_free(c);
                 return 0;
         }
 
-        if ((revents & (EPOLLHUP | EPOLLERR)) && !(revents & EPOLLIN) && !client_backlogged(c)) {
-                client_free(c);
+        if ((revents & (EPOLLHUP | EPOLLERR)) && !(revents & EPOLLIN) && !peer_backlogged(c)) {
+                peer_free(c);
                 return 0;
         }
 
-        (void) client_flush(c);
+        (void) peer_flush(c);
         return 0;
 }
 
-int client_refuse(Client *c, const char *error, const char *message) {
+int peer_refuse(Peer *c, const char *error, const char *message) {
         int r;
 
+        /* Set first: the owner's on_free, also on the failures below, sees a refused peer. */
+        c->refusal_error = error;
         c->refusal_message = strdup(message);
         if (!c->refusal_message) {
-                client_free(c);
+                peer_free(c);
                 return -ENOMEM;
         }
-        c->refusal_error = error;
-        c->manager->n_refused++;
-        r = client_update_stall(c);
+        r = peer_update_stall(c);
         if (r < 0)
-                client_free(c);
+                peer_free(c);
         return r;
 }
 
-int client_new(Manager *m, int fd, const struct ucred *cred, Client **ret) {
-        Client *c;
+int peer_new(sd_event *event, int fd, const struct ucred *cred, const PeerHandler *handler, void *userdata,
+             Peer **ret) {
+        Peer *c;
         int r;
 
-        c = calloc(1, sizeof(Client));
+        c = calloc(1, sizeof(Peer));
         if (!c) {
                 safe_close(fd);
                 return -ENOMEM;
         }
-        c->manager = m;
+        c->event = event;
         c->fd = fd;
         c->uid = cred->uid;
         c->gid = cred->gid;
         c->pid = cred->pid;
         varlink_buffer_init(&c->in, TPD_MESSAGE_MAX);
 
-        c->next = m->clients;
-        if (m->clients)
-                m->clients->prev = c;
-        m->clients = c;
-        m->n_clients++;
-
-        r = sd_event_add_io(m->event, &c->source, fd, EPOLLIN, client_on_io, c);
+        r = sd_event_add_io(event, &c->source, fd, EPOLLIN, peer_on_io, c);
         if (r < 0) {
-                client_free(c);
+                peer_free(c);
                 return r;
         }
-        (void) sd_event_source_set_description(c->source, "client");
-        if (ret)
-                *ret = c;
+        (void) sd_event_source_set_description(c->source, "peer");
+        /* Only now: a failure above must not reach an owner that never had the peer. */
+        c->handler = handler;
+        c->userdata = userdata;
+        *ret = c;
         return 0;
 }

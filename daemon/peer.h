@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+#include <systemd/sd-event.h>
+
+#include "queue.h"
+#include "stream.h"
+#include "tracing.h"
+#include "varlink.h"
+
+/*
+ * One connection (the daemon's side; tpctl is the client): Varlink framing in, replies and stream
+ * records out. Complete calls go up to the owner through PeerHandler.on_call, as a reader hands up
+ * pages; a malformed message closes this connection and nothing else. Write interest is on only
+ * while output is backlogged. The peer knows nothing of its owner: the owner keeps its list of
+ * peers (next, prev), what a stream holds (held) and the counters, and hears of the end through
+ * PeerHandler.on_free.
+ */
+
+typedef struct Peer Peer;
+
+typedef struct PeerHandler {
+        /* A complete call: queue exactly one reply or error (a stream then goes on with records).
+         * A negative errno closes the connection. */
+        int (*on_call)(Peer *p, const VarlinkCall *call, void *userdata);
+        /* The connection ends; called once, before p is freed: release what the owner attached. */
+        void (*on_free)(Peer *p, void *userdata);
+} PeerHandler;
+
+struct Peer {
+        sd_event *event;
+        const PeerHandler *handler;
+        void *userdata;
+        Peer *next; /* the owner's list */
+        Peer *prev;
+
+        int fd;
+        sd_event_source *source;
+        sd_event_source *resume; /* answers calls left in the buffer after a time slice */
+        bool resume_pending;
+        uid_t uid;
+        gid_t gid;
+        pid_t pid;
+
+        VarlinkBuffer in;
+        Queue out; /* replies; written before stream records */
+
+        Stream *stream;
+        TracingEvent **held; /* the owner's: events this stream enabled for its lifetime */
+        size_t n_held;
+        sd_event_source *stall_timer; /* armed while a call is half received */
+        uint64_t n_calls;             /* calls received, to see progress */
+        uint64_t stall_calls;         /* n_calls when stall_timer was armed */
+        /* Refused at accept (access or limits): the first call gets this error, then the connection
+         * closes; one that sends nothing goes after PEER_STALL_USEC. */
+        const char *refusal_error;
+        char *refusal_message;
+        bool upgraded;
+        bool read_closed;
+};
+
+/* A control call must arrive whole within this long once its first byte did. */
+#define PEER_STALL_USEC (5 * 1000 * 1000ULL)
+
+/* Takes fd over, also on failure. */
+int peer_new(sd_event *event, int fd, const struct ucred *cred, const PeerHandler *handler, void *userdata,
+             Peer **ret);
+Peer *peer_free(Peer *c);
+/* Marks a new connection as refused; see refusal_error. */
+int peer_refuse(Peer *c, const char *error, const char *message);
+
+/* Root (or tpd's own uid) may do what members may not: see DESIGN §5 and README "Access". */
+static inline bool peer_is_root(const Peer *c) {
+        return c->uid == 0 || c->uid == geteuid();
+}
+
+/* Queues a reply or an error; takes ownership of parameters. */
+int peer_reply(Peer *c, json_object *parameters);
+int peer_error(Peer *c, const char *error, json_object *parameters);
+/* An error with a "message" and, when key is set, one more string parameter. */
+int peer_errorf(Peer *c, const char *error, const char *key, const char *value, const char *format, ...)
+        _printf_(5, 6);
+
+/* Writes what is queued. Returns 0, or a negative errno after which c was freed. */
+int peer_flush(Peer *c);
