@@ -558,7 +558,7 @@ static void status_add_holders(Manager *m, const TracingEvent *e, json_object *o
 static int method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
         static const char *const keys[] = { NULL };
         _cleanup_free_ char *clock = NULL;
-        uint64_t delivered = m->delivered, lost_client = m->lost_client;
+        ManagerCounters counters;
         unsigned buffer_kb = 0;
         TracingEvent *const *events;
         json_object *p, *cpus, *evs, *lost, *conns, *settings;
@@ -614,14 +614,12 @@ static int method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
                 json_object_array_add(conns, o);
         }
 
-        for (Peer *k = m->peers; k; k = k->next)
-                if (k->stream) {
-                        delivered += k->stream->delivered;
-                        lost_client += k->stream->lost_client;
-                }
+        manager_counters(m, &counters);
         lost = json_object_new_object();
-        json_object_object_add(lost, "overrun", json_u64(decoder_stats(m->decoder)->overrun));
-        json_object_object_add(lost, "client", json_u64(lost_client));
+        json_object_object_add(lost, "overrun", json_u64(counters.lost_overrun));
+        json_object_object_add(lost, "client", json_u64(counters.lost_client));
+        json_object_object_add(lost, "unknown", json_u64(counters.lost_unknown));
+        json_object_object_add(lost, "decode_pages", json_u64(counters.bad_pages));
 
         settings = json_object_new_object();
         for (size_t i = 0; i < config_n_settings; i++) {
@@ -655,7 +653,7 @@ static int method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
         json_object_object_add(p, "clients", json_object_new_int((int) m->n_peers));
         json_object_object_add(p, "streams", json_object_new_int((int) m->n_streams));
         json_object_object_add(p, "connections", conns);
-        json_object_object_add(p, "delivered", json_u64(delivered));
+        json_object_object_add(p, "delivered", json_u64(counters.delivered));
         json_object_object_add(p, "lost", lost);
         /* Enable replies before the state reaches the disk: a failed save shows here. */
         json_object_object_add(p, "state_saves", json_u64(m->state_saves));
@@ -842,17 +840,7 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
         p = json_object_new_object();
         json_object_object_add(p, "clock", json_object_new_string(clock ?: "boot"));
         json_object_object_add(p, "boot_to_realtime_ns", json_object_new_int64(boot_to_realtime_ns()));
-        if (call->upgrade)
-                r = peer_reply(c, p);
-        else {
-                size_t len;
-                char *text;
-                r = varlink_reply(p, true, &text, &len);
-                if (r >= 0) {
-                        r = queue_push_copy(&c->out, text, len);
-                        free(text);
-                }
-        }
+        r = call->upgrade ? peer_reply(c, p) : peer_reply_more(c, p);
         if (r < 0) {
                 release_holds(m, held, n_held);
                 stream_free(s);

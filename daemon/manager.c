@@ -327,27 +327,41 @@ void manager_stream_started(Manager *m) {
 }
 
 /* STATUS= for systemctl status: what tpd does, in one line. */
+void manager_counters(Manager *m, ManagerCounters *ret) {
+        const DecoderStats *d = decoder_stats(m->decoder);
+
+        *ret = (ManagerCounters) {
+                .records = d->records,
+                .delivered = m->delivered,
+                .lost_client = m->lost_client,
+                .lost_overrun = d->overrun,
+                .lost_unknown = d->unknown,
+                .bad_pages = d->bad_pages,
+        };
+        /* Streams that ended were added to m's totals by manager_on_peer_free(). */
+        for (Peer *p = m->peers; p; p = p->next)
+                if (p->stream) {
+                        ret->delivered += p->stream->delivered;
+                        ret->lost_client += p->stream->lost_client;
+                }
+}
+
 static void manager_notify_status(Manager *m) {
-        uint64_t records = decoder_stats(m->decoder)->records, delivered = m->delivered;
-        uint64_t lost_client = m->lost_client, lost_overrun = decoder_stats(m->decoder)->overrun;
+        ManagerCounters c;
         uint64_t usec = 0, rate = 0;
 
+        manager_counters(m, &c);
         (void) sd_event_now(m->event, CLOCK_MONOTONIC, &usec);
         if (m->status_usec > 0 && usec > m->status_usec)
-                rate = (records - m->status_records) * 1000000ULL / (usec - m->status_usec);
+                rate = (c.records - m->status_records) * 1000000ULL / (usec - m->status_usec);
         m->status_usec = usec;
-        m->status_records = records;
+        m->status_records = c.records;
 
-        for (Peer *c = m->peers; c; c = c->next)
-                if (c->stream) {
-                        delivered += c->stream->delivered;
-                        lost_client += c->stream->lost_client;
-                }
         (void) sd_notifyf(false,
                           "STATUS=%" PRIu64 " events/s, %u streams, %u clients, %" PRIu64 " delivered, "
-                          "%" PRIu64 " lost (%" PRIu64 " overrun, %" PRIu64 " client)",
-                          rate, m->n_streams, m->n_peers, delivered, lost_overrun + lost_client, lost_overrun,
-                          lost_client);
+                          "%" PRIu64 " lost (%" PRIu64 " overrun, %" PRIu64 " client, %" PRIu64 " unknown)",
+                          rate, m->n_streams, m->n_peers, c.delivered, c.lost_overrun + c.lost_client + c.lost_unknown,
+                          c.lost_overrun, c.lost_client, c.lost_unknown);
 }
 
 static int manager_on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {

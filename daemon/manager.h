@@ -87,6 +87,18 @@ typedef struct Manager {
         uint64_t lost_client; /* likewise */
 } Manager;
 
+/* tpd's counters, for GetStatus and STATUS=: one place sums them. */
+typedef struct ManagerCounters {
+        uint64_t records;      /* event records decoded */
+        uint64_t delivered;    /* event records queued to streams, ended ones included */
+        uint64_t lost_client;  /* records streams lost to their full queues */
+        uint64_t lost_overrun; /* records the kernel overwrote, as the page headers said */
+        uint64_t lost_unknown; /* records of event ids tpd has no format for */
+        uint64_t bad_pages;    /* pages that could not be walked */
+} ManagerCounters;
+
+void manager_counters(Manager *m, ManagerCounters *ret);
+
 int manager_new(const Config *config, Manager **ret);
 Manager *manager_free(Manager *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);

@@ -44,21 +44,23 @@ Peer *peer_free(Peer *c) {
         return NULL;
 }
 
-static int peer_push(Peer *c, char *text, size_t len) {
-        int r = queue_push_copy(&c->out, text, len);
-        free(text);
-        return r;
-}
-
-int peer_reply(Peer *c, json_object *parameters) {
+static int peer_reply_full(Peer *c, json_object *parameters, bool continues) {
         size_t len;
         char *text;
         int r;
 
-        r = varlink_reply(parameters, false, &text, &len);
+        r = varlink_reply(parameters, continues, &text, &len);
         if (r < 0)
                 return r;
-        return peer_push(c, text, len);
+        return queue_push_text(&c->out, text, len);
+}
+
+int peer_reply(Peer *c, json_object *parameters) {
+        return peer_reply_full(c, parameters, false);
+}
+
+int peer_reply_more(Peer *c, json_object *parameters) {
+        return peer_reply_full(c, parameters, true);
 }
 
 int peer_error(Peer *c, const char *error, json_object *parameters) {
@@ -69,7 +71,7 @@ int peer_error(Peer *c, const char *error, json_object *parameters) {
         r = varlink_error(error, parameters, &text, &len);
         if (r < 0)
                 return r;
-        return peer_push(c, text, len);
+        return queue_push_text(&c->out, text, len);
 }
 
 int peer_errorf(Peer *c, const char *error, const char *key, const char *value, const char *format, ...) {

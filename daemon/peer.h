@@ -82,6 +82,8 @@ static inline bool peer_is_root(const Peer *c) {
 
 /* Queues a reply or an error; takes ownership of parameters. */
 int peer_reply(Peer *c, json_object *parameters);
+/* A reply with "continues": more replies follow (Stream with "more"). */
+int peer_reply_more(Peer *c, json_object *parameters);
 int peer_error(Peer *c, const char *error, json_object *parameters);
 /* An error with a "message" and, when key is set, one more string parameter. */
 int peer_errorf(Peer *c, const char *error, const char *key, const char *value, const char *format, ...)

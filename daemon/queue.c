@@ -126,19 +126,28 @@ int queue_push_static(Queue *q, const char *text, size_t length) {
         return queue_append(q, (QueueEntry) { .ptr = text, .length = (uint32_t) length, .charge = sizeof(QueueEntry) });
 }
 
-int queue_push_copy(Queue *q, const void *data, size_t length) {
+int queue_push_text(Queue *q, char *text, size_t length) {
         Batch *b = batch_new();
         int r;
 
-        if (!b)
+        if (!b) {
+                free(text);
                 return -ENOMEM;
-        r = jsonbuf_reserve(&b->buf, length);
-        if (r >= 0) {
-                jsonbuf_put(&b->buf, data, length);
-                r = queue_push_batch(q, b, 0, (uint32_t) length);
         }
+        /* The text becomes the batch's buffer: a reply is copied only by the serialiser. */
+        b->buf = (JsonBuf) { .data = text, .len = length, .cap = length };
+        r = queue_push_batch(q, b, 0, (uint32_t) length);
         batch_unref(b);
         return r;
+}
+
+int queue_push_copy(Queue *q, const void *data, size_t length) {
+        char *text = malloc(MAX(length, (size_t) 1));
+
+        if (!text)
+                return -ENOMEM;
+        memcpy(text, data, length);
+        return queue_push_text(q, text, length);
 }
 
 static const char *entry_data(const QueueEntry *e) {

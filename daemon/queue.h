@@ -50,6 +50,8 @@ int queue_push_static(Queue *q, const char *text, size_t length);
 int queue_reserve(Queue *q, size_t n);
 /* The memory a slice of b would add to the queue's charge. */
 size_t queue_charge_for(const Queue *q, const Batch *b);
+/* Queues malloc()ed text, taking it over (also on failure) as the buffer of a batch of its own. */
+int queue_push_text(Queue *q, char *text, size_t length);
 /* Copies data into a batch of its own and queues it. */
 int queue_push_copy(Queue *q, const void *data, size_t length);
 /* Writes as much as fd takes. Returns 0 when the queue is empty, 1 when fd would block with data
