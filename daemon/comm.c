@@ -81,13 +81,13 @@ static int cmp_saved(const void *a, const void *b) {
 
 /* saved_cmdlines holds thousands of entries on 6.x kernels: reading it costs far more than a
  * record, so it is read only when old (see saved_is_old() and comm_cache_lookup()). */
-static void load_saved(CommCache *c) {
+static void load_saved_now(CommCache *c) {
         _cleanup_free_ SavedComm *l = NULL;
         size_t n = 0, cap = 0;
         char line[64];
         FILE *f;
 
-        if (!c->saved_path || !saved_is_old(c))
+        if (!c->saved_path)
                 return;
         c->saved_generation = c->generation;
 
@@ -120,6 +120,11 @@ static void load_saved(CommCache *c) {
         free(c->saved);
         c->saved = TAKE_PTR(l);
         c->n_saved = n;
+}
+
+static void load_saved(CommCache *c) {
+        if (saved_is_old(c))
+                load_saved_now(c);
 }
 
 static bool lookup_proc(int pid, char comm[COMM_LEN]) {
@@ -171,11 +176,15 @@ const char *comm_cache_lookup(CommCache *c, int pid) {
         if (c->proc_first && lookup_proc(pid, e->comm))
                 return e->comm;
 
+        /* A task that is gone may have been renamed (exec, prctl) after the snapshot was read, and
+         * a snapshot taken between its fork and its exec names its parent: for a task /proc no
+         * longer knows, reread the table once per generation. */
         s = find_saved(c, pid);
-        if ((!s || !c->proc_first) && saved_is_old(c)) {
+        if ((!s || !c->proc_first) && saved_is_old(c))
                 load_saved(c);
-                s = find_saved(c, pid);
-        }
+        else if (s && c->proc_first && c->saved_generation != c->generation)
+                load_saved_now(c);
+        s = find_saved(c, pid);
         if (s && !streq(s->comm, "<...>")) {
                 memcpy(e->comm, s->comm, COMM_LEN);
                 return e->comm;
