@@ -673,7 +673,8 @@ static int64_t boot_to_realtime_ns(void) {
 
 static void release_holds(Manager *m, TracingEvent **held, size_t n) {
         for (size_t i = 0; i < n; i++)
-                (void) tracing_event_unref(m->tracing, held[i]);
+                if (tracing_event_unref(m->tracing, held[i]) < 0)
+                        log_warning("Failed to disable '%s' after a failed Stream.", held[i]->name);
 }
 
 /* Streams are limited in total and per user, and the last ones are root's. On a limit the error

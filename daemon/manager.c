@@ -748,8 +748,10 @@ static int manager_restore_state(Manager *m) {
                 /* Each pin keeps its owner across restarts. */
                 for (size_t j = 0; j < pins[i].n_uids; j++)
                         r = tracing_event_pin_uid(m->tracing, e, pins[i].uids[j], true);
-                if (!e->pinned)
+                if (!e->pinned) {
+                        log_warning_errno(r, "Not restoring '%s': %m", e->name);
                         continue;
+                }
                 log_info("Restored '%s'%s%s%s.", e->name, e->filter ? " with filter '" : "",
                          e->filter ? log_escape(e->filter, esc, sizeof(esc)) : "", e->filter ? "'" : "");
         }
@@ -807,8 +809,11 @@ static void manager_on_peer_free(Peer *p, void *userdata) {
                 m->delivered += p->stream->delivered;
                 m->lost_client += p->stream->lost_client;
         }
-        for (size_t i = 0; i < p->n_held; i++)
-                (void) tracing_event_unref(m->tracing, p->held[i]);
+        for (size_t i = 0; i < p->n_held; i++) {
+                int r = tracing_event_unref(m->tracing, p->held[i]);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to disable '%s' after its last stream: %m", p->held[i]->name);
+        }
         p->n_held = 0;
 }
 
@@ -957,23 +962,24 @@ int manager_start(Manager *m, int listen_fd, ManagerDispatch dispatch) {
         }
 
         m->dispatch = dispatch;
+        /* server_new() says why binding failed; only what it leaves unsaid is logged here. */
         r = server_new(m->event, listen_fd, m->config.socket_path, m->access_gid_valid ? m->access_gid : (gid_t) -1,
                        manager_on_accept, m, &m->server);
+        if (r == -ENOMEM)
+                return log_error_errno(r, "Out of memory.");
         if (r < 0)
                 return r;
 
         r = sd_event_add_time_relative(m->event, &m->flush_timer, CLOCK_MONOTONIC,
                                        (uint64_t) m->config.flush_interval_ms * 1000, 1000, manager_on_flush, m);
+        if (r >= 0)
+                r = sd_event_add_time_relative(m->event, &m->status_timer, CLOCK_MONOTONIC, STATUS_USEC,
+                                               100 * 1000, manager_on_status_timer, m);
+        if (r >= 0)
+                r = sd_event_add_time_relative(m->event, &m->check_timer, CLOCK_MONOTONIC, CHECK_USEC,
+                                               CHECK_SLACK_USEC, manager_on_check_timer, m);
         if (r < 0)
-                return r;
-        r = sd_event_add_time_relative(m->event, &m->status_timer, CLOCK_MONOTONIC, STATUS_USEC,
-                                       100 * 1000, manager_on_status_timer, m);
-        if (r < 0)
-                return r;
-        r = sd_event_add_time_relative(m->event, &m->check_timer, CLOCK_MONOTONIC, CHECK_USEC, CHECK_SLACK_USEC,
-                                       manager_on_check_timer, m);
-        if (r < 0)
-                return r;
+                return log_error_errno(r, "Failed to set up tpd's timers: %m");
 
         /* WATCHDOG=1 from the loop itself, at half of WatchdogSec=, when the service asks for it. */
         r = sd_event_set_watchdog(m->event, true);

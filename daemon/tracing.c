@@ -822,9 +822,10 @@ int tracing_event_get(Tracing *t, const char *name, TracingEvent **ret) {
                 if (streq(name, always_on_events[i]))
                         e->always_on = e->enabled = true;
 
+        /* Not logged here: the caller says what failed and why it matters (a reply, a start). */
         e->format = load_format(t, e->system, e->event);
         if (!e->format)
-                return log_warning_errno(negative_errno(), "Failed to load the format of '%s': %m", name);
+                return negative_errno();
 
         events = reallocarray(t->events, t->n_events + 1, sizeof(TracingEvent *));
         if (!events)
@@ -897,7 +898,7 @@ static int event_update(Tracing *t, TracingEvent *e) {
                 return 0;
         r = event_write(t, e, "enable", want ? "1" : "0");
         if (r < 0)
-                return log_error_errno(r, "Failed to %s '%s': %m", want ? "enable" : "disable", e->name);
+                return r; /* the caller logs or replies */
         e->enabled = want;
         if (!e->always_on) {
                 if (want)
