@@ -235,19 +235,22 @@ const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
         }
 
         /* The task is gone. The table names it as of its last switch before it was read: a read
-         * older than the record may predate a rename, or the task. Such a record makes one reread
-         * (at most one per generation, the table being thousands of lines); the reread is newer
-         * than every record of the tasks gone by then, so it serves them all. */
-        if (saved_is_old(c) || (ts > c->saved_ts && c->saved_generation != c->generation))
-                load_saved_now(c);
+         * older than the record may predate a rename (exec, prctl), or the task itself. The table
+         * is thousands of lines, so it is reread no more often than before
+         * (COMM_SAVED_GENERATIONS), when it cannot answer; a reread is newer than every record of
+         * the tasks gone by then. */
         s = find_saved(c, pid);
+        if ((!s || ts > c->saved_ts) && saved_is_old(c)) {
+                load_saved(c);
+                s = find_saved(c, pid);
+        }
         if (s && ts <= c->saved_ts && !streq(s->comm, "<...>")) {
                 memcpy(e->comm, s->comm, COMM_LEN);
                 return e->comm;
         }
 
-        /* Unknown, or maybe renamed since the last read: no name rather than a stale one, until
-         * the next generation allows a reread. */
+        /* Unknown, or maybe renamed after the last read: no name rather than a stale one, until
+         * the table may be reread. */
         e->until_ts = UINT64_MAX;
         e->timed = false;
         e->known = false;

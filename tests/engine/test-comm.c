@@ -3,7 +3,8 @@
  * The comm cache names a record's pid as the task was called when the record was written, as far as
  * a later lookup can tell: a name looked up at T serves records written until T, never later ones
  * (a prctl() or exec may have renamed the task since), however long the flush generation lasts.
- * A gone task is named from a saved_cmdlines read newer than its record, or not at all.
+ * A gone task is named from a saved_cmdlines read newer than its record, or not at all; the table
+ * is reread no more often than every ten generations.
  */
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -78,10 +79,14 @@ static void test_gone(const char *saved) {
 
         /* The kernel's table changes (the task was renamed and switched once more before it exited);
          * a record written after tpd's read may carry the new name: unnamed rather than "name-a"
-         * while no reread is allowed, then named from the reread. */
+         * while the table is too recent to reread (ten generations), then named from the reread. */
         write_saved(saved, child, "name-b");
         late = boot_ns();
         ASSERT(comm_cache_lookup(c, child, late) == NULL);
+        for (int i = 0; i < 9; i++) {
+                comm_cache_next_generation(c);
+                ASSERT(comm_cache_lookup(c, child, late) == NULL);
+        }
         comm_cache_next_generation(c);
         ASSERT_STR_EQ(comm_cache_lookup(c, child, late), "name-b");
         /* Records before the reread are served from it without another. */
