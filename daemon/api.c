@@ -869,6 +869,7 @@ static int configure_apply(Manager *m, Peer *c, const Setting *s, const Config *
                                              "The kernel has no trace clock '%s'.", v->clock);
                 if (r < 0)
                         return tracefs_error(c, r, "set the trace clock");
+                comm_cache_set_clock(m->comm, v->clock);
         } else if (streq(s->name, "buffer_size_kb")) {
                 /* The kernel's default size is only known before the first change. */
                 if (v->buffer_size_kb == 0)

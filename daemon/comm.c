@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm.h"
 #include "util.h"
@@ -19,6 +20,8 @@ typedef struct CommEntry {
         int pid;
         uint32_t generation;
         bool known;
+        bool timed; /* valid for records up to until_ts, in any generation */
+        uint64_t until_ts;
         char comm[COMM_LEN];
 } CommEntry;
 
@@ -32,6 +35,8 @@ struct CommCache {
         uint32_t generation; /* starts at 1: a zeroed entry is never current */
         uint32_t saved_generation; /* 0: never read */
         bool proc_first;
+        clockid_t clock; /* the system clock of the trace clock; -1: none */
+        uint64_t saved_ts; /* trace clock time of the last saved_cmdlines read */
         SavedComm *saved;
         size_t n_saved;
         CommEntry slots[COMM_SLOTS];
@@ -49,6 +54,7 @@ int comm_cache_new(const char *saved_cmdlines_path, CommCache **ret) {
                 return -ENOMEM;
         }
         c->generation = 1;
+        c->clock = -1;
         c->proc_first = stat("/proc/self/ns/pid", &st) == 0 && st.st_ino == PROC_PID_INIT_INO;
         *ret = c;
         return 0;
@@ -61,6 +67,35 @@ CommCache *comm_cache_free(CommCache *c) {
         free(c->saved_path);
         free(c);
         return NULL;
+}
+
+void comm_cache_set_clock(CommCache *c, const char *name) {
+        static const struct {
+                const char *name;
+                clockid_t id;
+        } clocks[] = {
+                { "boot", CLOCK_BOOTTIME },
+                { "mono", CLOCK_MONOTONIC },
+                { "mono_raw", CLOCK_MONOTONIC_RAW },
+                { "tai", CLOCK_TAI },
+        };
+
+        c->clock = -1;
+        for (size_t i = 0; name && i < ELEMENTSOF(clocks); i++)
+                if (streq(name, clocks[i].name))
+                        c->clock = clocks[i].id;
+        /* Times taken on the old clock mean nothing on the new one. */
+        memset(c->slots, 0, sizeof(c->slots));
+        c->saved_ts = 0;
+}
+
+/* Now on the trace clock, or UINT64_MAX when it has no system counterpart. */
+static uint64_t comm_now(const CommCache *c) {
+        struct timespec ts;
+
+        if (c->clock < 0 || clock_gettime(c->clock, &ts) < 0)
+                return UINT64_MAX;
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
 }
 
 void comm_cache_next_generation(CommCache *c) {
@@ -90,6 +125,7 @@ static void load_saved_now(CommCache *c) {
         if (!c->saved_path)
                 return;
         c->saved_generation = c->generation;
+        c->saved_ts = comm_now(c);
 
         f = fopen(c->saved_path, "re");
         if (!f)
@@ -151,19 +187,29 @@ static SavedComm *find_saved(CommCache *c, int pid) {
         return c->n_saved > 0 ? bsearch(&key, c->saved, c->n_saved, sizeof(SavedComm), cmp_saved) : NULL;
 }
 
-const char *comm_cache_lookup(CommCache *c, int pid) {
+const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
         CommEntry *e = &c->slots[(unsigned) pid % COMM_SLOTS];
+        uint64_t now;
         SavedComm *s;
 
-        if (_likely_(e->pid == pid && e->generation == c->generation))
+        /* A name looked up at until_ts holds for records written until then: a record written
+         * later may follow a rename (exec, prctl) or be another task's that reuses the pid. This
+         * does not depend on the flush timer, which a busy loop may hold off for seconds. Without
+         * a system clock for the trace clock, entries last one generation. */
+        if (_likely_(e->pid == pid && ts <= e->until_ts && (e->timed || e->generation == c->generation)))
                 return e->known ? e->comm : NULL;
 
+        now = comm_now(c);
         e->pid = pid;
         e->generation = c->generation;
         e->known = true;
+        e->until_ts = now;
+        e->timed = now != UINT64_MAX;
 
         /* pid 0 is each CPU's idle task; the kernel's own text output calls it <idle>. */
         if (pid == 0) {
+                e->until_ts = UINT64_MAX;
+                e->timed = true;
                 snprintf(e->comm, COMM_LEN, "<idle>");
                 return e->comm;
         }
@@ -171,25 +217,42 @@ const char *comm_cache_lookup(CommCache *c, int pid) {
         /* In the initial PID namespace /proc is the live truth for running tasks, and costs one
          * small read; the kernel's table is a snapshot that may name an earlier task of a reused
          * pid, so it serves for tasks that are gone. Elsewhere /proc would name other processes
-         * (records carry initial-namespace pids): the table is the only source, and is reread
-         * whenever it is older than this generation. */
+         * (records carry initial-namespace pids): the table is the only source, reread when it
+         * is COMM_SAVED_GENERATIONS old, and its names last a generation. */
         if (c->proc_first && lookup_proc(pid, e->comm))
                 return e->comm;
-
-        /* A task that is gone may have been renamed (exec, prctl) after the snapshot was read, and
-         * a snapshot taken between its fork and its exec names its parent: for a task /proc no
-         * longer knows, reread the table once per generation. */
-        s = find_saved(c, pid);
-        if ((!s || !c->proc_first) && saved_is_old(c))
+        if (!c->proc_first) {
+                e->until_ts = UINT64_MAX;
+                e->timed = false;
                 load_saved(c);
-        else if (s && c->proc_first && c->saved_generation != c->generation)
-                load_saved_now(c);
+                s = find_saved(c, pid);
+                if (s && !streq(s->comm, "<...>")) {
+                        memcpy(e->comm, s->comm, COMM_LEN);
+                        return e->comm;
+                }
+                e->known = false;
+                return NULL;
+        }
+
+        /* The task is gone. The table names it as of its last switch before it was read: a read
+         * older than the record may predate a rename (exec, prctl), or the task itself. The table
+         * is thousands of lines, so it is reread no more often than before
+         * (COMM_SAVED_GENERATIONS), when it cannot answer; a reread is newer than every record of
+         * the tasks gone by then. */
         s = find_saved(c, pid);
-        if (s && !streq(s->comm, "<...>")) {
+        if ((!s || ts > c->saved_ts) && saved_is_old(c)) {
+                load_saved(c);
+                s = find_saved(c, pid);
+        }
+        if (s && ts <= c->saved_ts && !streq(s->comm, "<...>")) {
                 memcpy(e->comm, s->comm, COMM_LEN);
                 return e->comm;
         }
 
+        /* Unknown, or maybe renamed after the last read: no name rather than a stale one, until
+         * the table may be reread. */
+        e->until_ts = UINT64_MAX;
+        e->timed = false;
         e->known = false;
         return NULL;
 }

@@ -6,16 +6,19 @@
 /*
  * Command names of pids for the "comm" of records: /proc for running tasks when tpd runs in the
  * initial PID namespace, and the kernel's saved_cmdlines, which knows tasks that have exited and
- * is the only source from another namespace. Entries expire when the generation advances (every
- * flush interval while streams run), since a pid's name changes at exec and prctl, and pids are
- * reused.
+ * is the only source from another namespace. A pid's name changes at exec and prctl, and pids are
+ * reused: a name looked up at time T serves the records written until T (on the trace clock);
+ * without a system clock for the trace clock, until the generation advances (every flush interval
+ * while streams run).
  */
 
 typedef struct CommCache CommCache;
 
 int comm_cache_new(const char *saved_cmdlines_path, CommCache **ret);
 CommCache *comm_cache_free(CommCache *c);
+/* The instance's trace clock (its trace_clock name), which record timestamps count on. */
+void comm_cache_set_clock(CommCache *c, const char *name);
 /* Forgets everything older than now: called periodically. */
 void comm_cache_next_generation(CommCache *c);
-/* The name of pid, or NULL when neither source knows it. */
-const char *comm_cache_lookup(CommCache *c, int pid);
+/* The name of pid for a record written at ts (trace clock), or NULL when neither source knows it. */
+const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts);

@@ -480,7 +480,7 @@ static int encode_record(Decoder *d, Batch *batch, const uint8_t *data, size_t s
         jsonbuf_put(b, p->keys, p->head_len);
         json_put_i64(b, pid);
         if (d->cb.comm)
-                comm = d->cb.comm(d->cb.userdata, pid);
+                comm = d->cb.comm(d->cb.userdata, pid, ts);
         if (comm) {
                 jsonbuf_put(b, ",\"comm\":", 8);
                 json_put_string(b, comm, 16);

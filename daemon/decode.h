@@ -19,8 +19,9 @@ struct tep_handle;
 typedef struct Decoder Decoder;
 
 typedef struct DecoderCallbacks {
-        /* The command name of pid (NUL-terminated), or NULL when unknown. */
-        const char *(*comm)(void *userdata, int pid);
+        /* The command name of pid for its record written at ts (NUL-terminated), or NULL when
+         * unknown. */
+        const char *(*comm)(void *userdata, int pid, uint64_t ts);
         /* Events lost on cpu before this page, when the page flags a loss; stored is the count the
          * page holds, NULL when it had no room for one. Without the callback the stored count is
          * taken (and none when there is none). */

@@ -85,9 +85,9 @@ int manager_new(const Config *config, Manager **ret) {
         return 0;
 }
 
-static const char *manager_comm(void *userdata, int pid) {
+static const char *manager_comm(void *userdata, int pid, uint64_t ts) {
         Manager *m = userdata;
-        return comm_cache_lookup(m->comm, pid);
+        return comm_cache_lookup(m->comm, pid, ts);
 }
 
 /* A page flags that the kernel overwrote records before it. The count it may store is the overrun
@@ -582,6 +582,11 @@ static int manager_setup_tracing(Manager *m) {
         r = comm_cache_new(tracing_saved_cmdlines_path(m->tracing), &m->comm);
         if (r < 0)
                 return r;
+        {
+                _cleanup_free_ char *clock = NULL;
+                (void) tracing_get_clock(m->tracing, &clock);
+                comm_cache_set_clock(m->comm, clock);
+        }
 
         r = decoder_new(tracing_tep(m->tracing), &callbacks, &m->decoder);
         if (r < 0)

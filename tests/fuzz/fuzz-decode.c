@@ -28,7 +28,7 @@ static struct tep_handle *tep;
 static Decoder *decoder;
 static Batch *batch;
 
-static const char *fuzz_comm(void *userdata, int pid) {
+static const char *fuzz_comm(void *userdata, int pid, uint64_t ts) {
         /* Some pids have a name, one of them not UTF-8 and longer than a comm. */
         switch (pid & 3) {
         case 1:

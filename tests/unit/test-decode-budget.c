@@ -17,7 +17,7 @@
 
 static const char comm[] = "\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0c\x0e\x0f\x10\x11\x12";
 
-static const char *test_comm(void *userdata, int pid) {
+static const char *test_comm(void *userdata, int pid, uint64_t ts) {
         return comm;
 }
 

@@ -52,7 +52,7 @@ typedef struct Dataset {
         size_t n_pages[MAX_CPUS];
 } Dataset;
 
-static const char *dataset_comm(void *userdata, int pid) {
+static const char *dataset_comm(void *userdata, int pid, uint64_t ts) {
         Dataset *ds = userdata;
 
         for (unsigned i = 0; i < ds->n_comms; i++)
@@ -827,7 +827,7 @@ static void put64(uint8_t *p, uint64_t v) {
         memcpy(p, &v, 8);
 }
 
-static const char *fixed_comm(void *userdata, int pid) {
+static const char *fixed_comm(void *userdata, int pid, uint64_t ts) {
         /* Longer than the kernel's 16 bytes and not UTF-8: the decoder cuts at 16 and escapes. */
         return pid == 4242 ? "q\"uo\\te\xff" "7890abcdefXYZ" : NULL;
 }
