@@ -42,8 +42,9 @@ static int connection_connect(Connection *c, const char *path) {
                 if (r == -EACCES || r == -EPERM)
                         fputs(HINT_ACCESS, stderr);
                 else
-                        fprintf(stderr, "Is tpd running? Start it with 'systemctl start tpd' or "
-                                        "'tpd --socket %s', or point tpctl at it with --socket or $%s.\n",
+                        fprintf(stderr,
+                                "Is tpd running? Start it with 'systemctl start tpd' or "
+                                "'tpd --socket %s', or point tpctl at it with --socket or $%s.\n",
                                 path, TPD_SOCKET_ENV);
                 return r;
         }

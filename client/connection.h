@@ -18,7 +18,7 @@ typedef struct Connection {
         VarlinkBuffer in; /* after the reply to Stream: the first stream bytes */
 } Connection;
 
-#define CONNECTION_NULL ((Connection) { .fd = -1 })
+#define CONNECTION_NULL ((Connection){ .fd = -1 })
 
 void connection_done(Connection *c);
 

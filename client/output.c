@@ -172,12 +172,8 @@ static json_object *events_with_holders(json_object *events) {
 
 void print_status(json_object *p) {
         static const Column cpu_cols[] = {
-                { "CPU", "cpu", true },
-                { "ONLINE", "online" },
-                { "ENTRIES", "entries", true },
-                { "OVERRUN", "overrun", true },
-                { "READ", "read", true },
-                { "WRITTEN", "written", true },
+                { "CPU", "cpu", true },         { "ONLINE", "online" },   { "ENTRIES", "entries", true },
+                { "OVERRUN", "overrun", true }, { "READ", "read", true }, { "WRITTEN", "written", true },
                 { "DROPPED", "dropped", true },
         };
         static const Column event_cols[] = {

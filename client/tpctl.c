@@ -220,8 +220,9 @@ static int verb_stream(const Args *a, char **args, size_t n) {
         struct sigaction sa_ignore = { .sa_handler = SIG_IGN };
         int r;
 
-        if (!params || (a->n_events + n > 0 && json_add_strings(params, "events", a->events, a->n_events,
-                                                                 args, n) < 0) ||
+        if (!params ||
+            (a->n_events + n > 0 &&
+             json_add_strings(params, "events", a->events, a->n_events, args, n) < 0) ||
             (a->n_pids > 0 && json_add_ints(params, "pids", a->pids, a->n_pids) < 0) ||
             (a->n_cpus > 0 && json_add_ints(params, "cpus", a->cpus, a->n_cpus) < 0) ||
             (a->filter && json_add(params, "filter", json_object_new_string(a->filter)) < 0) ||
@@ -332,19 +333,17 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 ARG_ALL,
                 ARG_PRINT,
         };
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "version", no_argument, NULL, ARG_VERSION },
-                { "socket", required_argument, NULL, ARG_SOCKET },
-                { "json", no_argument, NULL, ARG_JSON },
-                { "filter", required_argument, NULL, 'f' },
-                { "all", no_argument, NULL, ARG_ALL },
-                { "event", required_argument, NULL, 'e' },
-                { "pid", required_argument, NULL, 'p' },
-                { "cpu", required_argument, NULL, 'c' },
-                { "print", no_argument, NULL, ARG_PRINT },
-                {}
-        };
+        static const struct option options[] = { { "help", no_argument, NULL, 'h' },
+                                                 { "version", no_argument, NULL, ARG_VERSION },
+                                                 { "socket", required_argument, NULL, ARG_SOCKET },
+                                                 { "json", no_argument, NULL, ARG_JSON },
+                                                 { "filter", required_argument, NULL, 'f' },
+                                                 { "all", no_argument, NULL, ARG_ALL },
+                                                 { "event", required_argument, NULL, 'e' },
+                                                 { "pid", required_argument, NULL, 'p' },
+                                                 { "cpu", required_argument, NULL, 'c' },
+                                                 { "print", no_argument, NULL, ARG_PRINT },
+                                                 {} };
         const Verb *verb = NULL;
         size_t n;
         int c;

@@ -29,7 +29,8 @@
 typedef int (*ApiMethod)(Manager *m, Peer *c, const VarlinkCall *call);
 
 static int invalid_parameter(Peer *c, const char *key) {
-        return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", key, "Invalid parameter '%s'.", key);
+        return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", key, "Invalid parameter '%s'.",
+                           key);
 }
 
 static int check_keys(Peer *c, const VarlinkCall *call, const char *const *allowed) {
@@ -46,17 +47,17 @@ static int check_keys(Peer *c, const VarlinkCall *call, const char *const *allow
 static int resolve_error(Peer *c, int r, const char *bad) {
         if (r == -ENOENT)
                 return peer_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", bad,
-                                     "No event '%s'. 'tpctl list' shows the kernel's events.", bad);
+                                   "No event '%s'. 'tpctl list' shows the kernel's events.", bad);
         if (r == -EINVAL)
-                return peer_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", bad,
-                                     "'%s' is not an event name: use system:event, optionally with * and ? globs.",
-                                     bad);
+                return peer_errorf(
+                        c, TPD_ERROR_NO_SUCH_EVENT, "event", bad,
+                        "'%s' is not an event name: use system:event, optionally with * and ? globs.", bad);
         return r;
 }
 
 static int tracefs_error(Peer *c, int r, const char *what) {
-        return peer_errorf(c, TPD_ERROR_TRACEFS_UNAVAILABLE, "reason", strerror(-r), "Failed to %s: %s", what,
-                             strerror(-r));
+        return peer_errorf(c, TPD_ERROR_TRACEFS_UNAVAILABLE, "reason", strerror(-r), "Failed to %s: %s",
+                           what, strerror(-r));
 }
 
 /* Root, or the user tpd runs as: not bound by the limits that protect members from each other. */
@@ -79,16 +80,18 @@ static int check_enabled_limit(Manager *m, Peer *c, char *const *names, size_t n
         }
         if (more == 0 || m->config.max_enabled_events == 0 || now + more <= m->config.max_enabled_events)
                 return 0;
-        r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "enabled_events",
-                          "tpd has %u events enabled and enables at most %u (MaxEnabledEvents=); this call would "
-                          "add %u.", now, m->config.max_enabled_events, more);
+        r = peer_errorf(
+                c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "enabled_events",
+                "tpd has %u events enabled and enables at most %u (MaxEnabledEvents=); this call would "
+                "add %u.",
+                now, m->config.max_enabled_events, more);
         return r < 0 ? r : 1;
 }
 
 /* Resolves the names of a call and gets their tracing state; on error the reply is queued and a
  * positive value returned. */
-static int resolve_events(Manager *m, Peer *c, char *const *names, size_t n, bool enable, TracingEvent ***ret,
-                          size_t *ret_n) {
+static int resolve_events(Manager *m, Peer *c, char *const *names, size_t n, bool enable,
+                          TracingEvent ***ret, size_t *ret_n) {
         _cleanup_strv_free_ char **resolved = NULL;
         _cleanup_free_ TracingEvent **events = NULL;
         const char *bad = NULL;
@@ -100,17 +103,20 @@ static int resolve_events(Manager *m, Peer *c, char *const *names, size_t n, boo
         /* Bounded work: distinct patterns per call for everyone; broad globs and large selections
          * are root's. */
         root = api_client_is_root(c);
-        r = tracing_resolve_limited(m->tracing, names, n, API_PATTERNS_MAX, root ? 0 : m->config.max_glob_events,
-                                    &resolved, &bad, &count);
+        r = tracing_resolve_limited(m->tracing, names, n, API_PATTERNS_MAX,
+                                    root ? 0 : m->config.max_glob_events, &resolved, &bad, &count);
         if (r < 0) {
                 if (r == -E2BIG)
-                        r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "patterns",
-                                          "The call names %zu distinct patterns; at most %u are allowed in one call.",
-                                          count, API_PATTERNS_MAX);
+                        r = peer_errorf(
+                                c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "patterns",
+                                "The call names %zu distinct patterns; at most %u are allowed in one call.",
+                                count, API_PATTERNS_MAX);
                 else if (r == -EPERM)
-                        r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "glob_events",
-                                          "'%s' matches %zu events; only root may use a glob that matches more "
-                                          "than %u (MaxGlobEvents=).", bad, count, m->config.max_glob_events);
+                        r = peer_errorf(
+                                c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "glob_events",
+                                "'%s' matches %zu events; only root may use a glob that matches more "
+                                "than %u (MaxGlobEvents=).",
+                                bad, count, m->config.max_glob_events);
                 else
                         r = resolve_error(c, r, bad);
                 return r < 0 ? r : 1;
@@ -119,8 +125,8 @@ static int resolve_events(Manager *m, Peer *c, char *const *names, size_t n, boo
         max = root ? API_EVENTS_MAX : MIN(API_EVENTS_MAX, m->config.max_call_events);
         if (k > max) {
                 r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "call_events",
-                                  "The call selects %zu events; at most %u may be selected in one call%s.", k, max,
-                                  root ? "" : " (MaxCallEvents=)");
+                                "The call selects %zu events; at most %u may be selected in one call%s.", k,
+                                max, root ? "" : " (MaxCallEvents=)");
                 return r < 0 ? r : 1;
         }
         if (enable) {
@@ -135,7 +141,8 @@ static int resolve_events(Manager *m, Peer *c, char *const *names, size_t n, boo
                 r = tracing_event_get(m->tracing, resolved[i], &events[i]);
                 if (r < 0) {
                         r = peer_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", resolved[i],
-                                          "The format of '%s' could not be loaded: %s", resolved[i], strerror(-r));
+                                        "The format of '%s' could not be loaded: %s", resolved[i],
+                                        strerror(-r));
                         return r < 0 ? r : 1;
                 }
         }
@@ -173,7 +180,7 @@ static int method_get_interface_description(Manager *m, Peer *c, const VarlinkCa
                 return invalid_parameter(c, "interface");
         if (!streq(iface, TPD_INTERFACE))
                 return peer_errorf(c, VARLINK_SERVICE ".InterfaceNotFound", "interface", iface,
-                                     "No interface '%s' here.", iface);
+                                   "No interface '%s' here.", iface);
         p = json_object_new_object();
         json_object_object_add(p, "description", json_object_new_string(api_interface_description));
         return peer_reply(c, p);
@@ -228,7 +235,8 @@ static int method_list_events(Manager *m, Peer *c, const VarlinkCall *call) {
         r = tracing_list_events(m->tracing, pattern, &names);
         if (r == -EINVAL)
                 return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "pattern",
-                                     "'%s' is not a valid pattern: use system:event with * and ? globs.", pattern);
+                                   "'%s' is not a valid pattern: use system:event with * and ? globs.",
+                                   pattern);
         if (r < 0)
                 return r;
 
@@ -401,10 +409,11 @@ static int method_enable(Manager *m, Peer *c, const VarlinkCall *call) {
                                 return r;
                         if (r > 0)
                                 return peer_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, "event",
-                                                     events[i]->name,
-                                                     "The kernel filter of '%s' is shared with %s: only "
-                                                     "root, or a user that alone holds the event, may "
-                                                     "change it.", events[i]->name, who);
+                                                   events[i]->name,
+                                                   "The kernel filter of '%s' is shared with %s: only "
+                                                   "root, or a user that alone holds the event, may "
+                                                   "change it.",
+                                                   events[i]->name, who);
                 }
 
         /* Check the filter against every event before touching any, so that a bad filter
@@ -414,12 +423,13 @@ static int method_enable(Manager *m, Peer *c, const VarlinkCall *call) {
                         _cleanup_free_ char *message = NULL;
                         if (events[i]->always_on)
                                 return peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event", events[i]->name,
-                                                     "'%s' cannot be filtered in the kernel.", events[i]->name);
+                                                   "'%s' cannot be filtered in the kernel.",
+                                                   events[i]->name);
                         r = tracing_filter_verify(m->tracing, events[i], filter, &message);
                         if (r < 0)
                                 return peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event", events[i]->name,
-                                                     "Invalid filter for '%s': %s", events[i]->name,
-                                                     strempty(message));
+                                                   "Invalid filter for '%s': %s", events[i]->name,
+                                                   strempty(message));
                 }
 
         list = json_object_new_array();
@@ -433,8 +443,8 @@ static int method_enable(Manager *m, Peer *c, const VarlinkCall *call) {
                                 json_object_put(list);
                                 if (r == -EINVAL)
                                         return peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event", e->name,
-                                                             "The kernel rejected the filter for '%s': %s", e->name,
-                                                             message ? message : strerror(-r));
+                                                           "The kernel rejected the filter for '%s': %s",
+                                                           e->name, message ? message : strerror(-r));
                                 return tracefs_error(c, r, "set the filter");
                         }
                         e->filter_uid = c->uid;
@@ -449,7 +459,8 @@ static int method_enable(Manager *m, Peer *c, const VarlinkCall *call) {
         {
                 char esc[LOG_ESCAPE_MAX];
                 log_info("Enabled %zu event(s)%s%s%s for uid %u.", n, filter ? " with filter '" : "",
-                         filter ? log_escape(filter, esc, sizeof(esc)) : "", filter ? "'" : "", (unsigned) c->uid);
+                         filter ? log_escape(filter, esc, sizeof(esc)) : "", filter ? "'" : "",
+                         (unsigned) c->uid);
         }
         (void) manager_save_state(m);
 
@@ -476,7 +487,7 @@ static int method_disable(Manager *m, Peer *c, const VarlinkCall *call) {
                 return invalid_parameter(c, "all");
         if (all == (n_names > 0))
                 return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "events",
-                                     "Name the events to disable, or set 'all', not both.");
+                                   "Name the events to disable, or set 'all', not both.");
 
         if (all) {
                 TracingEvent *const *known = tracing_events(m->tracing, &n);
@@ -509,8 +520,9 @@ static int method_disable(Manager *m, Peer *c, const VarlinkCall *call) {
                         if (r < 0)
                                 return r;
                         return peer_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, "event", e->name,
-                                             "'%s' is pinned by others (%s): a member removes only its "
-                                             "own pins.", e->name, strempty(who));
+                                           "'%s' is pinned by others (%s): a member removes only its "
+                                           "own pins.",
+                                           e->name, strempty(who));
                 }
 
         list = json_object_new_array();
@@ -627,13 +639,15 @@ static int method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
                 const void *v = (const char *) &m->config + s->offset;
 
                 if (s->type == SETTING_UNSIGNED)
-                        json_object_object_add(settings, s->name, json_object_new_int64(*(const unsigned *) v));
-                else if (s->type == SETTING_BOOL)
-                        json_object_object_add(settings, s->name, json_object_new_boolean(*(const bool *) v));
-                else if (s->type == SETTING_STRING)
                         json_object_object_add(settings, s->name,
-                                               *(char *const *) v ? json_object_new_string(*(char *const *) v)
-                                                                  : NULL);
+                                               json_object_new_int64(*(const unsigned *) v));
+                else if (s->type == SETTING_BOOL)
+                        json_object_object_add(settings, s->name,
+                                               json_object_new_boolean(*(const bool *) v));
+                else if (s->type == SETTING_STRING)
+                        json_object_object_add(
+                                settings, s->name,
+                                *(char *const *) v ? json_object_new_string(*(char *const *) v) : NULL);
                 else {
                         json_object *l = json_object_new_array();
                         for (char *const *e = *(char **const *) v; e && *e; e++)
@@ -647,7 +661,8 @@ static int method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
         json_object_object_add(p, "instance", json_object_new_string(tracing_instance_name(m->tracing)));
         json_object_object_add(p, "clock", json_object_new_string(strempty(clock)));
         json_object_object_add(p, "buffer_size_kb", json_object_new_int((int) buffer_kb));
-        json_object_object_add(p, "flush_interval_ms", json_object_new_int((int) m->config.flush_interval_ms));
+        json_object_object_add(p, "flush_interval_ms",
+                               json_object_new_int((int) m->config.flush_interval_ms));
         json_object_object_add(p, "cpus", cpus);
         json_object_object_add(p, "events", evs);
         json_object_object_add(p, "clients", json_object_new_int((int) m->n_peers));
@@ -687,12 +702,12 @@ static int stream_slot_check(Manager *m, Peer *c) {
                 return 0;
         if (m->n_streams >= total)
                 r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
-                                  "tpd serves at most %u streams at once.", total);
+                                "tpd serves at most %u streams at once.", total);
         else if (peer_is_root(c))
                 return 0;
         else if (m->n_streams >= total - reserved)
                 r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
-                                  "The last %u of tpd's %u streams are kept for root.", reserved, total);
+                                "The last %u of tpd's %u streams are kept for root.", reserved, total);
         else {
                 for (Peer *k = m->peers; k; k = k->next)
                         if (k->stream && k->uid == c->uid)
@@ -700,8 +715,8 @@ static int stream_slot_check(Manager *m, Peer *c) {
                 if (m->config.max_streams_per_user == 0 || mine < m->config.max_streams_per_user)
                         return 0;
                 r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
-                                  "uid %u has %u streams, as many as a user may have (MaxStreamsPerUser=).",
-                                  (unsigned) c->uid, mine);
+                                "uid %u has %u streams, as many as a user may have (MaxStreamsPerUser=).",
+                                (unsigned) c->uid, mine);
         }
         return r < 0 ? r : 1;
 }
@@ -726,7 +741,7 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
                 return 0;
         if (!call->more && !call->upgrade)
                 return peer_errorf(c, VARLINK_ERROR_EXPECTED_MORE, NULL, NULL,
-                                     "Stream needs \"more\" or \"upgrade\" set in the call.");
+                                   "Stream needs \"more\" or \"upgrade\" set in the call.");
         if (varlink_param_strv(call->parameters, "events", API_EVENTS_MAX, &names, &n_names) < 0)
                 return invalid_parameter(c, "events");
         if (varlink_param_intv(call->parameters, "pids", API_PIDS_MAX, &pids, &n_pids) < 0)
@@ -741,8 +756,8 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
         for (size_t i = 0; i < n_cpus; i++)
                 if (cpus[i] < 0 || cpus[i] >= (int64_t) m->n_cpus)
                         return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "cpus",
-                                             "There is no CPU %lld: this machine has CPUs 0 to %u.",
-                                             (long long) cpus[i], m->n_cpus - 1);
+                                           "There is no CPU %lld: this machine has CPUs 0 to %u.",
+                                           (long long) cpus[i], m->n_cpus - 1);
         for (size_t i = 0; i < n_pids; i++)
                 if (pids[i] < 0 || pids[i] > INT32_MAX)
                         return invalid_parameter(c, "pids");
@@ -793,8 +808,8 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
                                 if (r < 0) {
                                         stream_free(s);
                                         return peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event",
-                                                             events[i]->name, "Invalid filter for '%s': %s",
-                                                             events[i]->name, strempty(message));
+                                                           events[i]->name, "Invalid filter for '%s': %s",
+                                                           events[i]->name, strempty(message));
                                 }
                                 filter_events[n_filter++] = events[i]->name;
                         }
@@ -805,15 +820,15 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
                                         filter_events[n_filter++] = known[i]->name;
 
                 r = n_filter == 0 ? -EINVAL
-                                  : stream_set_filter(s, tracing_tep(m->tracing), filter, filter_events, n_filter,
-                                                      &message);
+                                  : stream_set_filter(s, tracing_tep(m->tracing), filter, filter_events,
+                                                      n_filter, &message);
                 if (r < 0) {
                         stream_free(s);
                         if (r == -EINVAL)
                                 return peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event",
-                                                     n_filter > 0 ? filter_events[0] : "",
-                                                     "Invalid stream filter: %s",
-                                                     message ? message : "it applies to no enabled event");
+                                                   n_filter > 0 ? filter_events[0] : "",
+                                                   "Invalid stream filter: %s",
+                                                   message ? message : "it applies to no enabled event");
                         return r;
                 }
         }
@@ -866,7 +881,7 @@ static int configure_apply(Manager *m, Peer *c, const Setting *s, const Config *
                 r = tracing_set_clock(m->tracing, v->clock);
                 if (r == -EINVAL)
                         return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", s->name,
-                                             "The kernel has no trace clock '%s'.", v->clock);
+                                           "The kernel has no trace clock '%s'.", v->clock);
                 if (r < 0)
                         return tracefs_error(c, r, "set the trace clock");
                 comm_cache_set_clock(m->comm, v->clock);
@@ -874,12 +889,13 @@ static int configure_apply(Manager *m, Peer *c, const Setting *s, const Config *
                 /* The kernel's default size is only known before the first change. */
                 if (v->buffer_size_kb == 0)
                         return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", s->name,
-                                             "buffer_size_kb 0 (the kernel's default) applies at start only.");
+                                           "buffer_size_kb 0 (the kernel's default) applies at start only.");
                 r = tracing_set_buffer_size_kb(m->tracing, v->buffer_size_kb);
                 if (r < 0)
                         return tracefs_error(c, r, "set the buffer size");
         } else if (streq(s->name, "flush_interval_ms"))
-                (void) sd_event_source_set_time_relative(m->flush_timer, (uint64_t) v->flush_interval_ms * 1000);
+                (void) sd_event_source_set_time_relative(m->flush_timer,
+                                                         (uint64_t) v->flush_interval_ms * 1000);
         return 0;
 }
 
@@ -896,7 +912,7 @@ static int method_configure(Manager *m, Peer *c, const VarlinkCall *call) {
         }
         if (c->uid != 0 && c->uid != geteuid())
                 return peer_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, NULL, NULL,
-                                     "Only root may change tpd's settings.");
+                                   "Only root may change tpd's settings.");
 
         json_object_object_foreach(call->parameters, name, value) {
                 const Setting *s = config_setting_by_name(name);
@@ -910,7 +926,8 @@ static int method_configure(Manager *m, Peer *c, const VarlinkCall *call) {
                         snprintf(number, sizeof(number), "%" PRId64, json_object_get_int64(value));
                         text = number;
                 } else if (s->type == SETTING_STRING && json_object_is_type(value, json_type_string) &&
-                           strlen(json_object_get_string(value)) == (size_t) json_object_get_string_len(value))
+                           strlen(json_object_get_string(value)) ==
+                                   (size_t) json_object_get_string_len(value))
                         text = json_object_get_string(value);
                 else
                         return invalid_parameter(c, name);
@@ -918,7 +935,7 @@ static int method_configure(Manager *m, Peer *c, const VarlinkCall *call) {
                 r = config_setting_set(s, &scratch, text);
                 if (r == -EINVAL)
                         return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", name,
-                                             "Invalid value for '%s': expected %s.", name, s->expected);
+                                           "Invalid value for '%s': expected %s.", name, s->expected);
                 if (r < 0)
                         return r;
                 r = configure_apply(m, c, s, &scratch);
@@ -965,10 +982,10 @@ int api_dispatch(Manager *m, Peer *c, const VarlinkCall *call) {
                                           usec / 1000);
                         if (r < 0)
                                 log_debug_errno(r, "Peer %d: %s failed: %m", (int) c->pid,
-                                                log_escape(call->method, (char[256]) {}, 256));
+                                                log_escape(call->method, (char[256]){}, 256));
                         return r;
                 }
 
         return peer_errorf(c, VARLINK_ERROR_METHOD_NOT_FOUND, "method", call->method, "No method '%s'.",
-                             call->method);
+                           call->method);
 }

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "comm.h"
@@ -32,10 +32,10 @@ typedef struct SavedComm {
 
 struct CommCache {
         char *saved_path;
-        uint32_t generation; /* starts at 1: a zeroed entry is never current */
+        uint32_t generation;       /* starts at 1: a zeroed entry is never current */
         uint32_t saved_generation; /* 0: never read */
         bool proc_first;
-        clockid_t clock; /* the system clock of the trace clock; -1: none */
+        clockid_t clock;   /* the system clock of the trace clock; -1: none */
         uint64_t saved_ts; /* trace clock time of the last saved_cmdlines read */
         SavedComm *saved;
         size_t n_saved;

@@ -9,18 +9,20 @@
 
 #include "config.h"
 #include "log.h"
-#include "tpd-protocol.h"
 #include "names.h"
+#include "tpd-protocol.h"
 
 bool config_instance_name_is_valid(const char *name) {
         /* The name becomes a directory under instances/: a plain name, never a path. */
         return *name && strlen(name) <= 64 && name[0] != '.' &&
-               strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") == strlen(name);
+               strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") ==
+                       strlen(name);
 }
 
 bool config_clock_name_is_valid(const char *name) {
         /* The kernel's names (local, mono_raw, x86-tsc, ...); the instance's trace_clock decides. */
-        return *name && strlen(name) <= 32 && strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-_") == strlen(name);
+        return *name && strlen(name) <= 32 &&
+               strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-_") == strlen(name);
 }
 
 static bool group_name_is_valid(const char *name) {
@@ -42,8 +44,9 @@ static bool socket_path_is_valid(const char *path) {
 #define BUFFER_PERCENT_DEFAULT "10"
 
 const Setting config_settings[] = {
-        { NULL, NULL, "socket", "socket", "PATH", SETTING_STRING, FIELD(socket_path), .valid = socket_path_is_valid,
-          .default_value = TPD_SOCKET_DEFAULT, .expected = "an absolute path of at most 107 bytes",
+        { NULL, NULL, "socket", "socket", "PATH", SETTING_STRING, FIELD(socket_path),
+          .valid = socket_path_is_valid, .default_value = TPD_SOCKET_DEFAULT,
+          .expected = "an absolute path of at most 107 bytes",
           .help = "Listen on PATH, unless systemd passes a socket" },
         { "Tracing", "Events", NULL, "events", NULL, SETTING_EVENTS, FIELD(events),
           .expected = "system:event names or globs", .help = "Events pinned at every start" },
@@ -53,14 +56,16 @@ const Setting config_settings[] = {
           .help = "Tracefs instance to create" },
         { "Tracing", "Clock", "clock", "clock", "CLOCK", SETTING_STRING, FIELD(clock), .runtime = true,
           .valid = config_clock_name_is_valid, .default_value = "boot",
-          .expected = "a trace clock name (see the instance's trace_clock)", .help = "Trace clock of \"ts\"" },
+          .expected = "a trace clock name (see the instance's trace_clock)",
+          .help = "Trace clock of \"ts\"" },
         { "Tracing", "BufferSizeKB", "buffer-size-kb", "buffer_size_kb", "KB", SETTING_UNSIGNED,
           FIELD(buffer_size_kb), 4, 4U * 1024 * 1024, .zero_ok = true, .runtime = true, .default_value = "0",
           .expected = "a size in KiB from 4 to 4194304, or 0 for the kernel's default",
           .help = "Ring buffer size per CPU; 0: the kernel's default" },
         { "Tracing", "BufferPercent", "buffer-percent", "buffer_percent", "N", SETTING_UNSIGNED,
           FIELD(buffer_percent), 1, 100, .default_value = BUFFER_PERCENT_DEFAULT,
-          .expected = "a percentage from 1 to 100", .help = "Wake the readers when N % of the buffer is full" },
+          .expected = "a percentage from 1 to 100",
+          .help = "Wake the readers when N % of the buffer is full" },
         { "Tracing", "BufferOverwrite", "buffer-overwrite", "buffer_overwrite", "BOOL", SETTING_BOOL,
           FIELD(buffer_overwrite), .default_value = "yes", .expected = "yes or no",
           .help = "When the buffer is full, overwrite the oldest records (lost as \"overrun\"); no: "
@@ -68,11 +73,11 @@ const Setting config_settings[] = {
         { "Tracing", "FlushIntervalMSec", "flush-interval-ms", "flush_interval_ms", "MS", SETTING_UNSIGNED,
           FIELD(flush_interval_ms), 1, 60 * 1000, .runtime = true, .default_value = "100",
           .expected = "milliseconds from 1 to 60000", .help = "Deliver partially filled pages after MS" },
-        { "Clients", "AccessGroup", "access-group", "access_group", "GROUP", SETTING_STRING, FIELD(access_group),
-          .valid = group_name_is_valid, .default_value = "tracing", .expected = "a group name",
-          .help = "Group allowed besides root" },
-        { "Clients", "MaxClients", "max-clients", "max_clients", "N", SETTING_UNSIGNED, FIELD(max_clients), 1,
-          65536, .default_value = "64", .expected = "a number from 1 to 65536",
+        { "Clients", "AccessGroup", "access-group", "access_group", "GROUP", SETTING_STRING,
+          FIELD(access_group), .valid = group_name_is_valid, .default_value = "tracing",
+          .expected = "a group name", .help = "Group allowed besides root" },
+        { "Clients", "MaxClients", "max-clients", "max_clients", "N", SETTING_UNSIGNED, FIELD(max_clients),
+          1, 65536, .default_value = "64", .expected = "a number from 1 to 65536",
           .help = "Streams served at once (connections: twice as many)" },
         { "Clients", "ClientQueueKB", "client-queue-kb", "client_queue_kb", "KB", SETTING_UNSIGNED,
           FIELD(client_queue_kb), 64, 1024 * 1024, .default_value = "8192",
@@ -81,23 +86,25 @@ const Setting config_settings[] = {
         { "Clients", "MaxConnectionsPerUser", "max-connections-per-user", "max_connections_per_user", "N",
           SETTING_UNSIGNED, FIELD(max_connections_per_user), 1, 2 * 65536, .default_value = "32",
           .expected = "a number from 1 to 131072", .help = "Connections one user other than root may hold" },
-        { "Clients", "MaxStreamsPerUser", "max-streams-per-user", "max_streams_per_user", "N", SETTING_UNSIGNED,
-          FIELD(max_streams_per_user), 1, 65536, .default_value = "16", .expected = "a number from 1 to 65536",
-          .help = "Streams one user other than root may hold" },
+        { "Clients", "MaxStreamsPerUser", "max-streams-per-user", "max_streams_per_user", "N",
+          SETTING_UNSIGNED, FIELD(max_streams_per_user), 1, 65536, .default_value = "16",
+          .expected = "a number from 1 to 65536", .help = "Streams one user other than root may hold" },
         { "Clients", "MaxGlobEvents", "max-glob-events", "max_glob_events", "N", SETTING_UNSIGNED,
           FIELD(max_glob_events), 1, 65536, .default_value = "64",
           .expected = "a number of events from 1 to 65536",
           .help = "Events a member's glob may match (root's may match more)" },
         { "Clients", "MaxCallEvents", "max-call-events", "max_call_events", "N", SETTING_UNSIGNED,
-          FIELD(max_call_events), 1, 4096, .default_value = "32", .expected = "a number of events from 1 to 4096",
+          FIELD(max_call_events), 1, 4096, .default_value = "32",
+          .expected = "a number of events from 1 to 4096",
           .help = "Events one call of a member may select" },
         { "Clients", "MaxEnabledEvents", "max-enabled-events", "max_enabled_events", "N", SETTING_UNSIGNED,
           FIELD(max_enabled_events), 0, 65536, .default_value = "1024",
           .expected = "a number of events from 0 (no bound) to 65536",
           .help = "Events tpd keeps enabled at most; 0: no bound" },
         { NULL, NULL, "state-dir", "state_dir", "DIR", SETTING_STRING, FIELD(state_dir),
-          .expected = "a directory", .help = "Save pinned events here ($STATE_DIRECTORY, else /var/lib/tpd); "
-                                          "empty: do not save" },
+          .expected = "a directory",
+          .help = "Save pinned events here ($STATE_DIRECTORY, else /var/lib/tpd); "
+                  "empty: do not save" },
 };
 const size_t config_n_settings = ELEMENTSOF(config_settings);
 
@@ -150,7 +157,8 @@ static int parse_unsigned(const char *value, unsigned min, unsigned max, bool ze
 }
 
 static int parse_bool(const char *value, bool *ret) {
-        static const char *const yes[] = { "yes", "true", "on", "1" }, *const no[] = { "no", "false", "off", "0" };
+        static const char *const yes[] = { "yes", "true", "on", "1" }, *const no[] = { "no", "false", "off",
+                                                                                       "0" };
 
         for (size_t i = 0; i < ELEMENTSOF(yes); i++)
                 if (strcasecmp(value, yes[i]) == 0 || strcasecmp(value, no[i]) == 0) {
@@ -267,11 +275,11 @@ void config_done(Config *c) {
                         free(*(char **) ((char *) c + config_settings[i].offset));
         strv_free(c->events);
         strv_free(c->events_origin);
-        *c = (Config) {};
+        *c = (Config){};
 }
 
 int config_init(Config *c) {
-        *c = (Config) {};
+        *c = (Config){};
         for (size_t i = 0; i < config_n_settings; i++) {
                 const Setting *s = &config_settings[i];
                 int r;
@@ -342,13 +350,14 @@ static int assign(Config *c, const char *section, const char *key, const char *v
                         return -ENOMEM;
                 r = add_events(c, value, origin, &bad);
                 if (r == -EINVAL)
-                        log_error("%s:%u: '%s' is not an event name (system:event, globs allowed).", path, line,
-                                  bad);
+                        log_error("%s:%u: '%s' is not an event name (system:event, globs allowed).", path,
+                                  line, bad);
                 return r;
         }
         r = config_setting_set(s, c, value);
         if (r == -EINVAL)
-                log_error("%s:%u: invalid value '%s' for %s=: expected %s.", path, line, value, key, s->expected);
+                log_error("%s:%u: invalid value '%s' for %s=: expected %s.", path, line, value, key,
+                          s->expected);
         return r;
 }
 
@@ -398,7 +407,8 @@ int config_parse_file(const char *path, Config *c) {
                         }
                         known = section_is_known(section);
                         if (!known)
-                                log_warning("%s:%u: unknown section [%s], ignoring it.", path, line, section);
+                                log_warning("%s:%u: unknown section [%s], ignoring it.", path, line,
+                                            section);
                         continue;
                 }
 
@@ -445,7 +455,8 @@ int config_load(const char *path, Config *c) {
         /* alphasort: drop-ins apply in name order, so 50-x.conf overrides 10-y.conf. */
         n = scandir(dir, &entries, is_conf, alphasort);
         if (n < 0)
-                return errno == ENOENT ? 0 : log_error_errno(negative_errno(), "Failed to read '%s': %m", dir);
+                return errno == ENOENT ? 0
+                                       : log_error_errno(negative_errno(), "Failed to read '%s': %m", dir);
 
         r = 0;
         for (int i = 0; i < n; i++) {

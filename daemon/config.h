@@ -27,7 +27,7 @@ typedef struct Config {
         char *clock;
         unsigned buffer_size_kb; /* 0: keep the kernel's default */
         unsigned buffer_percent;
-        bool buffer_overwrite;   /* full buffer: overwrite the oldest records (else drop new ones) */
+        bool buffer_overwrite; /* full buffer: overwrite the oldest records (else drop new ones) */
         unsigned flush_interval_ms;
         char *access_group;
         unsigned max_clients;
@@ -58,12 +58,12 @@ typedef struct Setting {
         SettingType type;
         size_t offset; /* of the value in Config */
         unsigned min, max;
-        bool zero_ok;        /* 0 is allowed besides min..max (it means "the kernel's default") */
-        bool runtime;        /* Configure may change it while tpd runs */
+        bool zero_ok; /* 0 is allowed besides min..max (it means "the kernel's default") */
+        bool runtime; /* Configure may change it while tpd runs */
         bool (*valid)(const char *value); /* strings: the check, NULL: any */
-        const char *default_value; /* as written in a configuration file; NULL: none */
-        const char *expected;      /* what a valid value is, for error messages */
-        const char *help;          /* one line for --help */
+        const char *default_value;        /* as written in a configuration file; NULL: none */
+        const char *expected;             /* what a valid value is, for error messages */
+        const char *help;                 /* one line for --help */
 } Setting;
 
 extern const Setting config_settings[];

@@ -20,33 +20,33 @@ typedef enum FieldKind {
         FIELD_UNSIGNED,
         FIELD_SIGNED,
         FIELD_POINTER,
-        FIELD_STRING,        /* char name[N] */
-        FIELD_STRING_LOC,    /* __data_loc char[] name, or __rel_loc */
-        FIELD_STRING_TAIL,   /* char name[]: the rest of the record */
-        FIELD_ARRAY,         /* other fixed arrays, elements as integers */
-        FIELD_ARRAY_LOC,     /* __data_loc of other element types */
+        FIELD_STRING,      /* char name[N] */
+        FIELD_STRING_LOC,  /* __data_loc char[] name, or __rel_loc */
+        FIELD_STRING_TAIL, /* char name[]: the rest of the record */
+        FIELD_ARRAY,       /* other fixed arrays, elements as integers */
+        FIELD_ARRAY_LOC,   /* __data_loc of other element types */
         FIELD_ARRAY_TAIL,
 } FieldKind;
 
 typedef struct FieldPlan {
-        uint32_t key;      /* offset of `,"name":` in the plan's key text */
+        uint32_t key; /* offset of `,"name":` in the plan's key text */
         uint16_t key_len;
         uint16_t offset;
-        uint16_t size;     /* of the field, or of the location word for *_LOC */
+        uint16_t size; /* of the field, or of the location word for *_LOC */
         uint8_t kind;
         uint8_t elem_size; /* integer width: the field's, or its elements' for arrays */
         bool is_signed;
-        bool relative;     /* __rel_loc: offsets count from the end of the field */
+        bool relative; /* __rel_loc: offsets count from the end of the field */
 } FieldPlan;
 
 typedef struct EventPlan {
         struct tep_event *event;
-        char *name;          /* "system:event" */
-        char *keys;          /* `,"event":"s:e","pid":` then each field's key */
-        uint32_t head_len;   /* length of the `,"event"…"pid":` part */
+        char *name;        /* "system:event" */
+        char *keys;        /* `,"event":"s:e","pid":` then each field's key */
+        uint32_t head_len; /* length of the `,"event"…"pid":` part */
         uint16_t pid_offset;
         uint16_t n_fields;
-        size_t max_fixed;    /* worst-case bytes of everything but dynamic strings and arrays */
+        size_t max_fixed; /* worst-case bytes of everything but dynamic strings and arrays */
         FieldPlan fields[];
 } EventPlan;
 
@@ -142,10 +142,28 @@ static unsigned type_element_size(const char *type) {
                 const char *name;
                 unsigned size;
         } types[] = {
-                { "u8", 1 },   { "s8", 1 },  { "__u8", 1 },  { "__s8", 1 },  { "u16", 2 },      { "s16", 2 },
-                { "__u16", 2 }, { "__s16", 2 }, { "short", 2 }, { "u32", 4 },     { "s32", 4 },       { "__u32", 4 },
-                { "__s32", 4 }, { "int", 4 },   { "u64", 8 },   { "s64", 8 },     { "__u64", 8 },     { "__s64", 8 },
-                { "long", sizeof(long) },       { "pid_t", 4 }, { "unsigned", 4 }, { "unsigned int", 4 },
+                { "u8", 1 },
+                { "s8", 1 },
+                { "__u8", 1 },
+                { "__s8", 1 },
+                { "u16", 2 },
+                { "s16", 2 },
+                { "__u16", 2 },
+                { "__s16", 2 },
+                { "short", 2 },
+                { "u32", 4 },
+                { "s32", 4 },
+                { "__u32", 4 },
+                { "__s32", 4 },
+                { "int", 4 },
+                { "u64", 8 },
+                { "s64", 8 },
+                { "__u64", 8 },
+                { "__s64", 8 },
+                { "long", sizeof(long) },
+                { "pid_t", 4 },
+                { "unsigned", 4 },
+                { "unsigned int", 4 },
         };
         const char *t = type;
         size_t n;
@@ -173,7 +191,7 @@ static unsigned type_element_size(const char *type) {
 static int plan_field(const struct tep_format_field *f, FieldPlan *fp) {
         bool is_char = type_is_char(f->type);
 
-        *fp = (FieldPlan) {
+        *fp = (FieldPlan){
                 .offset = (uint16_t) f->offset,
                 .size = (uint16_t) f->size,
                 .is_signed = f->flags & TEP_FIELD_IS_SIGNED,
@@ -387,7 +405,8 @@ static int encode_fields(JsonBuf *b, const EventPlan *p, const uint8_t *data, si
                 size_t off, len;
 
                 /* A record shorter than its format (corrupt page): stop rather than read past it. */
-                if ((size_t) fp->offset + (fp->kind == FIELD_STRING_LOC || fp->kind == FIELD_ARRAY_LOC ? 4 : fp->size) >
+                if ((size_t) fp->offset +
+                            (fp->kind == FIELD_STRING_LOC || fp->kind == FIELD_ARRAY_LOC ? 4 : fp->size) >
                     size)
                         return -EBADMSG;
 
@@ -495,7 +514,7 @@ static int encode_record(Decoder *d, Batch *batch, const uint8_t *data, size_t s
         }
         jsonbuf_put(b, "}}\n", 3);
 
-        *rec = (Record) {
+        *rec = (Record){
                 .ts = ts,
                 .raw = data,
                 .raw_size = (uint32_t) size,
@@ -582,7 +601,8 @@ int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu,
                 if (commit & PAGE_MISSED_STORED)
                         memcpy(&count, end, 8);
                 if (d->cb.missed)
-                        count = d->cb.missed(d->cb.userdata, cpu, commit & PAGE_MISSED_STORED ? &count : NULL);
+                        count = d->cb.missed(d->cb.userdata, cpu,
+                                             commit & PAGE_MISSED_STORED ? &count : NULL);
                 if (count > 0) {
                         r = batch_add_lost(batch, page_ts, cpu, count, RECORD_LOST_OVERRUN);
                         if (r < 0)
@@ -662,7 +682,7 @@ int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu,
                                         if (r < 0)
                                                 return r;
                                 }
-                                unknown = (UnknownRun) { id, pid, ts, unknown.count + 1 };
+                                unknown = (UnknownRun){ id, pid, ts, unknown.count + 1 };
                                 data = next;
                                 continue;
                         }

@@ -26,7 +26,7 @@ int jsonbuf_reserve(JsonBuf *b, size_t n) {
 
 void jsonbuf_done(JsonBuf *b) {
         free(b->data);
-        *b = (JsonBuf) {};
+        *b = (JsonBuf){};
 }
 
 static const char digit_pairs[201] = "00010203040506070809"

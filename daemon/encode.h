@@ -62,9 +62,9 @@ enum {
 
 typedef struct Record {
         uint64_t ts;
-        const void *raw;      /* event payload inside the page; valid only while the page is */
+        const void *raw; /* event payload inside the page; valid only while the page is */
         uint32_t raw_size;
-        uint32_t offset;      /* the JSON line in the batch's data, '\n' included */
+        uint32_t offset; /* the JSON line in the batch's data, '\n' included */
         uint32_t length;
         uint32_t print_offset; /* the same line with "print" added; length 0 until made */
         uint32_t print_length;

@@ -40,12 +40,23 @@ typedef enum TokenType {
 } TokenType;
 
 static const char *const token_text[] = {
-        [TOKEN_END] = "end of filter", [TOKEN_FIELD] = "field", [TOKEN_NUMBER] = "number",
-        [TOKEN_STRING] = "string",     [TOKEN_AND] = "&&",      [TOKEN_OR] = "||",
-        [TOKEN_NOT] = "!",             [TOKEN_LPAREN] = "(",    [TOKEN_RPAREN] = ")",
-        [TOKEN_EQ] = "==",             [TOKEN_NE] = "!=",       [TOKEN_LT] = "<",
-        [TOKEN_LE] = "<=",             [TOKEN_GT] = ">",        [TOKEN_GE] = ">=",
-        [TOKEN_BAND] = "&",            [TOKEN_GLOB] = "~",
+        [TOKEN_END] = "end of filter",
+        [TOKEN_FIELD] = "field",
+        [TOKEN_NUMBER] = "number",
+        [TOKEN_STRING] = "string",
+        [TOKEN_AND] = "&&",
+        [TOKEN_OR] = "||",
+        [TOKEN_NOT] = "!",
+        [TOKEN_LPAREN] = "(",
+        [TOKEN_RPAREN] = ")",
+        [TOKEN_EQ] = "==",
+        [TOKEN_NE] = "!=",
+        [TOKEN_LT] = "<",
+        [TOKEN_LE] = "<=",
+        [TOKEN_GT] = ">",
+        [TOKEN_GE] = ">=",
+        [TOKEN_BAND] = "&",
+        [TOKEN_GLOB] = "~",
 };
 
 typedef struct Token {
@@ -151,7 +162,8 @@ static int lex_number(Parser *p, Token *t) {
                 base = 16;
                 i = 2;
         } else if (s[0] == '0' && is_ident(s[1]))
-                return parser_fail(p, p->pos, "a number may not start with 0 (the kernel reads it as octal)");
+                return parser_fail(p, p->pos,
+                                   "a number may not start with 0 (the kernel reads it as octal)");
 
         for (; is_ident(s[i]); i++, digits++) {
                 int d = hex_value(s[i]);
@@ -178,17 +190,20 @@ static int lex_string(Parser *p, Token *t) {
                 unsigned char c = (unsigned char) p->text[i];
 
                 if (c == '\\')
-                        return parser_fail(p, i, "backslashes are not allowed in strings "
-                                                 "(the kernel has no escapes)");
+                        return parser_fail(p, i,
+                                           "backslashes are not allowed in strings "
+                                           "(the kernel has no escapes)");
                 if (c == '"')
                         return parser_fail(p, i, "a string may not contain '\"'");
                 /* tep_filter_add_filter_str() (1.7.1) takes any ',' for a separator of event names and
                  * then computes a negative length: an allocation of 2^64 - 1 bytes. */
                 if (c == ',' && p->target == FILTER_STREAM)
-                        return parser_fail(p, i, "a stream filter's string may not contain ',' "
-                                                 "(libtraceevent splits on it)");
+                        return parser_fail(p, i,
+                                           "a stream filter's string may not contain ',' "
+                                           "(libtraceevent splits on it)");
                 if (c < 0x20 || c >= 0x7f)
-                        return parser_fail(p, i, "byte 0x%02x in a string: only printable ASCII is allowed", c);
+                        return parser_fail(p, i, "byte 0x%02x in a string: only printable ASCII is allowed",
+                                           c);
         }
         if (i >= p->length)
                 return parser_fail(p, p->pos, "unterminated string");
@@ -209,7 +224,7 @@ static int lex(Parser *p) {
 
         while (p->pos < p->length && (p->text[p->pos] == ' ' || p->text[p->pos] == '\t'))
                 p->pos++;
-        *t = (Token) { .pos = p->pos };
+        *t = (Token){ .pos = p->pos };
         if (p->pos >= p->length) {
                 t->type = TOKEN_END;
                 return 0;
@@ -372,8 +387,9 @@ static int parse_predicate(Parser *p, Node **ret) {
                 return r;
         value = p->tok;
         if (kind == FIELD_STRING && value.type != TOKEN_STRING)
-                return parser_fail(p, value.pos, "'%s' is a string field: expected a quoted string, found %s",
-                                   f->name, token_text[value.type]);
+                return parser_fail(p, value.pos,
+                                   "'%s' is a string field: expected a quoted string, found %s", f->name,
+                                   token_text[value.type]);
         if (kind == FIELD_NUMERIC && value.type != TOKEN_NUMBER)
                 return parser_fail(p, value.pos, "'%s' is a numeric field: expected a number, found %s",
                                    f->name, token_text[value.type]);
@@ -381,13 +397,17 @@ static int parse_predicate(Parser *p, Node **ret) {
          * kstrtoull(); libtraceevent reads no sign at all. */
         if (value.type == TOKEN_NUMBER && value.negative) {
                 if (p->target == FILTER_STREAM)
-                        return parser_fail(p, value.pos, "negative numbers are only supported in kernel filters "
-                                                         "(enable)");
+                        return parser_fail(p, value.pos,
+                                           "negative numbers are only supported in kernel filters "
+                                           "(enable)");
                 if (!(f->flags & TEP_FIELD_IS_SIGNED))
-                        return parser_fail(p, value.pos, "'%s' is unsigned: it cannot be compared with a "
-                                                         "negative number", f->name);
+                        return parser_fail(p, value.pos,
+                                           "'%s' is unsigned: it cannot be compared with a "
+                                           "negative number",
+                                           f->name);
                 if (value.number > (uint64_t) INT64_MAX + 1)
-                        return parser_fail(p, value.pos, "-%" PRIu64 " is out of range for the signed field '%s'",
+                        return parser_fail(p, value.pos,
+                                           "-%" PRIu64 " is out of range for the signed field '%s'",
                                            value.number, f->name);
         } else if (kind == FIELD_NUMERIC && (f->flags & TEP_FIELD_IS_SIGNED) && value.number > INT64_MAX)
                 return parser_fail(p, value.pos, "%" PRIu64 " is out of range for the signed field '%s'",
@@ -396,7 +416,7 @@ static int parse_predicate(Parser *p, Node **ret) {
         n = calloc(1, sizeof(Node));
         if (!n)
                 return -ENOMEM;
-        *n = (Node) { .kind = NODE_PREDICATE, .field = f, .op = op.type, .value = value };
+        *n = (Node){ .kind = NODE_PREDICATE, .field = f, .op = op.type, .value = value };
         *ret = n;
         return lex(p);
 }
@@ -425,14 +445,15 @@ static int parse_unary(Parser *p, bool after_not, Node **ret) {
                 n = calloc(1, sizeof(Node));
                 if (!n)
                         return -ENOMEM;
-                *n = (Node) { .kind = NODE_NOT, .left = TAKE_PTR(inner) };
+                *n = (Node){ .kind = NODE_NOT, .left = TAKE_PTR(inner) };
                 *ret = n;
         } else {
                 r = parse_or(p, &inner);
                 if (r < 0)
                         return r;
                 if (p->tok.type != TOKEN_RPAREN)
-                        return parser_fail(p, p->tok.pos, "expected ')' to close the '(' at column %zu, found %s",
+                        return parser_fail(p, p->tok.pos,
+                                           "expected ')' to close the '(' at column %zu, found %s",
                                            t.pos + 1, token_text[p->tok.type]);
                 r = lex(p);
                 if (r < 0)
@@ -464,8 +485,9 @@ static int parse_binary(Parser *p, TokenType op, Node **ret) {
                 n = calloc(1, sizeof(Node));
                 if (!n)
                         return -ENOMEM;
-                *n = (Node) { .kind = op == TOKEN_OR ? NODE_OR : NODE_AND, .left = TAKE_PTR(left),
-                              .right = TAKE_PTR(right) };
+                *n = (Node){ .kind = op == TOKEN_OR ? NODE_OR : NODE_AND,
+                             .left = TAKE_PTR(left),
+                             .right = TAKE_PTR(right) };
                 left = n;
         }
         *ret = TAKE_PTR(left);
@@ -630,7 +652,8 @@ int filter_canonicalize(const struct tep_event *event, const char *text, FilterT
                 /* The kernel takes less than a page, and canonical text can be longer than the input. */
                 /* Parentheses added for precedence can nest deeper than the input did. */
                 else if (b.max_depth > FILTER_DEPTH_MAX)
-                        r = parser_fail(&p, 0, "nested deeper than %u levels once normalised", FILTER_DEPTH_MAX);
+                        r = parser_fail(&p, 0, "nested deeper than %u levels once normalised",
+                                        FILTER_DEPTH_MAX);
                 else if (b.len >= TPD_FILTER_MAX)
                         r = parser_fail(&p, 0, "%zu bytes once normalised, the limit is %u", b.len,
                                         TPD_FILTER_MAX - 1);

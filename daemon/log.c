@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <stdarg.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <traceevent/event-parse.h>
@@ -87,7 +87,7 @@ const char *log_escape(const char *s, char *buf, size_t size) {
  * messages to our log with a matching priority instead of bare lines on stderr. */
 int tep_vprint(const char *name, enum tep_loglevel level, bool print_err, const char *fmt, va_list ap) {
         static const int map[] = {
-                [TEP_LOG_CRITICAL] = LOG_CRIT, [TEP_LOG_ERROR] = LOG_ERR,  [TEP_LOG_WARNING] = LOG_WARNING,
+                [TEP_LOG_CRITICAL] = LOG_CRIT, [TEP_LOG_ERROR] = LOG_ERR,   [TEP_LOG_WARNING] = LOG_WARNING,
                 [TEP_LOG_INFO] = LOG_INFO,     [TEP_LOG_DEBUG] = LOG_DEBUG, [TEP_LOG_ALL] = LOG_DEBUG,
         };
         int prio = level < (int) ELEMENTSOF(map) && level > 0 ? map[level] : LOG_DEBUG;

@@ -26,7 +26,6 @@ const char *log_escape(const char *s, char *buf, size_t size);
 /* Room for log_escape() of a filter: shown up to about 1 KiB. */
 #define LOG_ESCAPE_MAX 1024U
 
-
 #define log_full_errno(level, error, ...) log_internal((level), (error), __VA_ARGS__)
 #define log_debug(...) log_internal(LOG_DEBUG, 0, __VA_ARGS__)
 #define log_info(...) log_internal(LOG_INFO, 0, __VA_ARGS__)

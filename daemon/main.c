@@ -13,8 +13,8 @@
 #include "config.h"
 #include "log.h"
 #include "manager.h"
-#include "tracing.h"
 #include "tpd-protocol.h"
+#include "tracing.h"
 
 /* --help: options in the first column, their text from this column on, lines up to this width. */
 #define HELP_COLUMN 29
@@ -80,14 +80,14 @@ static int parse_argv(int argc, char *argv[], Config *c) {
         options = calloc(config_n_settings + 5, sizeof(struct option));
         if (!options)
                 return log_error_errno(-ENOMEM, "Out of memory.");
-        options[n++] = (struct option) { "help", no_argument, NULL, 'h' };
-        options[n++] = (struct option) { "version", no_argument, NULL, ARG_VERSION };
-        options[n++] = (struct option) { "config", required_argument, NULL, ARG_CONFIG };
-        options[n++] = (struct option) { "verbose", no_argument, NULL, 'v' };
+        options[n++] = (struct option){ "help", no_argument, NULL, 'h' };
+        options[n++] = (struct option){ "version", no_argument, NULL, ARG_VERSION };
+        options[n++] = (struct option){ "config", required_argument, NULL, ARG_CONFIG };
+        options[n++] = (struct option){ "verbose", no_argument, NULL, 'v' };
         for (size_t i = 0; i < config_n_settings; i++)
                 if (config_settings[i].option)
-                        options[n++] = (struct option) { config_settings[i].option, required_argument, NULL,
-                                                         ARG_SETTING + (int) i };
+                        options[n++] = (struct option){ config_settings[i].option, required_argument, NULL,
+                                                        ARG_SETTING + (int) i };
 
         while ((opt = getopt_long(argc, argv, "hv", options, &idx)) >= 0) {
                 const Setting *s;

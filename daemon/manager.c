@@ -159,14 +159,16 @@ static void manager_report_kernel_losses(Manager *m) {
                 (void) sd_event_now(m->event, CLOCK_BOOTTIME, &ts);
                 ts *= 1000;
                 if (st.overrun > m->overrun_reported[cpu]) {
-                        r = batch_add_lost(b, ts, cpu, st.overrun - m->overrun_reported[cpu], RECORD_LOST_OVERRUN);
+                        r = batch_add_lost(b, ts, cpu, st.overrun - m->overrun_reported[cpu],
+                                           RECORD_LOST_OVERRUN);
                         if (r >= 0) {
                                 b->records[b->n_records - 1].lost_base = m->overrun_reported[cpu];
                                 m->overrun_reported[cpu] = st.overrun;
                         }
                 }
                 if (r >= 0 && st.dropped > m->dropped_reported[cpu]) {
-                        r = batch_add_lost(b, ts, cpu, st.dropped - m->dropped_reported[cpu], RECORD_LOST_DROPPED);
+                        r = batch_add_lost(b, ts, cpu, st.dropped - m->dropped_reported[cpu],
+                                           RECORD_LOST_DROPPED);
                         if (r >= 0) {
                                 b->records[b->n_records - 1].lost_base = m->dropped_reported[cpu];
                                 m->dropped_reported[cpu] = st.dropped;
@@ -188,7 +190,8 @@ void manager_flush_clients(Manager *m) {
         }
 }
 
-static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_pages, size_t page_size) {
+static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_pages,
+                             size_t page_size) {
         Manager *m = userdata;
         uint64_t overrun_before;
         Batch *b;
@@ -237,15 +240,18 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
                         left = page_records_left(page, page_size, b, before);
                         /* On the record path: at most one warning every ten seconds. */
                         (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
-                        if (m->decode_warned_usec == 0 || now >= m->decode_warned_usec + 10 * 1000 * 1000ULL) {
+                        if (m->decode_warned_usec == 0 ||
+                            now >= m->decode_warned_usec + 10 * 1000 * 1000ULL) {
                                 m->decode_warned_usec = now;
-                                log_warning_errno(r, "CPU %u: failed to decode a page, %" PRIu64 " records lost: %m",
-                                                  cpu, left);
+                                log_warning_errno(
+                                        r, "CPU %u: failed to decode a page, %" PRIu64 " records lost: %m",
+                                        cpu, left);
                         }
                 }
                 if (page_size >= 8)
                         memcpy(&page_ts, page, 8);
-                if (left > 0 && cpu < m->n_cpus && batch_add_lost(b, page_ts, cpu, left, RECORD_LOST_DECODE) < 0)
+                if (left > 0 && cpu < m->n_cpus &&
+                    batch_add_lost(b, page_ts, cpu, left, RECORD_LOST_DECODE) < 0)
                         m->decode_pending[cpu] += left;
         }
         if (b->n_records == 0)
@@ -330,7 +336,7 @@ void manager_stream_started(Manager *m) {
 void manager_counters(Manager *m, ManagerCounters *ret) {
         const DecoderStats *d = decoder_stats(m->decoder);
 
-        *ret = (ManagerCounters) {
+        *ret = (ManagerCounters){
                 .records = d->records,
                 .delivered = m->delivered,
                 .lost_client = m->lost_client,
@@ -360,8 +366,9 @@ static void manager_notify_status(Manager *m) {
         (void) sd_notifyf(false,
                           "STATUS=%" PRIu64 " events/s, %u streams, %u clients, %" PRIu64 " delivered, "
                           "%" PRIu64 " lost (%" PRIu64 " overrun, %" PRIu64 " client, %" PRIu64 " unknown)",
-                          rate, m->n_streams, m->n_peers, c.delivered, c.lost_overrun + c.lost_client + c.lost_unknown,
-                          c.lost_overrun, c.lost_client, c.lost_unknown);
+                          rate, m->n_streams, m->n_peers, c.delivered,
+                          c.lost_overrun + c.lost_client + c.lost_unknown, c.lost_overrun, c.lost_client,
+                          c.lost_unknown);
 }
 
 static int manager_on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -407,7 +414,8 @@ static void manager_check_instance(Manager *m) {
 
         r = tracing_check(m->tracing, &report);
         if (r < 0)
-                log_debug_errno(r, "Failed to check tracefs instance '%s': %m", tracing_instance_name(m->tracing));
+                log_debug_errno(r, "Failed to check tracefs instance '%s': %m",
+                                tracing_instance_name(m->tracing));
         else if (r == 0) {
                 if (m->instance_repairs > 1)
                         log_notice("Tracefs instance '%s' stayed as tpd set it again, after %u repairs.",
@@ -419,14 +427,15 @@ static void manager_check_instance(Manager *m) {
                         log_warning("Tracefs instance '%s' was changed by another process: %s.",
                                     tracing_instance_name(m->tracing), report);
                 else
-                        log_debug("Tracefs instance '%s' changed again: %s.", tracing_instance_name(m->tracing),
-                                  report);
+                        log_debug("Tracefs instance '%s' changed again: %s.",
+                                  tracing_instance_name(m->tracing), report);
 
                 /* Setting trace_clock (theirs, and ours putting it back) clears the buffer and the
                  * kernel's per-CPU counters: count overruns from where they start again. */
                 for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
                         TracingCpuStats st;
-                        if (tracing_cpu_stats(m->tracing, cpu, &st) >= 0 && st.overrun < m->overrun_reported[cpu])
+                        if (tracing_cpu_stats(m->tracing, cpu, &st) >= 0 &&
+                            st.overrun < m->overrun_reported[cpu])
                                 m->overrun_reported[cpu] = st.overrun;
                 }
                 for (unsigned i = 0; i < m->n_cpus; i++)
@@ -471,8 +480,8 @@ static void manager_update_cpu(Manager *m, unsigned cpu, bool online) {
                         r = manager_open_cpu(m, cpu);
                         if (r < 0) {
                                 if (!c->open_failed)
-                                        log_warning_errno(r, "Failed to start reading CPU %u, will retry: %m",
-                                                          cpu);
+                                        log_warning_errno(
+                                                r, "Failed to start reading CPU %u, will retry: %m", cpu);
                                 c->open_failed = true;
                                 return;
                         }
@@ -639,17 +648,20 @@ static int manager_write_state(Manager *m) {
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++)
                 if (events[i]->pinned)
-                        pins[k++] = (StatePin) { .event = events[i]->name, .filter = events[i]->filter,
-                                                 .filter_uid = events[i]->filter_uid,
-                                                 .uids = events[i]->pin_uids,
-                                                 .n_uids = events[i]->n_pin_uids };
+                        pins[k++] = (StatePin){ .event = events[i]->name,
+                                                .filter = events[i]->filter,
+                                                .filter_uid = events[i]->filter_uid,
+                                                .uids = events[i]->pin_uids,
+                                                .n_uids = events[i]->n_pin_uids };
         r = state_save(m->state_path, pins, k);
         free(pins); /* the strings belong to the events */
         if (r < 0) {
                 /* Once per kind of failure: a full disk must not fill the journal too. */
                 if (r != m->state_error)
-                        log_error_errno(r, "Failed to save state to '%s': %m. Pins made since will not survive "
-                                        "a restart until a save succeeds; retrying.", m->state_path);
+                        log_error_errno(r,
+                                        "Failed to save state to '%s': %m. Pins made since will not survive "
+                                        "a restart until a save succeeds; retrying.",
+                                        m->state_path);
                 m->state_error = r;
                 return r;
         }
@@ -774,8 +786,8 @@ static int manager_pin_configured(Manager *m) {
 
                 r = tracing_resolve(m->tracing, &m->config.events[i], 1, &names, &bad);
                 if (r < 0)
-                        return log_error_errno(r, "%s: Events=: no event matches '%s'.", m->config.events_origin[i],
-                                               m->config.events[i]);
+                        return log_error_errno(r, "%s: Events=: no event matches '%s'.",
+                                               m->config.events_origin[i], m->config.events[i]);
                 for (char **n = names; *n; n++) {
                         TracingEvent *e;
 
@@ -817,7 +829,8 @@ static void manager_on_peer_free(Peer *p, void *userdata) {
         for (size_t i = 0; i < p->n_held; i++) {
                 int r = tracing_event_unref(m->tracing, p->held[i]);
                 if (r < 0)
-                        log_warning_errno(r, "Failed to disable '%s' after its last stream: %m", p->held[i]->name);
+                        log_warning_errno(r, "Failed to disable '%s' after its last stream: %m",
+                                          p->held[i]->name);
         }
         p->n_held = 0;
 }
@@ -859,7 +872,8 @@ static bool manager_is_member(Manager *m, const struct ucred *cred, const gid_t 
  * beyond, connections are closed without one. */
 #define MANAGER_REFUSALS_MAX 16U
 
-static void manager_refuse(Manager *m, int fd, const struct ucred *cred, const char *error, const char *message) {
+static void manager_refuse(Manager *m, int fd, const struct ucred *cred, const char *error,
+                           const char *message) {
         Peer *p;
 
         if (m->n_refused >= MANAGER_REFUSALS_MAX) {
@@ -914,7 +928,8 @@ static void manager_on_accept(int fd, const struct ucred *cred, const gid_t *gro
 
         if (!root && !manager_is_member(m, cred, groups, n_groups)) {
                 if (ratelimit_below(&log_limit))
-                        log_notice("Denying access to uid %u (pid %d).", (unsigned) cred->uid, (int) cred->pid);
+                        log_notice("Denying access to uid %u (pid %d).", (unsigned) cred->uid,
+                                   (int) cred->pid);
                 if (asprintf(&message, "Only root and members of group '%s' may use tpd.",
                              strempty(m->config.access_group)) < 0)
                         message = NULL;
@@ -968,15 +983,16 @@ int manager_start(Manager *m, int listen_fd, ManagerDispatch dispatch) {
 
         m->dispatch = dispatch;
         /* server_new() says why binding failed; only what it leaves unsaid is logged here. */
-        r = server_new(m->event, listen_fd, m->config.socket_path, m->access_gid_valid ? m->access_gid : (gid_t) -1,
-                       manager_on_accept, m, &m->server);
+        r = server_new(m->event, listen_fd, m->config.socket_path,
+                       m->access_gid_valid ? m->access_gid : (gid_t) -1, manager_on_accept, m, &m->server);
         if (r == -ENOMEM)
                 return log_error_errno(r, "Out of memory.");
         if (r < 0)
                 return r;
 
         r = sd_event_add_time_relative(m->event, &m->flush_timer, CLOCK_MONOTONIC,
-                                       (uint64_t) m->config.flush_interval_ms * 1000, 1000, manager_on_flush, m);
+                                       (uint64_t) m->config.flush_interval_ms * 1000, 1000, manager_on_flush,
+                                       m);
         if (r >= 0)
                 r = sd_event_add_time_relative(m->event, &m->status_timer, CLOCK_MONOTONIC, STATUS_USEC,
                                                100 * 1000, manager_on_status_timer, m);
@@ -1007,7 +1023,8 @@ int manager_run(Manager *m) {
                 n_online += m->cpus[i].online;
         log_info("Tracing in instance '%s' on %u of %u possible CPUs, listening on %s.",
                  tracing_instance_name(m->tracing), n_online, m->n_cpus, m->config.socket_path);
-        (void) sd_notifyf(false, "READY=1\nSTATUS=Tracing in instance '%s'.", tracing_instance_name(m->tracing));
+        (void) sd_notifyf(false, "READY=1\nSTATUS=Tracing in instance '%s'.",
+                          tracing_instance_name(m->tracing));
 
         r = sd_event_loop(m->event);
         if (r < 0)

@@ -34,8 +34,8 @@ typedef struct Server Server;
 
 /* What the manager knows of one possible CPU (per_cpu/cpuN of the instance). */
 typedef struct ManagerCpu {
-        bool online;       /* at the last check of the online CPUs */
-        bool open_failed;  /* online, but its reader could not be started: logged, retried */
+        bool online;           /* at the last check of the online CPUs */
+        bool open_failed;      /* online, but its reader could not be started: logged, retried */
         unsigned empty_drains; /* offline: checks in a row that found its buffer empty */
 } ManagerCpu;
 
@@ -49,17 +49,17 @@ typedef struct Manager {
         sd_event *event;
         sd_event_source *flush_timer;
         sd_event_source *status_timer;
-        uint64_t status_usec;    /* when the last STATUS= was sent */
-        uint64_t status_records; /* records decoded until then */
+        uint64_t status_usec;         /* when the last STATUS= was sent */
+        uint64_t status_records;      /* records decoded until then */
         sd_event_source *check_timer; /* once a second: CPUs online, and the instance as tpd set it */
         unsigned instance_repairs;    /* repairs in a row, until a check finds nothing changed */
 
         Tracing *tracing;
         Decoder *decoder;
         CommCache *comm;
-        Reader **readers;   /* per possible CPU: NULL while it is offline and drained */
-        ManagerCpu *cpus;   /* per possible CPU */
-        unsigned n_cpus;    /* possible CPUs: CPU numbers index the per-CPU arrays */
+        Reader **readers; /* per possible CPU: NULL while it is offline and drained */
+        ManagerCpu *cpus; /* per possible CPU */
+        unsigned n_cpus;  /* possible CPUs: CPU numbers index the per-CPU arrays */
         bool cpus_read_failed;
         uint64_t *overrun_reported; /* per CPU: overrun already reported in lost records */
         uint64_t *dropped_reported; /* per CPU: the kernel's "dropped events" likewise */

@@ -49,11 +49,11 @@ int glob_compile(const char *pattern, Glob *g) {
 
         if (!names_glob_is_valid(pattern))
                 return -EINVAL;
-        *g = (Glob) {};
+        *g = (Glob){};
         while (*p) {
                 GlobToken *tok = &g->tokens[g->n++];
 
-                *tok = (GlobToken) {};
+                *tok = (GlobToken){};
                 if (*p == '*') {
                         tok->kind = GLOB_STAR;
                         while (*p == '*')
@@ -162,7 +162,8 @@ bool glob_match_system(const Glob *g, const char *name, const char *colon) {
 
 bool glob_match_event(const Glob *g, const char *colon) {
         const char *event = colon + 1;
-        return glob_match_tokens(g->tokens + g->colon + 1, g->n - g->colon - 1, event, event + strlen(event));
+        return glob_match_tokens(g->tokens + g->colon + 1, g->n - g->colon - 1, event,
+                                 event + strlen(event));
 }
 
 int glob_match_text(const char *pattern, const char *name) {
@@ -175,4 +176,3 @@ int glob_match_text(const char *pattern, const char *name) {
                 return glob_match_system(&g, name, colon) && glob_match_event(&g, colon);
         return glob_match(&g, name);
 }
-

@@ -43,7 +43,6 @@ typedef struct Glob {
         size_t colon;  /* index of the only literal ':' token, or SIZE_MAX */
 } Glob;
 
-
 /* Compiles a glob; -EINVAL when it uses anything but name characters, ':', *, ?, [...]. */
 int glob_compile(const char *pattern, Glob *g);
 bool glob_match(const Glob *g, const char *s);

@@ -188,8 +188,8 @@ static int peer_yield(Peer *c) {
         /* A timer due at once, not a defer source: sd-event does not poll while a source is
          * pending, so a chain of defers would keep every other client waiting. */
         if (!c->resume)
-                r = sd_event_add_time_relative(c->event, &c->resume, CLOCK_MONOTONIC, 0, 0,
-                                               peer_on_resume, c);
+                r = sd_event_add_time_relative(c->event, &c->resume, CLOCK_MONOTONIC, 0, 0, peer_on_resume,
+                                               c);
         else {
                 r = sd_event_source_set_time_relative(c->resume, 0);
                 if (r >= 0)
@@ -235,7 +235,7 @@ static int peer_process(Peer *c) {
                         c->read_closed = true;
                         if (streq(c->refusal_error, TPD_ERROR_LIMIT_EXCEEDED))
                                 return peer_errorf(c, c->refusal_error, "limit", "connections", "%s",
-                                                     c->refusal_message);
+                                                   c->refusal_message);
                         return peer_errorf(c, c->refusal_error, NULL, NULL, "%s", c->refusal_message);
                 }
                 r = varlink_call_parse(msg, len, &call);
@@ -256,7 +256,8 @@ static int peer_on_stall(sd_event_source *s, uint64_t usec, void *userdata) {
 
         if (ratelimit_below(&limit))
                 log_notice("Closing the connection of uid %u (pid %d): half a message and nothing more "
-                           "for %llu s.", (unsigned) c->uid, (int) c->pid,
+                           "for %llu s.",
+                           (unsigned) c->uid, (int) c->pid,
                            (unsigned long long) (PEER_STALL_USEC / 1000000));
         peer_free(c);
         return 0;
@@ -292,8 +293,8 @@ static int peer_update_stall(Peer *c) {
                 if (r >= 0)
                         r = sd_event_source_set_enabled(c->stall_timer, SD_EVENT_ONESHOT);
         } else {
-                r = sd_event_add_time_relative(c->event, &c->stall_timer, CLOCK_MONOTONIC,
-                                               PEER_STALL_USEC, 0, peer_on_stall, c);
+                r = sd_event_add_time_relative(c->event, &c->stall_timer, CLOCK_MONOTONIC, PEER_STALL_USEC,
+                                               0, peer_on_stall, c);
                 if (r >= 0)
                         (void) sd_event_source_set_description(c->stall_timer, "client-stall");
         }

@@ -13,7 +13,7 @@ void queue_done(Queue *q) {
         for (size_t i = 0; i < q->n; i++)
                 batch_unref(q->entries[(q->head + i) % q->cap].batch);
         free(q->entries);
-        *q = (Queue) {};
+        *q = (Queue){};
 }
 
 static QueueEntry *queue_tail(Queue *q) {
@@ -88,7 +88,8 @@ int queue_push_batch(Queue *q, Batch *b, uint32_t offset, uint32_t length) {
          * new last slice, so it is released only when the batch is no longer referenced here. */
         run = q->run_batch == b ? queue_at(q, q->run_tail) : NULL;
         charge = run ? run->charge : batch_memory(b);
-        r = queue_append(q, (QueueEntry) { .batch = b, .offset = offset, .length = length, .charge = charge });
+        r = queue_append(q,
+                         (QueueEntry){ .batch = b, .offset = offset, .length = length, .charge = charge });
         if (r < 0)
                 return r;
         if (run) {
@@ -114,7 +115,8 @@ int queue_push_own(Queue *q, Batch *b, uint32_t offset, uint32_t length) {
                 q->held += length;
                 return 0;
         }
-        r = queue_append(q, (QueueEntry) { .batch = b, .offset = offset, .length = length, .charge = length });
+        r = queue_append(q,
+                         (QueueEntry){ .batch = b, .offset = offset, .length = length, .charge = length });
         if (r < 0)
                 return r;
         batch_ref(b);
@@ -123,7 +125,8 @@ int queue_push_own(Queue *q, Batch *b, uint32_t offset, uint32_t length) {
 
 int queue_push_static(Queue *q, const char *text, size_t length) {
         /* Static text costs nothing but its entry. */
-        return queue_append(q, (QueueEntry) { .ptr = text, .length = (uint32_t) length, .charge = sizeof(QueueEntry) });
+        return queue_append(
+                q, (QueueEntry){ .ptr = text, .length = (uint32_t) length, .charge = sizeof(QueueEntry) });
 }
 
 int queue_push_text(Queue *q, char *text, size_t length) {
@@ -135,7 +138,7 @@ int queue_push_text(Queue *q, char *text, size_t length) {
                 return -ENOMEM;
         }
         /* The text becomes the batch's buffer: a reply is copied only by the serialiser. */
-        b->buf = (JsonBuf) { .data = text, .len = length, .cap = length };
+        b->buf = (JsonBuf){ .data = text, .len = length, .cap = length };
         r = queue_push_batch(q, b, 0, (uint32_t) length);
         batch_unref(b);
         return r;
@@ -164,7 +167,7 @@ int queue_write(Queue *q, int fd) {
                 for (size_t i = 0; i < n_iov; i++) {
                         const QueueEntry *e = &q->entries[(q->head + i) % q->cap];
                         size_t skip = i == 0 ? q->head_written : 0;
-                        iov[i] = (struct iovec) { (void *) (entry_data(e) + skip), e->length - skip };
+                        iov[i] = (struct iovec){ (void *) (entry_data(e) + skip), e->length - skip };
                 }
 
                 n = writev(fd, iov, (int) n_iov);

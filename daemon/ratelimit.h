@@ -18,7 +18,7 @@ typedef struct RateLimit {
         unsigned suppressed;
 } RateLimit;
 
-#define RATELIMIT_INIT(interval, b) ((RateLimit) { .interval_usec = (interval), .burst = (b) })
+#define RATELIMIT_INIT(interval, b) ((RateLimit){ .interval_usec = (interval), .burst = (b) })
 
 /* True when a message may be logged now; otherwise counts it as suppressed. */
 static inline bool ratelimit_below(RateLimit *rl) {

@@ -126,12 +126,12 @@ static int reader_reset_pipe(Reader *r, int error) {
         k = reader_open_pipe(r);
 
         if (ratelimit_pass(&r->warned_pipe_usec))
-                log_warning_errno(error,
-                                  "CPU %u: failed to read spliced pages back (%m); dropped %zu bytes "
-                                  "(%zu pages, %" PRIu64 " bytes so far)%s",
-                                  r->cpu, dropped, (dropped + r->page_size - 1) / r->page_size,
-                                  r->stats.dropped_bytes,
-                                  k < 0 ? "; no new pipe either, reading pages one by one from now on." : ".");
+                log_warning_errno(
+                        error,
+                        "CPU %u: failed to read spliced pages back (%m); dropped %zu bytes "
+                        "(%zu pages, %" PRIu64 " bytes so far)%s",
+                        r->cpu, dropped, (dropped + r->page_size - 1) / r->page_size, r->stats.dropped_bytes,
+                        k < 0 ? "; no new pipe either, reading pages one by one from now on." : ".");
         return error;
 }
 
@@ -238,7 +238,8 @@ static void reader_read_failed(Reader *r, int error) {
         r->warned_read = true;
         if (error == -ENODEV)
                 log_notice("CPU %u has no ring buffer (it was offline when the instance was made?); "
-                           "waiting for it to come online.", r->cpu);
+                           "waiting for it to come online.",
+                           r->cpu);
         else
                 log_warning_errno(error, "Failed to read CPU %u: %m", r->cpu);
 }
@@ -336,8 +337,8 @@ const ReaderStats *reader_stats(Reader *r) {
         return &r->stats;
 }
 
-int reader_new(sd_event *event, int fd, unsigned cpu, size_t page_size, ReaderHandler handler, void *userdata,
-               Reader **ret) {
+int reader_new(sd_event *event, int fd, unsigned cpu, size_t page_size, ReaderHandler handler,
+               void *userdata, Reader **ret) {
         _cleanup_(reader_freep) Reader *r = NULL;
         int k;
 

@@ -20,7 +20,8 @@
 typedef struct Reader Reader;
 
 /* Called with n_pages whole sub-buffer pages; the memory is valid only during the call. */
-typedef void (*ReaderHandler)(void *userdata, unsigned cpu, const void *pages, size_t n_pages, size_t page_size);
+typedef void (*ReaderHandler)(void *userdata, unsigned cpu, const void *pages, size_t n_pages,
+                              size_t page_size);
 
 typedef struct ReaderStats {
         uint64_t pages;         /* handed to the handler */
@@ -28,8 +29,8 @@ typedef struct ReaderStats {
 } ReaderStats;
 
 /* Takes ownership of fd (the CPU's trace_pipe_raw opened non-blocking). */
-int reader_new(sd_event *event, int fd, unsigned cpu, size_t page_size, ReaderHandler handler, void *userdata,
-               Reader **ret);
+int reader_new(sd_event *event, int fd, unsigned cpu, size_t page_size, ReaderHandler handler,
+               void *userdata, Reader **ret);
 Reader *reader_free(Reader *r);
 
 /* Reads what there is now, the partially filled page included; for the flush timer. */

@@ -134,8 +134,10 @@ static int server_on_accept(sd_event_source *source, int fd, uint32_t revents, v
         if (cred.uid != 0 && cred.uid != geteuid()) {
                 r = read_peer_groups(cfd, &groups, &n_groups);
                 if (r < 0 && ratelimit_below(&s->log_limit))
-                        log_warning_errno(r, "Failed to get the groups of pid %d, checking its primary group "
-                                          "only: %m", (int) cred.pid);
+                        log_warning_errno(r,
+                                          "Failed to get the groups of pid %d, checking its primary group "
+                                          "only: %m",
+                                          (int) cred.pid);
         }
         s->on_accept(cfd, &cred, groups, n_groups, s->userdata);
         return 0;
@@ -148,7 +150,8 @@ static int remove_stale_socket(const char *path, const struct sockaddr_un *sa) {
         struct stat st;
 
         if (lstat(path, &st) < 0)
-                return errno == ENOENT ? 0 : log_error_errno(negative_errno(), "Failed to check '%s': %m", path);
+                return errno == ENOENT ? 0
+                                       : log_error_errno(negative_errno(), "Failed to check '%s': %m", path);
         if (!S_ISSOCK(st.st_mode))
                 return log_error_errno(-EEXIST, "'%s' exists and is not a socket; not removing it.", path);
 
@@ -226,8 +229,8 @@ static int bind_path(const char *path, gid_t gid, dev_t *ret_dev, ino_t *ret_ino
         return TAKE_FD(fd);
 }
 
-int server_new(sd_event *event, int fd, const char *path, gid_t gid, ServerAcceptHandler on_accept, void *userdata,
-               Server **ret) {
+int server_new(sd_event *event, int fd, const char *path, gid_t gid, ServerAcceptHandler on_accept,
+               void *userdata, Server **ret) {
         _cleanup_(server_freep) Server *s = NULL;
         int r;
 

@@ -23,6 +23,6 @@ typedef void (*ServerAcceptHandler)(int fd, const struct ucred *cred, const gid_
 
 /* Listens on fd when >= 0 (socket activation), else binds path: mode 0660, group gid (none when
  * (gid_t) -1), parent directory created. */
-int server_new(sd_event *event, int fd, const char *path, gid_t gid, ServerAcceptHandler on_accept, void *userdata,
-               Server **ret);
+int server_new(sd_event *event, int fd, const char *path, gid_t gid, ServerAcceptHandler on_accept,
+               void *userdata, Server **ret);
 Server *server_free(Server *s);

@@ -61,7 +61,8 @@ int state_load(const char *path, StatePin **ret, size_t *ret_n) {
         for (size_t i = 0; i < len; i++) {
                 json_object *o = json_object_array_get_idx(list, i), *ev, *f, *uids;
 
-                if (!json_object_object_get_ex(o, "event", &ev) || !json_object_is_type(ev, json_type_string))
+                if (!json_object_object_get_ex(o, "event", &ev) ||
+                    !json_object_is_type(ev, json_type_string))
                         continue;
                 pins[n].event = strdup(json_object_get_string(ev));
                 if (json_object_object_get_ex(o, "filter", &f) && json_object_is_type(f, json_type_string))
@@ -69,13 +70,15 @@ int state_load(const char *path, StatePin **ret, size_t *ret_n) {
                 if (json_object_object_get_ex(o, "filter_uid", &f) && json_object_is_type(f, json_type_int))
                         pins[n].filter_uid = (uid_t) json_object_get_int64(f);
                 /* Files of tpd before pins had owners have no "uids": those pins were root's. */
-                if (json_object_object_get_ex(o, "uids", &uids) && json_object_is_type(uids, json_type_array)) {
+                if (json_object_object_get_ex(o, "uids", &uids) &&
+                    json_object_is_type(uids, json_type_array)) {
                         size_t k = json_object_array_length(uids);
                         pins[n].uids = calloc(k + 1, sizeof(uid_t));
                         for (size_t j = 0; pins[n].uids && j < k; j++) {
                                 json_object *u = json_object_array_get_idx(uids, j);
                                 int64_t v = json_object_get_int64(u);
-                                if (json_object_is_type(u, json_type_int) && v >= 0 && v < (int64_t) UINT32_MAX)
+                                if (json_object_is_type(u, json_type_int) && v >= 0 &&
+                                    v < (int64_t) UINT32_MAX)
                                         pins[n].uids[pins[n].n_uids++] = (uid_t) v;
                         }
                 } else {
@@ -169,7 +172,8 @@ int state_save(const char *path, const StatePin *pins, size_t n) {
         }
         json_object_object_add(root, "version", json_object_new_int(1));
         json_object_object_add(root, "pins", list);
-        text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+        text = json_object_to_json_string_ext(root,
+                                              JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
 
         if (asprintf(&tmp, "%s.tmp", path) < 0) {
                 json_object_put(root);

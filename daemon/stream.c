@@ -19,7 +19,7 @@ static const char more_suffix[] = "}}"; /* NUL included below */
 /* A stream shares a batch when the lines it selects make at least 1/STREAM_SHARE_RATIO of the
  * batch's memory; below that, copying them costs less memory than keeping the batch alive. */
 #define STREAM_SHARE_RATIO 4U
-#define CARRIED(s, cpu, kind) ((s)->carried[(size_t) (cpu) * _RECORD_KIND_MAX + (kind)])
+#define CARRIED(s, cpu, kind) ((s)->carried[(size_t) (cpu) *_RECORD_KIND_MAX + (kind)])
 
 Stream *stream_free(Stream *s) {
         if (!s)
@@ -331,8 +331,9 @@ int stream_report_drops(Stream *s) {
                 for (size_t i = 0; i < ELEMENTSOF(order) && r >= 0; i++) {
                         int kind = order[i];
                         uint64_t *n = kind == RECORD_LOST_CLIENT ? &s->dropped[cpu] : &CARRIED(s, cpu, kind);
-                        uint64_t ts = kind == RECORD_LOST_CLIENT ? s->dropped_ts[cpu]
-                                                                 : s->carried_ts[(size_t) cpu * _RECORD_KIND_MAX + kind];
+                        uint64_t ts = kind == RECORD_LOST_CLIENT
+                                              ? s->dropped_ts[cpu]
+                                              : s->carried_ts[(size_t) cpu * _RECORD_KIND_MAX + kind];
                         const Record *rec;
 
                         if (*n == 0)
@@ -440,7 +441,8 @@ static bool stream_takes_all(const Stream *s, const Batch *b) {
         }
         /* A loss partly from before the stream started needs a count of its own. */
         for (size_t i = 0; b->n_lost > 0 && i < b->n_records; i++)
-                if (b->records[i].kind != RECORD_EVENT && stream_loss_share(s, &b->records[i]) != b->records[i].lost)
+                if (b->records[i].kind != RECORD_EVENT &&
+                    stream_loss_share(s, &b->records[i]) != b->records[i].lost)
                         return false;
         return true;
 }
@@ -454,8 +456,7 @@ int stream_offer_batch(Stream *s, Decoder *d, Batch *b) {
                 return 0;
 
         start = b->records[0].offset;
-        if (stream_takes_all(s, b) &&
-            s->queue.held + queue_charge_for(&s->queue, b) <= s->max_bytes &&
+        if (stream_takes_all(s, b) && s->queue.held + queue_charge_for(&s->queue, b) <= s->max_bytes &&
             queue_reserve(&s->queue, 1) >= 0) {
                 r = queue_push_batch(&s->queue, b, (uint32_t) start, (uint32_t) (b->plain_end - start));
                 if (r < 0)
@@ -471,7 +472,9 @@ int stream_offer_batch(Stream *s, Decoder *d, Batch *b) {
                         for (size_t i = 0; i < b->n_records; i++)
                                 if (stream_matches(s, d, &b->records[i]))
                                         stream_drop(s, &b->records[i],
-                                                    b->records[i].kind == RECORD_EVENT ? 1 : stream_loss_share(s, &b->records[i]));
+                                                    b->records[i].kind == RECORD_EVENT
+                                                            ? 1
+                                                            : stream_loss_share(s, &b->records[i]));
                         return 0;
                 }
                 s->sel = sel;

@@ -13,15 +13,16 @@
 #include <traceevent/event-parse.h>
 #include <tracefs/tracefs.h>
 
-#include "filter.h"
 #include "config.h"
+#include "filter.h"
 #include "log.h"
 #include "names.h"
 #include "tracing.h"
 
 /* Instance files whose content tpd decides, watched by tracing_check(): the value read back
  * after tpd's last write (or at creation) is the expected one, and is written back on a change. */
-static const char *const watched_files[] = { "buffer_percent", "tracing_cpumask", "options/overwrite", "tracing_on" };
+static const char *const watched_files[] = { "buffer_percent", "tracing_cpumask", "options/overwrite",
+                                             "tracing_on" };
 /* The one that stops recording: put back last, once everything else is as tpd wants it. */
 #define WATCHED_TRACING_ON (ELEMENTSOF(watched_files) - 1)
 /* available_events is reread for an unknown name at most this often. */
@@ -35,11 +36,11 @@ struct Tracing {
          * open files, so no other tpd (in any PID namespace) can reclaim it from under us, and it
          * is ours to write to as long as this is open. tracing_check() reads it. */
         int hold_fd;
-        char *clock;                                /* the trace clock tpd wants */
-        int clock_fd;                               /* trace_clock, for tracing_check() */
-        char *watched[ELEMENTSOF(watched_files)];   /* expected content of watched_files */
-        int watched_fd[ELEMENTSOF(watched_files)];  /* kept open: a check costs one pread each */
-        size_t check_cursor;                        /* next event whose filter tracing_check() reads */
+        char *clock;                               /* the trace clock tpd wants */
+        int clock_fd;                              /* trace_clock, for tracing_check() */
+        char *watched[ELEMENTSOF(watched_files)];  /* expected content of watched_files */
+        int watched_fd[ELEMENTSOF(watched_files)]; /* kept open: a check costs one pread each */
+        size_t check_cursor;                       /* next event whose filter tracing_check() reads */
         char *saved_cmdlines;
         unsigned n_cpus;
         size_t page_size;
@@ -72,7 +73,8 @@ static int instance_write(Tracing *t, const char *file, const char *value) {
 }
 
 static int event_write(Tracing *t, const TracingEvent *e, const char *file, const char *value) {
-        return tracefs_event_file_write(t->instance, e->system, e->event, file, value) < 0 ? negative_errno() : 0;
+        return tracefs_event_file_write(t->instance, e->system, e->event, file, value) < 0 ? negative_errno()
+                                                                                           : 0;
 }
 
 static uint64_t now_usec(void) {
@@ -167,8 +169,10 @@ static int setup_tep(Tracing *t) {
                 return -ENOMEM;
         tep_set_long_size(t->tep, sizeof(long));
         tep_set_page_size(t->tep, (int) getpagesize());
-        tep_set_file_bigendian(t->tep, __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? TEP_BIG_ENDIAN : TEP_LITTLE_ENDIAN);
-        tep_set_local_bigendian(t->tep, __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? TEP_BIG_ENDIAN : TEP_LITTLE_ENDIAN);
+        tep_set_file_bigendian(t->tep,
+                               __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? TEP_BIG_ENDIAN : TEP_LITTLE_ENDIAN);
+        tep_set_local_bigendian(t->tep,
+                                __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? TEP_BIG_ENDIAN : TEP_LITTLE_ENDIAN);
 
         header = tracefs_instance_file_read(NULL, "events/header_page", &size);
         if (!header)
@@ -228,7 +232,7 @@ static int lock_instances(void) {
                         return log_error_errno(negative_errno(), "Failed to lock '%s': %m", dir);
                 if (i >= 500)
                         return log_error_errno(-ETIMEDOUT, "Timed out waiting for the lock on '%s'.", dir);
-                (void) nanosleep(&(struct timespec) { .tv_nsec = 10 * 1000 * 1000 }, NULL);
+                (void) nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
         }
         return TAKE_FD(fd);
 }
@@ -246,10 +250,13 @@ static int reclaim_instance(const char *path, const char *name) {
                 if (errno == ENOENT)
                         return 0;
                 if (errno == EBUSY)
-                        return log_error_errno(-EBUSY, "Tracefs instance '%s' is in use by another process "
+                        return log_error_errno(-EBUSY,
+                                               "Tracefs instance '%s' is in use by another process "
                                                "(it has open files); is another tpd running with the same "
-                                               "instance name? Leaving it untouched.", name);
-                return log_error_errno(negative_errno(), "Failed to remove stale tracefs instance '%s': %m", name);
+                                               "instance name? Leaving it untouched.",
+                                               name);
+                return log_error_errno(negative_errno(), "Failed to remove stale tracefs instance '%s': %m",
+                                       name);
         }
         log_notice("Reclaimed tracefs instance '%s' left behind by an earlier run.", name);
         return 0;
@@ -286,10 +293,13 @@ static int create_instance(Tracing *t) {
         /* Not tracefs_instance_create(): it quietly adopts an existing instance. */
         if (mkdir(path, 0755) < 0) {
                 if (errno == EEXIST)
-                        return log_error_errno(-EBUSY, "Tracefs instance '%s' is in use by another process "
+                        return log_error_errno(-EBUSY,
+                                               "Tracefs instance '%s' is in use by another process "
                                                "(it created the instance while tpd started); leaving it "
-                                               "untouched.", t->name);
-                return log_error_errno(negative_errno(), "Failed to create tracefs instance '%s': %m", t->name);
+                                               "untouched.",
+                                               t->name);
+                return log_error_errno(negative_errno(), "Failed to create tracefs instance '%s': %m",
+                                       t->name);
         }
         t->instance = tracefs_instance_alloc(NULL, t->name);
         if (!t->instance) {
@@ -349,8 +359,10 @@ int tracing_new(const char *name, Tracing **ret) {
         t->clock = clock_from_text(clock);
         t->clock_fd = tracefs_instance_file_open(t->instance, "trace_clock", O_RDONLY | O_CLOEXEC);
         for (size_t i = 0; i < ELEMENTSOF(watched_files); i++) {
-                t->watched[i] = strip_newline(tracefs_instance_file_read(t->instance, watched_files[i], NULL));
-                t->watched_fd[i] = tracefs_instance_file_open(t->instance, watched_files[i], O_RDONLY | O_CLOEXEC);
+                t->watched[i] =
+                        strip_newline(tracefs_instance_file_read(t->instance, watched_files[i], NULL));
+                t->watched_fd[i] =
+                        tracefs_instance_file_open(t->instance, watched_files[i], O_RDONLY | O_CLOEXEC);
         }
 
         r = setup_tep(t);
@@ -418,7 +430,8 @@ Tracing *tracing_free(Tracing *t) {
                 lock = lock_instances();
                 close_instance_files(t);
                 if (instance_path(t->name, &path) >= 0 && rmdir(path) < 0 && errno != ENOENT)
-                        log_warning_errno(negative_errno(), "Failed to remove tracefs instance '%s': %m", t->name);
+                        log_warning_errno(negative_errno(), "Failed to remove tracefs instance '%s': %m",
+                                          t->name);
                 tracefs_instance_free(t->instance);
         }
         close_instance_files(t);
@@ -668,7 +681,8 @@ int tracing_list_events(Tracing *t, const char *pattern, char ***ret) {
 }
 
 int tracing_resolve_limited(Tracing *t, char *const *patterns, size_t n, size_t max_patterns,
-                            size_t max_glob_events, char ***ret_names, const char **ret_bad, size_t *ret_count) {
+                            size_t max_glob_events, char ***ret_names, const char **ret_bad,
+                            size_t *ret_count) {
         _cleanup_free_ char **distinct = NULL;
         _cleanup_free_ uint64_t *bits = NULL;
         _cleanup_strv_free_ char **names = NULL;
@@ -881,7 +895,8 @@ int tracing_event_set_filter(Tracing *t, TracingEvent *e, const char *filter, ch
                 if (ret_message)
                         *ret_message = tracefs_error_last(t->instance);
                 if (event_write(t, e, "filter", e->filter ?: "0") < 0)
-                        log_error_errno(negative_errno(), "Failed to restore the filter of '%s': %m", e->name);
+                        log_error_errno(negative_errno(), "Failed to restore the filter of '%s': %m",
+                                        e->name);
                 return r;
         }
 
@@ -960,7 +975,8 @@ int tracing_event_pin_uid(Tracing *t, TracingEvent *e, uid_t uid, bool pin) {
         if (r < 0) {
                 /* Undo, so that the pins say what the kernel does. */
                 if (pin) {
-                        memmove(e->pin_uids + i, e->pin_uids + i + 1, (e->n_pin_uids - i - 1) * sizeof(uid_t));
+                        memmove(e->pin_uids + i, e->pin_uids + i + 1,
+                                (e->n_pin_uids - i - 1) * sizeof(uid_t));
                         e->n_pin_uids--;
                 } else {
                         memmove(e->pin_uids + i + 1, e->pin_uids + i, (e->n_pin_uids - i) * sizeof(uid_t));
@@ -1085,8 +1101,8 @@ static void check_file(Tracing *t, size_t i, CheckReport *rep) {
         esc = escape_text(now);
         r = instance_write(t, watched_files[i], t->watched[i]);
         if (r < 0) {
-                report_add(rep, "%s was changed to '%s'; setting it back to '%s' failed: %s", watched_files[i],
-                           strempty(esc), t->watched[i], strerror(-r));
+                report_add(rep, "%s was changed to '%s'; setting it back to '%s' failed: %s",
+                           watched_files[i], strempty(esc), t->watched[i], strerror(-r));
                 /* Said once: the kernel's value is what tpd has now. */
                 free(t->watched[i]);
                 t->watched[i] = TAKE_PTR(now);
@@ -1114,7 +1130,8 @@ static void check_clock(Tracing *t, CheckReport *rep) {
                 free(t->clock);
                 t->clock = TAKE_PTR(now);
         } else
-                report_add(rep, "trace_clock was changed to '%s' (which cleared the buffer), set back to '%s'",
+                report_add(rep,
+                           "trace_clock was changed to '%s' (which cleared the buffer), set back to '%s'",
                            strempty(esc), t->clock);
 }
 
@@ -1181,7 +1198,8 @@ static void check_events(Tracing *t, CheckReport *rep) {
                 if (r < 0) {
                         /* Gone with its module, say: status shows it off, and this is said once. The
                          * next reference that comes or goes tries again. */
-                        report_add(rep, "%s was disabled; enabling it again failed: %s", e->name, strerror(-r));
+                        report_add(rep, "%s was disabled; enabling it again failed: %s", e->name,
+                                   strerror(-r));
                         e->enabled = false;
                 } else
                         report_add(rep, "%s was disabled, re-enabled", e->name);
@@ -1204,7 +1222,9 @@ static void check_events(Tracing *t, CheckReport *rep) {
                 system = strndup(lines[i], (size_t) (colon - lines[i]));
                 if (!system)
                         return;
-                r = tracefs_event_file_write(t->instance, system, colon + 1, "enable", "0") < 0 ? negative_errno() : 0;
+                r = tracefs_event_file_write(t->instance, system, colon + 1, "enable", "0") < 0
+                            ? negative_errno()
+                            : 0;
                 if (r < 0)
                         report_add(rep, "%s was enabled; disabling it failed: %s", lines[i], strerror(-r));
                 else

@@ -22,11 +22,11 @@ struct tep_event;
 typedef struct Tracing Tracing;
 
 typedef struct TracingEvent {
-        char *name;   /* "system:event" */
+        char *name; /* "system:event" */
         char *system;
         char *event;
         struct tep_event *format;
-        char *filter; /* kernel-side filter, NULL when none */
+        char *filter;     /* kernel-side filter, NULL when none */
         uid_t filter_uid; /* who set it */
         unsigned streams;
         uid_t *pin_uids; /* the uids that pinned the event, ascending, each once */
@@ -76,8 +76,6 @@ int tracing_set_overwrite(Tracing *t, bool overwrite);
 int tracing_open_cpu(Tracing *t, unsigned cpu);
 int tracing_cpu_stats(Tracing *t, unsigned cpu, TracingCpuStats *ret);
 
-
-
 /* Sorted "system:event" names of the kernel's events matching a glob (all for NULL). */
 int tracing_list_events(Tracing *t, const char *pattern, char ***ret);
 
@@ -89,7 +87,8 @@ int tracing_resolve(Tracing *t, char *const *patterns, size_t n, char ***ret_nam
  * -EPERM, *ret_bad the glob and *ret_count its matches. Each distinct pattern costs one match over
  * the list, and an unknown name rereads the kernel's list at most once a second. */
 int tracing_resolve_limited(Tracing *t, char *const *patterns, size_t n, size_t max_patterns,
-                            size_t max_glob_events, char ***ret_names, const char **ret_bad, size_t *ret_count);
+                            size_t max_glob_events, char ***ret_names, const char **ret_bad,
+                            size_t *ret_count);
 
 /* The state of a known event, loading its format on first use. */
 int tracing_event_get(Tracing *t, const char *name, TracingEvent **ret);

@@ -22,18 +22,18 @@
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 
-#define TAKE_PTR(p)                              \
-        ({                                       \
-                __typeof__(p) _ptr_ = (p);       \
-                (p) = NULL;                      \
-                _ptr_;                           \
+#define TAKE_PTR(p)                        \
+        ({                                 \
+                __typeof__(p) _ptr_ = (p); \
+                (p) = NULL;                \
+                _ptr_;                     \
         })
 
-#define TAKE_FD(fd)                              \
-        ({                                       \
-                int _fd_ = (fd);                 \
-                (fd) = -1;                       \
-                _fd_;                            \
+#define TAKE_FD(fd)              \
+        ({                       \
+                int _fd_ = (fd); \
+                (fd) = -1;       \
+                _fd_;            \
         })
 
 static inline void freep(void *p) {
@@ -56,10 +56,10 @@ static inline void closep(int *fd) {
 #define _cleanup_close_ _cleanup_(closep)
 
 /* Declares foop() for a destructor foo() that accepts NULL, for use with _cleanup_(). */
-#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)  \
-        static inline void func##p(type *p) {    \
-                if (*p)                          \
-                        func(*p);                \
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func) \
+        static inline void func##p(type *p) {   \
+                if (*p)                         \
+                        func(*p);               \
         }
 
 static inline bool streq(const char *a, const char *b) {

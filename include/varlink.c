@@ -7,12 +7,12 @@
 #include "varlink.h"
 
 void varlink_buffer_init(VarlinkBuffer *b, size_t max) {
-        *b = (VarlinkBuffer) { .max = max };
+        *b = (VarlinkBuffer){ .max = max };
 }
 
 void varlink_buffer_done(VarlinkBuffer *b) {
         free(b->data);
-        *b = (VarlinkBuffer) {};
+        *b = (VarlinkBuffer){};
 }
 
 int varlink_buffer_space(VarlinkBuffer *b, size_t n, char **ret) {
@@ -127,7 +127,7 @@ bad:
 void varlink_call_done(VarlinkCall *call) {
         json_object_put(call->parameters);
         json_object_put(call->object);
-        *call = (VarlinkCall) {};
+        *call = (VarlinkCall){};
 }
 
 int json_add(json_object *o, const char *key, json_object *v) {
@@ -145,7 +145,8 @@ static int serialize(json_object *o, char **ret, size_t *ret_len) {
         size_t n;
         char *p;
 
-        s = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
+        s = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
+                                              &n);
         if (!s)
                 return -ENOMEM;
         p = malloc(n + 1);
@@ -199,10 +200,11 @@ bad:
 void varlink_reply_done(VarlinkReply *reply) {
         json_object_put(reply->parameters);
         json_object_put(reply->object);
-        *reply = (VarlinkReply) {};
+        *reply = (VarlinkReply){};
 }
 
-int varlink_call_format(const char *method, json_object *parameters, bool upgrade, char **ret, size_t *ret_len) {
+int varlink_call_format(const char *method, json_object *parameters, bool upgrade, char **ret,
+                        size_t *ret_len) {
         json_object *o = json_object_new_object();
         int r = o ? json_add(o, "method", json_object_new_string(method)) : -ENOMEM;
 

@@ -16,7 +16,7 @@ typedef struct VarlinkBuffer {
         size_t len;      /* bytes held */
         size_t consumed; /* bytes of messages already handed out */
         size_t cap;
-        size_t max;      /* a message longer than this is an error */
+        size_t max; /* a message longer than this is an error */
 } VarlinkBuffer;
 
 void varlink_buffer_init(VarlinkBuffer *b, size_t max);
@@ -65,7 +65,8 @@ int varlink_reply_parse(const char *msg, size_t len, VarlinkReply *ret);
 void varlink_reply_done(VarlinkReply *reply);
 
 /* Serialises a call (NUL included in *ret_len). Takes ownership of parameters (NULL: none). */
-int varlink_call_format(const char *method, json_object *parameters, bool upgrade, char **ret, size_t *ret_len);
+int varlink_call_format(const char *method, json_object *parameters, bool upgrade, char **ret,
+                        size_t *ret_len);
 
 /* Serialises a reply or an error (NUL included in *ret_len). Takes ownership of parameters, which
  * may be NULL. */

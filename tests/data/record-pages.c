@@ -22,10 +22,12 @@
  * how expected.ndjson is made and checked.
  */
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -36,12 +38,10 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #define TRACEFS "/sys/kernel/tracing"
@@ -53,7 +53,7 @@ typedef struct Recording Recording;
 typedef struct Dataset {
         const char *name;
         const char *summary;
-        const char *const *events;       /* "system:event", enabled with the filter below */
+        const char *const *events;        /* "system:event", enabled with the filter below */
         const char *const *extra_formats; /* formats saved without enabling (ftrace:print) */
         unsigned buffer_size_kb;          /* 0: the instance's default */
         /* Forks the workload's processes; each blocks until recording_go(). */
@@ -320,13 +320,13 @@ static void signal_run(Recording *rec, void *arg) {
         sigprocmask(SIG_BLOCK, &set, NULL);
         signal(SIGCHLD, SIG_DFL);
 
-        sigqueue(getpid(), SIGUSR1, v);                  /* code -1 (SI_QUEUE), delivered */
-        sigqueue(getpid(), SIGUSR1, v);                  /* already pending */
+        sigqueue(getpid(), SIGUSR1, v);                   /* code -1 (SI_QUEUE), delivered */
+        sigqueue(getpid(), SIGUSR1, v);                   /* already pending */
         syscall(SYS_tgkill, getpid(), gettid(), SIGUSR2); /* code -6 (SI_TKILL) */
-        kill(getpid(), SIGCHLD);                         /* ignored */
+        kill(getpid(), SIGCHLD);                          /* ignored */
         close(-1);                                        /* ret -9 */
-        (void) open("/nonexistent/tpd", O_RDONLY);         /* ret -2 */
-        (void) !write(sig_pipe[1], &b, 1);                 /* wakes the sleeper on CPU 1 */
+        (void) open("/nonexistent/tpd", O_RDONLY);        /* ret -2 */
+        (void) !write(sig_pipe[1], &b, 1);                /* wakes the sleeper on CPU 1 */
 }
 
 static void sleeper_run(Recording *rec, void *arg) {
@@ -400,14 +400,14 @@ static const Dataset datasets[] = {
         {
                 .name = "sched_switch",
                 .summary = "sched:sched_switch of two processes ping-ponging on CPU 0",
-                .events = (const char *const[]) { "sched:sched_switch", NULL },
+                .events = (const char *const[]){ "sched:sched_switch", NULL },
                 .prepare = prepare_sched_switch,
                 .filter = filter_sched_switch,
         },
         {
                 .name = "getppid",
                 .summary = "syscalls:sys_enter_getppid, 300 calls on CPU 1",
-                .events = (const char *const[]) { "syscalls:sys_enter_getppid", NULL },
+                .events = (const char *const[]){ "syscalls:sys_enter_getppid", NULL },
                 .prepare = prepare_getppid,
                 .filter = filter_first_pid,
         },
@@ -415,16 +415,16 @@ static const Dataset datasets[] = {
                 .name = "print",
                 .summary = "ftrace:print from trace_marker: escapes, control bytes, UTF-8 valid and not, "
                            "an embedded NUL, a 3000-byte string",
-                .events = (const char *const[]) { NULL },
-                .extra_formats = (const char *const[]) { "ftrace:print", NULL },
+                .events = (const char *const[]){ NULL },
+                .extra_formats = (const char *const[]){ "ftrace:print", NULL },
                 .prepare = prepare_print,
         },
         {
                 .name = "exec",
                 .summary = "sched:sched_process_exec (__data_loc char[], not UTF-8) and "
                            "syscalls:sys_enter_openat (a pointer, 8-byte \"int\" fields)",
-                .events = (const char *const[]) { "sched:sched_process_exec", "syscalls:sys_enter_openat",
-                                                  NULL },
+                .events = (const char *const[]){ "sched:sched_process_exec", "syscalls:sys_enter_openat",
+                                                 NULL },
                 .prepare = prepare_exec,
                 .filter = filter_first_pid,
         },
@@ -432,8 +432,8 @@ static const Dataset datasets[] = {
                 .name = "signed",
                 .summary = "signal:signal_generate (negative codes), raw_syscalls:sys_exit (negative "
                            "returns), sched:sched_wakeup across CPUs",
-                .events = (const char *const[]) { "signal:signal_generate", "raw_syscalls:sys_exit",
-                                                  "sched:sched_wakeup", NULL },
+                .events = (const char *const[]){ "signal:signal_generate", "raw_syscalls:sys_exit",
+                                                 "sched:sched_wakeup", NULL },
                 .prepare = prepare_signed,
                 .filter = filter_signed,
         },
@@ -441,8 +441,8 @@ static const Dataset datasets[] = {
                 .name = "arrays",
                 .summary = "raw_syscalls:sys_enter (unsigned long args[6]) and sock:inet_sock_set_state "
                            "(__u8 arrays, a pointer) of one loopback TCP connection",
-                .events = (const char *const[]) { "raw_syscalls:sys_enter", "sock:inet_sock_set_state",
-                                                  NULL },
+                .events =
+                        (const char *const[]){ "raw_syscalls:sys_enter", "sock:inet_sock_set_state", NULL },
                 .prepare = prepare_arrays,
                 .filter = filter_arrays,
         },
@@ -450,7 +450,7 @@ static const Dataset datasets[] = {
                 .name = "overrun",
                 .summary = "3000 getppid calls into a 4 KiB-per-CPU buffer: the first page read says how "
                            "many records the kernel overwrote",
-                .events = (const char *const[]) { "syscalls:sys_enter_getppid", NULL },
+                .events = (const char *const[]){ "syscalls:sys_enter_getppid", NULL },
                 .buffer_size_kb = 4,
                 .prepare = prepare_overrun,
                 .filter = filter_first_pid,

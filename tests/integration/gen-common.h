@@ -72,10 +72,10 @@ static inline int gen_pin_cpu(int cpu) {
  * that wait for the go by default and --wait in those that do not.
  */
 enum {
-        GEN_OPT_RATE = 1 << 0,          /* --rate/-r */
-        GEN_OPT_NO_WAIT = 1 << 1,       /* waits for the go unless --no-wait/-w */
-        GEN_OPT_WAIT = 1 << 2,          /* starts at once unless --wait/-w */
-        GEN_OPT_OPERANDS = 1 << 3,      /* one or more operands, from optind on; else none */
+        GEN_OPT_RATE = 1 << 0,     /* --rate/-r */
+        GEN_OPT_NO_WAIT = 1 << 1,  /* waits for the go unless --no-wait/-w */
+        GEN_OPT_WAIT = 1 << 2,     /* starts at once unless --wait/-w */
+        GEN_OPT_OPERANDS = 1 << 3, /* one or more operands, from optind on; else none */
 };
 
 /* Common options plus a generator's own ones, and the terminating entry. */
@@ -83,10 +83,10 @@ enum {
 
 typedef struct GenArgs {
         /* Set by the generator; count holds its default. */
-        const char *name;               /* prefixes the messages on stderr */
-        const char *usage;              /* for --help (stdout) and bad usage (stderr) */
+        const char *name;  /* prefixes the messages on stderr */
+        const char *usage; /* for --help (stdout) and bad usage (stderr) */
         unsigned flags;
-        const struct option *extra;     /* the generator's own options (NULL-terminated) or NULL */
+        const struct option *extra; /* the generator's own options (NULL-terminated) or NULL */
         uint64_t count;
 
         /* Set by gen_getopt(). */
@@ -139,7 +139,7 @@ static inline void gen_build_options(GenArgs *a) {
         if (a->flags & GEN_OPT_WAIT)
                 gen_add_option(a, &n, &wait);
         gen_add_option(a, &n, &help);
-        a->options[n] = (struct option) { NULL, 0, NULL, 0 };
+        a->options[n] = (struct option){ NULL, 0, NULL, 0 };
         a->wait_for_go = !!(a->flags & GEN_OPT_NO_WAIT);
 }
 
@@ -232,8 +232,7 @@ static inline void gen_pacer_wait(GenPacer *p, uint64_t done) {
 }
 
 /* Every line goes out at once: the test reads each one while the generator is still running. */
-__attribute__((format(printf, 1, 2)))
-static inline void gen_say(const char *fmt, ...) {
+__attribute__((format(printf, 1, 2))) static inline void gen_say(const char *fmt, ...) {
         va_list ap;
 
         va_start(ap, fmt);

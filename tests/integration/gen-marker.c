@@ -27,12 +27,10 @@ static const char usage[] =
         "                  [--cpu CPU] [--seq] [--wait] MESSAGE...\n";
 
 int main(int argc, char **argv) {
-        static const struct option options[] = {
-                { "instance", required_argument, NULL, 'i' },
-                { "file", required_argument, NULL, 'f' },
-                { "seq", no_argument, NULL, 's' },
-                { NULL, 0, NULL, 0 }
-        };
+        static const struct option options[] = { { "instance", required_argument, NULL, 'i' },
+                                                 { "file", required_argument, NULL, 'f' },
+                                                 { "seq", no_argument, NULL, 's' },
+                                                 { NULL, 0, NULL, 0 } };
         GenArgs args = {
                 .name = "gen-marker",
                 .usage = usage,

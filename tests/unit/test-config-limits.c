@@ -31,11 +31,11 @@ static int parse(const char *text, Config *c) {
 
 int main(void) {
         static const char *const bad[] = {
-                "[Clients]\nMaxGlobEvents=0\n",    "[Clients]\nMaxGlobEvents=-1\n",
-                "[Clients]\nMaxGlobEvents=x\n",    "[Clients]\nMaxCallEvents=4097\n",
-                "[Clients]\nMaxCallEvents=\n",     "[Clients]\nMaxEnabledEvents=65537\n",
-                "[Tracing]\nClock=\n",             "[Tracing]\nClock=Boot\n",
-                "[Tracing]\nClock=b o o t\n",      "[Tracing]\nClock=../boot\n",
+                "[Clients]\nMaxGlobEvents=0\n", "[Clients]\nMaxGlobEvents=-1\n",
+                "[Clients]\nMaxGlobEvents=x\n", "[Clients]\nMaxCallEvents=4097\n",
+                "[Clients]\nMaxCallEvents=\n",  "[Clients]\nMaxEnabledEvents=65537\n",
+                "[Tracing]\nClock=\n",          "[Tracing]\nClock=Boot\n",
+                "[Tracing]\nClock=b o o t\n",   "[Tracing]\nClock=../boot\n",
         };
         Config c;
 

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "util.h"
 #include "tpd-test.h"
+#include "util.h"
 
 static char dir[] = "/tmp/tpd-test-config-XXXXXX";
 static char main_path[256];
@@ -48,7 +48,7 @@ static int load(Config *c, char **ret_log) {
         ASSERT(dup2(fd, STDERR_FILENO) == STDERR_FILENO);
         close(fd);
 
-        *c = (Config) { .flush_interval_ms = 100 };
+        *c = (Config){ .flush_interval_ms = 100 };
         r = config_load(main_path, c);
 
         fflush(stderr);
@@ -176,7 +176,8 @@ static void test_invalid(void) {
                 ASSERT_INT_EQ(load(&c, &log), -EINVAL);
                 snprintf(where, sizeof(where), "/tpd.conf:%u: ", cases[i].line);
                 if (!strstr(log, "<3>") || !strstr(log, where) || !strstr(log, cases[i].reason))
-                        TEST_FAIL("case %zu: log %s lacks <3>, '%s' or '%s'", i, log, where, cases[i].reason);
+                        TEST_FAIL("case %zu: log %s lacks <3>, '%s' or '%s'", i, log, where,
+                                  cases[i].reason);
                 free(log);
                 config_done(&c);
         }
@@ -210,7 +211,8 @@ static void test_shipped_file(const char *conf_path) {
 
                 if (sscanf(line, "[%63[^]]]", section) == 1)
                         continue;
-                if (line[0] != '#' || sscanf(line, "#%63[A-Za-z]=%255s", key, value) < 1 || !strchr(line, '='))
+                if (line[0] != '#' || sscanf(line, "#%63[A-Za-z]=%255s", key, value) < 1 ||
+                    !strchr(line, '='))
                         continue;
                 s = config_setting_by_key(section, key);
                 if (!s)

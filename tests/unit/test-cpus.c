@@ -25,9 +25,9 @@ int main(void) {
         check("\n", 2, 0, "00");
         check("", 2, 0, "00");
         check("0,2-3,5\n", 8, 4, "10110100");
-        check("0-15\n", 4, 4, "1111");           /* CPUs beyond the instance's are ignored */
+        check("0-15\n", 4, 4, "1111"); /* CPUs beyond the instance's are ignored */
         check("4-7\n", 4, 0, "0000");
-        check("1,1,0-1\n", 2, 2, "11");          /* counted once */
+        check("1,1,0-1\n", 2, 2, "11"); /* counted once */
         check("0-4294967295\n", 3, 3, "111");
 
         check("1-0\n", 4, -EINVAL, "0000");

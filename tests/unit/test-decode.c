@@ -133,7 +133,7 @@ static void dataset_load(Dataset *ds, const char *datadir, const char *name) {
         char path[PATH_MAX + 64], *text, *line, *save = NULL;
         int cpu = -1;
 
-        *ds = (Dataset) {};
+        *ds = (Dataset){};
         snprintf(ds->dir, sizeof(ds->dir), "%s/%s", datadir, name);
         ds->tep = tep_from_dir(ds->dir, true);
 
@@ -143,8 +143,8 @@ static void dataset_load(Dataset *ds, const char *datadir, const char *name) {
                 TEST_FAIL("cannot read %s: %m", path);
         for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
                 ASSERT(ds->n_comms < MAX_COMMS);
-                ASSERT(sscanf(line, "%d %31s", &ds->comms[ds->n_comms].pid,
-                              ds->comms[ds->n_comms].name) == 2);
+                ASSERT(sscanf(line, "%d %31s", &ds->comms[ds->n_comms].pid, ds->comms[ds->n_comms].name) ==
+                       2);
                 ds->n_comms++;
         }
         free(text);
@@ -829,7 +829,9 @@ static void put64(uint8_t *p, uint64_t v) {
 
 static const char *fixed_comm(void *userdata, int pid, uint64_t ts) {
         /* Longer than the kernel's 16 bytes and not UTF-8: the decoder cuts at 16 and escapes. */
-        return pid == 4242 ? "q\"uo\\te\xff" "7890abcdefXYZ" : NULL;
+        return pid == 4242 ? "q\"uo\\te\xff"
+                             "7890abcdefXYZ"
+                           : NULL;
 }
 
 static void test_synthetic(void) {
@@ -861,9 +863,9 @@ static void test_synthetic(void) {
         memcpy(rec + 52, "abcdefgh", 8); /* no NUL: all 8 bytes */
         put32(rec + 60, (uint32_t) -1), put32(rec + 64, 0), put32(rec + 68, 7);
         rec[72] = 1, rec[73] = 2, rec[74] = 3, rec[75] = 255;
-        put32(rec + 76, 3U << 16 | 96);                 /* "hi\0" at 96 */
-        put32(rec + 80, 4U << 16 | (100 - 84));         /* relative to the end of the field: 100 */
-        put32(rec + 84, 8U << 16 | 104);                /* two u32 at 104 */
+        put32(rec + 76, 3U << 16 | 96);         /* "hi\0" at 96 */
+        put32(rec + 80, 4U << 16 | (100 - 84)); /* relative to the end of the field: 100 */
+        put32(rec + 84, 8U << 16 | 104);        /* two u32 at 104 */
         put64(rec + 88, 0);
         memcpy(rec + 96, "hi\0", 4);
         memcpy(rec + 100, "rel\0", 4);
@@ -900,7 +902,8 @@ static void test_synthetic(void) {
         append_records(&out, b, 0);
         static const char expected[] =
                 "{\"ts\":1000,\"cpu\":3,\"event\":\"tpdtest:kinds\",\"pid\":4242,"
-                "\"comm\":\"q\\\"uo\\\\te\xef\xbf\xbd" "7890abcd\",\"fields\":{"
+                "\"comm\":\"q\\\"uo\\\\te\xef\xbf\xbd"
+                "7890abcd\",\"fields\":{"
                 "\"u8v\":255,\"s8v\":-128,\"s16\":-32768,\"u16\":65535,\"odd\":[1,2,254],"
                 "\"s32\":-2147483648,\"u32\":4294967295,\"s64\":-9223372036854775808,"
                 "\"u64v\":18446744073709551615,\"ptr\":\"0xffffffff81000000\",\"name\":\"abcdefgh\","
@@ -923,8 +926,8 @@ static void test_synthetic(void) {
         /* Locations that point outside the record are cut to it, never followed. */
         memset(rec, 0, sizeof(rec));
         put16(rec + 0, 900);
-        put32(rec + 76, 200U << 16 | 104);     /* starts inside, runs far past the end */
-        put32(rec + 80, 4U << 16 | 0xfff0);     /* starts past the end */
+        put32(rec + 76, 200U << 16 | 104);       /* starts inside, runs far past the end */
+        put32(rec + 80, 4U << 16 | 0xfff0);      /* starts past the end */
         put32(rec + 84, 0xffffU << 16 | 0xffff); /* both */
         memcpy(rec + 104, "12345678", 8);
         pb_init(&pb, 0);
@@ -1163,8 +1166,7 @@ static int run_hostile_pages(const char *datadir) {
                 if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
                         printf("%-28s passes\n", cases[i].name);
                 else {
-                        printf("%-28s FAILS (%s %d)\n", cases[i].name,
-                               WIFEXITED(status) ? "exit" : "signal",
+                        printf("%-28s FAILS (%s %d)\n", cases[i].name, WIFEXITED(status) ? "exit" : "signal",
                                WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
                         failed = 1;
                 }

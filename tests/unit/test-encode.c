@@ -256,8 +256,13 @@ static void test_strings_control(void) {
                 check_string(in, expected, value);
         }
         /* All of them in one string, between plain runs. */
-        check_string("a\x01" "b\x1f" "c\nd\te\rf", "a\\u0001b\\u001fc\\nd\\te\\rf",
-                     "a\x01" "b\x1f" "c\nd\te\rf");
+        check_string("a\x01"
+                     "b\x1f"
+                     "c\nd\te\rf",
+                     "a\\u0001b\\u001fc\\nd\\te\\rf",
+                     "a\x01"
+                     "b\x1f"
+                     "c\nd\te\rf");
 }
 
 static void test_strings_utf8(void) {
@@ -283,24 +288,28 @@ static void test_strings_utf8(void) {
 
         /* Every byte that does not start a valid sequence becomes one U+FFFD; the bytes after it
          * are looked at afresh. */
-        check_string("\x80", FFFD, FFFD);                               /* lone continuation */
+        check_string("\x80", FFFD, FFFD); /* lone continuation */
         check_string("\xbf", FFFD, FFFD);
-        check_string("\xc0\x80", FFFD FFFD, FFFD FFFD);                 /* overlong NUL */
-        check_string("\xc0\xaf", FFFD FFFD, FFFD FFFD);                 /* overlong '/' */
+        check_string("\xc0\x80", FFFD FFFD, FFFD FFFD); /* overlong NUL */
+        check_string("\xc0\xaf", FFFD FFFD, FFFD FFFD); /* overlong '/' */
         check_string("\xc1\xbf", FFFD FFFD, FFFD FFFD);
-        check_string("\xe0\x80\xaf", FFFD FFFD FFFD, FFFD FFFD FFFD);    /* overlong 3 */
+        check_string("\xe0\x80\xaf", FFFD FFFD FFFD, FFFD FFFD FFFD); /* overlong 3 */
         check_string("\xe0\x9f\xbf", FFFD FFFD FFFD, FFFD FFFD FFFD);
         check_string("\xf0\x80\x80\xaf", FFFD FFFD FFFD FFFD, FFFD FFFD FFFD FFFD); /* overlong 4 */
         check_string("\xf0\x8f\xbf\xbf", FFFD FFFD FFFD FFFD, FFFD FFFD FFFD FFFD);
-        check_string("\xed\xa0\x80", FFFD FFFD FFFD, FFFD FFFD FFFD);    /* U+D800 */
-        check_string("\xed\xbf\xbf", FFFD FFFD FFFD, FFFD FFFD FFFD);    /* U+DFFF */
+        check_string("\xed\xa0\x80", FFFD FFFD FFFD, FFFD FFFD FFFD);               /* U+D800 */
+        check_string("\xed\xbf\xbf", FFFD FFFD FFFD, FFFD FFFD FFFD);               /* U+DFFF */
         check_string("\xf4\x90\x80\x80", FFFD FFFD FFFD FFFD, FFFD FFFD FFFD FFFD); /* U+110000 */
         check_string("\xf5\x80\x80\x80", FFFD FFFD FFFD FFFD, FFFD FFFD FFFD FFFD);
         check_string("\xf8\x88\x80\x80\x80", FFFD FFFD FFFD FFFD FFFD, NULL);
         check_string("\xfe\xff", FFFD FFFD, FFFD FFFD);
         /* Truncated sequences: before plain text, at the end of the string, before a NUL. */
-        check_string("\xe2\x82" "A", FFFD FFFD "A", FFFD FFFD "A");
-        check_string("\xf0\x9d\x84" "B", FFFD FFFD FFFD "B", FFFD FFFD FFFD "B");
+        check_string("\xe2\x82"
+                     "A",
+                     FFFD FFFD "A", FFFD FFFD "A");
+        check_string("\xf0\x9d\x84"
+                     "B",
+                     FFFD FFFD FFFD "B", FFFD FFFD FFFD "B");
         check_string("\xc3", FFFD, FFFD);
         check_string("end \xf0\x9f\x98", "end " FFFD FFFD FFFD, "end " FFFD FFFD FFFD);
         check_string_n("\xe2\x00\xac", 3, FFFD, FFFD);

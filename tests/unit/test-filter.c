@@ -94,7 +94,8 @@ static void test_valid(void) {
         check_both(sched_switch, "prev_comm == 'a'", "prev_comm == \"a\"");
         check_both(sched_switch, "next_comm != \"\"", "next_comm != \"\"");
         check_both(sched_switch, "prev_comm == \"a'b\"", "prev_comm == \"a'b\"");
-        check_both(sched_switch, "prev_comm == \"a' && next_comm == 'b\"", "prev_comm == \"a' && next_comm == 'b\"");
+        check_both(sched_switch, "prev_comm == \"a' && next_comm == 'b\"",
+                   "prev_comm == \"a' && next_comm == 'b\"");
         /* && binds tighter than || in the kernel; libtraceevent reads left to right. */
         check_both(sched_switch, "prev_pid == 1 || next_pid == 2 && prev_prio == 3",
                    "prev_pid == 1 || ( next_pid == 2 && prev_prio == 3 )");
@@ -114,7 +115,8 @@ static void test_valid(void) {
         check_ok(sched_switch, FILTER_STREAM, "!prev_pid == 1", "prev_pid != 1");
         check_ok(sched_switch, FILTER_KERNEL, "!(prev_pid == 1 || next_pid == 2)",
                  "! ( prev_pid == 1 || next_pid == 2 )");
-        check_ok(sched_switch, FILTER_STREAM, "!(prev_pid == 1 || next_pid < 2)", "prev_pid != 1 && next_pid >= 2");
+        check_ok(sched_switch, FILTER_STREAM, "!(prev_pid == 1 || next_pid < 2)",
+                 "prev_pid != 1 && next_pid >= 2");
         check_ok(sched_switch, FILTER_KERNEL, "!!(prev_pid==1)", "! ( ! ( prev_pid == 1 ) )");
         check_ok(sched_switch, FILTER_STREAM, "!!(prev_pid==1)", "prev_pid == 1");
         check_ok(sched_switch, FILTER_KERNEL, "prev_pid == 1 && !(next_pid == 2) || !prev_prio == 3",
@@ -135,10 +137,12 @@ static void test_valid(void) {
         /* Kernel only: libtraceevent has no glob and no bit test. */
         check_ok(sched_switch, FILTER_KERNEL, "prev_comm ~ \"ba*\"", "prev_comm ~ \"ba*\"");
         check_ok(sched_switch, FILTER_KERNEL, "prev_state & 0x3", "prev_state & 3");
-        check_ok(sched_switch, FILTER_KERNEL, "prev_pid==-1||prev_prio>-0x10", "prev_pid == -1 || prev_prio > -16");
+        check_ok(sched_switch, FILTER_KERNEL, "prev_pid==-1||prev_prio>-0x10",
+                 "prev_pid == -1 || prev_prio > -16");
         check_ok(sched_switch, FILTER_KERNEL, "prev_pid == -0", "prev_pid == 0");
         check_ok(kinds, FILTER_KERNEL, "s64 == -9223372036854775808", "s64 == -9223372036854775808");
-        check_bad_len(sched_switch, FILTER_STREAM, "prev_comm ~ \"ba*\"", "only supported in kernel filters");
+        check_bad_len(sched_switch, FILTER_STREAM, "prev_comm ~ \"ba*\"",
+                      "only supported in kernel filters");
         check_bad_len(sched_switch, FILTER_STREAM, "prev_state & 3", "only supported in kernel filters");
 }
 
@@ -177,9 +181,11 @@ static void test_invalid(void) {
         check_bad(sched_switch, "prev_pid == 18446744073709551616", "does not fit in 64 bits");
         check_bad(kinds, "s64 == 9223372036854775808", "out of range for the signed field 's64'");
         check_bad(sched_switch, "prev_pid == 010", "may not start with 0");
-        check_bad_len(sched_switch, FILTER_STREAM, "prev_pid == -1", "negative numbers are only supported in kernel");
+        check_bad_len(sched_switch, FILTER_STREAM, "prev_pid == -1",
+                      "negative numbers are only supported in kernel");
         check_bad_len(sched_switch, FILTER_KERNEL, "common_type == -1", "'common_type' is unsigned");
-        check_bad_len(kinds, FILTER_KERNEL, "s64 == -9223372036854775809", "out of range for the signed field");
+        check_bad_len(kinds, FILTER_KERNEL, "s64 == -9223372036854775809",
+                      "out of range for the signed field");
         check_bad(sched_switch, "prev_pid == - 1", "'-' is not an operator");
         check_bad(sched_switch, "prev_pid == --1", "'-' is not an operator");
         check_bad(sched_switch, "prev_pid == -", "'-' is not an operator");
@@ -231,7 +237,8 @@ static void test_invalid(void) {
         memset(big, '!', 16);
         strcpy(big + 16, "prev_pid == 1");
         check_ok(sched_switch, FILTER_KERNEL, big,
-                 "! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( prev_pid == 1 ) ) ) ) ) ) ) ) ) ) ) ) ) ) ) )");
+                 "! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( ! ( prev_pid == 1 ) ) ) ) ) ) "
+                 ") ) ) ) ) ) ) ) ) )");
         check_ok(sched_switch, FILTER_STREAM, big, "prev_pid == 1");
         /* Parentheses added for precedence count too. */
         p = big;
@@ -278,7 +285,8 @@ static void test_log_escape(void) {
 
         ASSERT_STR_EQ(log_escape("prev_pid == 1", buf, sizeof(buf)), "prev_pid == 1");
         ASSERT_STR_EQ(log_escape("a\n<0>x", buf, sizeof(buf)), "a\\x0a<0>x");
-        ASSERT_STR_EQ(log_escape("'\"\\\x1b[\x7f\xc3\xa9", buf, sizeof(buf)), "\\'\\\"\\\\\\x1b[\\x7f\\xc3\\xa9");
+        ASSERT_STR_EQ(log_escape("'\"\\\x1b[\x7f\xc3\xa9", buf, sizeof(buf)),
+                      "\\'\\\"\\\\\\x1b[\\x7f\\xc3\\xa9");
         ASSERT_STR_EQ(log_escape(NULL, buf, sizeof(buf)), "(null)");
         /* Cut to fit, never in the middle of an escape. */
         ASSERT_STR_EQ(log_escape("0123456789012345678901234567890123456789", buf, sizeof(buf)),

@@ -7,12 +7,26 @@
  */
 #include <fnmatch.h>
 
-#include "tpd-test.h"
 #include "names.h"
+#include "tpd-test.h"
 
 static const char *const names[] = {
-        "sched:sched_switch", "sched:sched_wakeup", "syscalls:sys_enter_getppid", "a:b", "ab:ba",
-        "a_b:a-b", "b:a", "ftrace:print", "x:", ":x", "a", "", "aa:bb", "a]:b", "a[:b", "ba:ab",
+        "sched:sched_switch",
+        "sched:sched_wakeup",
+        "syscalls:sys_enter_getppid",
+        "a:b",
+        "ab:ba",
+        "a_b:a-b",
+        "b:a",
+        "ftrace:print",
+        "x:",
+        ":x",
+        "a",
+        "",
+        "aa:bb",
+        "a]:b",
+        "a[:b",
+        "ba:ab",
 };
 
 static void check(const char *pattern, const char *name) {

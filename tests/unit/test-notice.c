@@ -29,15 +29,17 @@ static void written(Stream *s, JsonBuf *out) {
 static void test_raw(void) {
         static const char want[] =
                 "{\"ts\":83417660001,\"notice\":\"instance-changed\",\"message\":\"sched:sched_switch was "
-                "disabled, re-enabled; the filter was changed to 'a \\\"b\\\" \\\\ \\n\\u001b[0m \xef\xbf\xbd'\"}\n";
+                "disabled, re-enabled; the filter was changed to 'a \\\"b\\\" \\\\ \\n\\u001b[0m "
+                "\xef\xbf\xbd'\"}\n";
         JsonBuf out = {};
         Stream *s;
 
         ASSERT_INT_EQ(stream_new(STREAM_RAW, 2, 1 << 20, &s), 0);
-        ASSERT_INT_EQ(stream_queue_notice(s, 83417660001ULL, "instance-changed",
-                                          "sched:sched_switch was disabled, re-enabled; the filter was changed "
-                                          "to 'a \"b\" \\ \n\x1b[0m \xff'"),
-                      0);
+        ASSERT_INT_EQ(
+                stream_queue_notice(s, 83417660001ULL, "instance-changed",
+                                    "sched:sched_switch was disabled, re-enabled; the filter was changed "
+                                    "to 'a \"b\" \\ \n\x1b[0m \xff'"),
+                0);
         ASSERT_INT_EQ(s->delivered, 0); /* not an event record */
         written(s, &out);
         ASSERT_MEM_EQ(out.data, out.len, want, sizeof(want) - 1);

@@ -49,8 +49,9 @@ static void test_old_format(const char *path) {
         size_t n = 0;
 
         /* As tpd wrote it before pins had owners. */
-        write_file(path, "{\"version\":1,\"pins\":[{\"event\":\"sched:sched_switch\",\"filter\":\"prev_pid > 1\"},"
-                         "{\"event\":\"sched:sched_wakeup\"}]}\n");
+        write_file(path,
+                   "{\"version\":1,\"pins\":[{\"event\":\"sched:sched_switch\",\"filter\":\"prev_pid > 1\"},"
+                   "{\"event\":\"sched:sched_wakeup\"}]}\n");
         ASSERT_INT_EQ(state_load(path, &got, &n), 0);
         ASSERT_INT_EQ(n, 2);
         for (size_t i = 0; i < n; i++) {

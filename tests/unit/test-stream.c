@@ -35,7 +35,7 @@ static Pair pair_new(int sndbuf) {
         ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds) == 0);
         if (sndbuf > 0)
                 ASSERT(setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) == 0);
-        return (Pair) { fds[0], fds[1] };
+        return (Pair){ fds[0], fds[1] };
 }
 
 static void pair_close(Pair *p) {

@@ -22,7 +22,7 @@ static Pair pair_new(void) {
         int fds[2];
 
         ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds) == 0);
-        return (Pair) { fds[0], fds[1] };
+        return (Pair){ fds[0], fds[1] };
 }
 
 static void pair_close(Pair *p) {
@@ -405,14 +405,14 @@ static void test_call_parse(void) {
         expect_call(m2, "io.tpd.tracing.Enable", false, false, false,
                     "{\"events\":[\"sched:sched_switch\"]}");
         expect_call(m3, "io.tpd.tracing.Stream", false, false, true, "{}");
-        expect_call("{\"method\":\"a.b.C\",\"more\":true,\"oneway\":true,\"upgrade\":false}", "a.b.C",
-                    true, true, false, "{}");
+        expect_call("{\"method\":\"a.b.C\",\"more\":true,\"oneway\":true,\"upgrade\":false}", "a.b.C", true,
+                    true, false, "{}");
         /* null means absent, for parameters and for the flags. */
-        expect_call("{\"method\":\"a.b.C\",\"parameters\":null,\"more\":null}", "a.b.C", false, false,
-                    false, "{}");
+        expect_call("{\"method\":\"a.b.C\",\"parameters\":null,\"more\":null}", "a.b.C", false, false, false,
+                    "{}");
         /* Key order and surrounding whitespace do not matter; unknown top-level keys are ignored. */
-        expect_call(" {\"parameters\":{\"a\":1}, \"more\" : true, \"method\":\"a.b.C\", \"x\":[1]}",
-                    "a.b.C", true, false, false, "{\"a\":1}");
+        expect_call(" {\"parameters\":{\"a\":1}, \"more\" : true, \"method\":\"a.b.C\", \"x\":[1]}", "a.b.C",
+                    true, false, false, "{\"a\":1}");
 }
 
 static void test_replies(void) {
@@ -559,8 +559,9 @@ static void test_param_getters(void) {
 
         /* Unknown keys are named. */
         {
-                static const char *const all[] = { "s", "nul", "i", "big", "d", "b", "n", "sv", "svbad",
-                                                   "svnul", "iv", "ivbad", "ivd", "empty", "str_i", NULL };
+                static const char *const all[] = { "s",   "nul",   "i",     "big",   "d",  "b",
+                                                   "n",   "sv",    "svbad", "svnul", "iv", "ivbad",
+                                                   "ivd", "empty", "str_i", NULL };
                 static const char *const some[] = { "s", "nul", "i", NULL };
                 static const char *const none[] = { NULL };
                 json_object *e = json_object_new_object();

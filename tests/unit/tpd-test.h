@@ -20,55 +20,54 @@
 
 #define TEST_EXIT_SKIP 77
 
-#define TEST_FAIL(...)                                                   \
-        do {                                                             \
-                fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);          \
-                fprintf(stderr, __VA_ARGS__);                            \
-                fputc('\n', stderr);                                     \
-                exit(EXIT_FAILURE);                                      \
+#define TEST_FAIL(...)                                          \
+        do {                                                    \
+                fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
+                fprintf(stderr, __VA_ARGS__);                   \
+                fputc('\n', stderr);                            \
+                exit(EXIT_FAILURE);                             \
         } while (0)
 
-#define ASSERT(expr)                                                     \
-        do {                                                             \
-                if (!(expr))                                             \
-                        TEST_FAIL("assertion failed: %s", #expr);        \
+#define ASSERT(expr)                                              \
+        do {                                                      \
+                if (!(expr))                                      \
+                        TEST_FAIL("assertion failed: %s", #expr); \
         } while (0)
 
-#define ASSERT_INT_EQ(a, b)                                                                          \
-        do {                                                                                         \
-                long long _a = (long long) (a), _b = (long long) (b);                                \
-                if (_a != _b)                                                                        \
-                        TEST_FAIL("%s == %s: %lld != %lld", #a, #b, _a, _b);                         \
+#define ASSERT_INT_EQ(a, b)                                                  \
+        do {                                                                 \
+                long long _a = (long long) (a), _b = (long long) (b);        \
+                if (_a != _b)                                                \
+                        TEST_FAIL("%s == %s: %lld != %lld", #a, #b, _a, _b); \
         } while (0)
 
-#define ASSERT_U64_EQ(a, b)                                                                          \
-        do {                                                                                         \
-                uint64_t _a = (uint64_t) (a), _b = (uint64_t) (b);                                   \
-                if (_a != _b)                                                                        \
-                        TEST_FAIL("%s == %s: %" PRIu64 " != %" PRIu64, #a, #b, _a, _b);              \
+#define ASSERT_U64_EQ(a, b)                                                             \
+        do {                                                                            \
+                uint64_t _a = (uint64_t) (a), _b = (uint64_t) (b);                      \
+                if (_a != _b)                                                           \
+                        TEST_FAIL("%s == %s: %" PRIu64 " != %" PRIu64, #a, #b, _a, _b); \
         } while (0)
 
 /* Byte-exact comparison; on failure both sides are printed with non-printable bytes escaped. */
-#define ASSERT_MEM_EQ(a, alen, b, blen)                                                              \
-        do {                                                                                         \
-                const void *_a = (a), *_b = (b);                                                     \
-                size_t _al = (alen), _bl = (blen);                                                   \
-                if (_al != _bl || memcmp(_a, _b, _al) != 0) {                                        \
-                        fprintf(stderr, "%s:%d: %s != %s\n  got:      ", __FILE__, __LINE__, #a,     \
-                                #b);                                                                 \
-                        test_print_escaped(stderr, _a, _al);                                         \
-                        fprintf(stderr, "\n  expected: ");                                          \
-                        test_print_escaped(stderr, _b, _bl);                                         \
-                        fputc('\n', stderr);                                                         \
-                        exit(EXIT_FAILURE);                                                          \
-                }                                                                                    \
+#define ASSERT_MEM_EQ(a, alen, b, blen)                                                               \
+        do {                                                                                          \
+                const void *_a = (a), *_b = (b);                                                      \
+                size_t _al = (alen), _bl = (blen);                                                    \
+                if (_al != _bl || memcmp(_a, _b, _al) != 0) {                                         \
+                        fprintf(stderr, "%s:%d: %s != %s\n  got:      ", __FILE__, __LINE__, #a, #b); \
+                        test_print_escaped(stderr, _a, _al);                                          \
+                        fprintf(stderr, "\n  expected: ");                                            \
+                        test_print_escaped(stderr, _b, _bl);                                          \
+                        fputc('\n', stderr);                                                          \
+                        exit(EXIT_FAILURE);                                                           \
+                }                                                                                     \
         } while (0)
 
-#define ASSERT_STR_EQ(a, b)                                                                          \
-        do {                                                                                         \
-                const char *_s = (a), *_t = (b);                                                     \
-                ASSERT(_s != NULL);                                                                  \
-                ASSERT_MEM_EQ(_s, strlen(_s), _t, strlen(_t));                                       \
+#define ASSERT_STR_EQ(a, b)                                    \
+        do {                                                   \
+                const char *_s = (a), *_t = (b);               \
+                ASSERT(_s != NULL);                            \
+                ASSERT_MEM_EQ(_s, strlen(_s), _t, strlen(_t)); \
         } while (0)
 
 static inline void test_print_escaped(FILE *f, const void *p, size_t n) {
