@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "comm.h"
+#include "config.h"
 #include "util.h"
 
 #define COMM_LEN 16
@@ -70,20 +71,8 @@ CommCache *comm_cache_free(CommCache *c) {
 }
 
 void comm_cache_set_clock(CommCache *c, const char *name) {
-        static const struct {
-                const char *name;
-                clockid_t id;
-        } clocks[] = {
-                { "boot", CLOCK_BOOTTIME },
-                { "mono", CLOCK_MONOTONIC },
-                { "mono_raw", CLOCK_MONOTONIC_RAW },
-                { "tai", CLOCK_TAI },
-        };
-
-        c->clock = -1;
-        for (size_t i = 0; name && i < ELEMENTSOF(clocks); i++)
-                if (streq(name, clocks[i].name))
-                        c->clock = clocks[i].id;
+        if (config_clock_id(name, &c->clock) < 0)
+                c->clock = -1;
         /* Times taken on the old clock mean nothing on the new one. */
         memset(c->slots, 0, sizeof(c->slots));
         c->saved_ts = 0;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "config.h"
 #include "log.h"
@@ -23,6 +24,27 @@ bool config_clock_name_is_valid(const char *name) {
         /* The kernel's names (local, mono_raw, x86-tsc, ...); the instance's trace_clock decides. */
         return *name && strlen(name) <= 32 &&
                strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-_") == strlen(name);
+}
+
+int config_clock_id(const char *name, clockid_t *ret) {
+        /* The kernel's trace clocks that read a clock of clock_gettime(): records stamped with them
+         * can be compared with the system's time. local, global, x86-tsc, counter… cannot. */
+        static const struct {
+                const char *name;
+                clockid_t id;
+        } clocks[] = {
+                { "boot", CLOCK_BOOTTIME },
+                { "mono", CLOCK_MONOTONIC },
+                { "mono_raw", CLOCK_MONOTONIC_RAW },
+                { "tai", CLOCK_TAI },
+        };
+
+        for (size_t i = 0; name && i < ELEMENTSOF(clocks); i++)
+                if (streq(name, clocks[i].name)) {
+                        *ret = clocks[i].id;
+                        return 0;
+                }
+        return -ENOENT;
 }
 
 static bool group_name_is_valid(const char *name) {

@@ -381,23 +381,12 @@ static int manager_on_status_timer(sd_event_source *s, uint64_t usec, void *user
 /* Now on the instance's trace clock, for records tpd makes itself. Clocks without a system
  * counterpart (local, global, x86-tsc, counter…) get CLOCK_MONOTONIC. */
 static uint64_t manager_trace_clock_now_ns(Manager *m) {
-        static const struct {
-                const char *name;
-                clockid_t id;
-        } clocks[] = {
-                { "boot", CLOCK_BOOTTIME },
-                { "mono", CLOCK_MONOTONIC },
-                { "mono_raw", CLOCK_MONOTONIC_RAW },
-                { "tai", CLOCK_TAI },
-        };
         _cleanup_free_ char *clock = NULL;
         clockid_t id = CLOCK_MONOTONIC;
         struct timespec ts;
 
         if (tracing_get_clock(m->tracing, &clock) >= 0)
-                for (size_t i = 0; i < ELEMENTSOF(clocks); i++)
-                        if (streq(clock, clocks[i].name))
-                                id = clocks[i].id;
+                (void) config_clock_id(clock, &id);
         if (clock_gettime(id, &ts) < 0)
                 return 0;
         return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
