@@ -39,18 +39,10 @@ from tpdtest import check, log
 EVENT = 'syscalls:sys_enter_getppid'
 
 
-def built_with_asan():
-    try:
-        with open(T.env_program('TPD'), 'rb') as f:
-            return b'__asan_init' in f.read()
-    except (OSError, T.TestFailure, T.TestSkip):
-        return False
-
-
 # Under ASan every call costs ≈ 5-10 times as much: the bounds scale, not the property.
-ASAN = built_with_asan()
+ASAN = T.ASAN
 SCALE = float(os.environ.get('TPD_TEST_SCALE', '1'))
-SLOWDOWN = float(os.environ.get('TPD_TEST_SLOWDOWN', '8' if ASAN else '1'))
+SLOWDOWN = T.SLOWDOWN
 CALLS = max(40, int(1000 * SCALE))
 WORKERS = 4                       # 2 root, 2 member connections
 LATENCY_MAX = 0.050 * SLOWDOWN

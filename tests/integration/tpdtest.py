@@ -916,3 +916,19 @@ def wait_state_saved(tpd, saves, timeout=5.0):
             fail(f'state not saved {saves} time(s) within {timeout} s: {st.get("state_saves")} saves, '
                  f'error {st.get("state_error")!r}')
         time.sleep(0.05)
+
+
+# ----------------------------------------------------------------------------------------------
+# Sanitizer builds: every call and wake-up of an ASan/UBSan tpd costs several times as much. Tests
+# of time and CPU bounds scale the bound, never the property (TPD_TEST_SLOWDOWN overrides).
+
+def built_with_asan():
+    try:
+        with open(env_program('TPD'), 'rb') as f:
+            return b'__asan_init' in f.read()
+    except (OSError, TestFailure, TestSkip):
+        return False
+
+
+ASAN = built_with_asan()
+SLOWDOWN = float(os.environ.get('TPD_TEST_SLOWDOWN', '8' if ASAN else '1'))
