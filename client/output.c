@@ -201,7 +201,9 @@ void print_status(json_object *p) {
         printf("Clients:        %s\n", cell(p, "clients"));
         printf("Streams:        %s\n", cell(p, "streams"));
         printf("Delivered:      %s\n", cell(p, "delivered"));
-        printf("Lost:           %s overrun, %s client\n", cell(lost, "overrun"), cell(lost, "client"));
+        printf("Lost:           %s overrun, %s client, %s unknown; %s pages not decoded\n",
+               cell(lost, "overrun"), cell(lost, "client"), cell(lost, "unknown"),
+               cell(lost, "decode_pages"));
         /* Enable does not wait for the disk: a failing save of the pins shows here. */
         if (json_object_object_get(p, "state_error"))
                 printf("State:          NOT SAVED: %s (pins made since will not survive a restart)\n",
