@@ -22,6 +22,7 @@
 
 #include "decode.h"
 #include "encode.h"
+#include "fuzz-formats.h"
 #include "fuzz.h"
 
 static struct tep_handle *tep;
@@ -44,69 +45,11 @@ static uint64_t fuzz_missed(void *userdata, unsigned cpu, const uint64_t *stored
         return 42;
 }
 
-static void load_formats(const char *dir, bool header) {
-        char path[PATH_MAX + 300];
-        struct dirent *de;
-        DIR *d = opendir(dir);
-
-        if (!d)
-                return;
-        while ((de = readdir(d))) {
-                size_t n = strlen(de->d_name);
-                char system[256], *buf;
-                const char *dot;
-                size_t len;
-
-                if (header && strcmp(de->d_name, "header_page") == 0) {
-                        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-                        buf = fuzz_read_file(path, &len);
-                        if (buf && tep_parse_header_page(tep, buf, len, 8) < 0)
-                                abort();
-                        free(buf);
-                        continue;
-                }
-                if (n < 8 || strcmp(de->d_name + n - 7, ".format") != 0)
-                        continue;
-                dot = strchr(de->d_name, '.');
-                snprintf(system, sizeof(system), "%.*s", (int) (dot - de->d_name), de->d_name);
-                snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-                buf = fuzz_read_file(path, &len);
-                if (!buf)
-                        abort();
-                /* The same event recorded in two datasets parses once; the second is refused. */
-                (void) tep_parse_event(tep, buf, len, system);
-                free(buf);
-        }
-        closedir(d);
-}
-
 static void setup(void) {
-        const char *datadir = getenv("TPD_FUZZ_DATA_DIR") ?: TPD_FUZZ_DATA_DIR;
         DecoderCallbacks cb = { .comm = fuzz_comm, .missed = fuzz_missed };
-        char path[PATH_MAX];
-        struct dirent *de;
-        DIR *d;
+        const char *datadir = getenv("TPD_FUZZ_DATA_DIR") ?: TPD_FUZZ_DATA_DIR;
 
-        tep = tep_alloc();
-        if (!tep)
-                abort();
-        tep_set_long_size(tep, 8);
-        tep_set_page_size(tep, 4096);
-        /* Keep libtraceevent's parse warnings out of the fuzzer's output. */
-        tep_set_loglevel(TEP_LOG_NONE);
-
-        d = opendir(datadir);
-        if (!d) {
-                fprintf(stderr, "fuzz-decode: cannot open %s; set TPD_FUZZ_DATA_DIR\n", datadir);
-                abort();
-        }
-        while ((de = readdir(d))) {
-                if (de->d_name[0] == '.')
-                        continue;
-                snprintf(path, sizeof(path), "%s/%s", datadir, de->d_name);
-                load_formats(path, strcmp(de->d_name, "synthetic") == 0);
-        }
-        closedir(d);
+        tep = fuzz_load_formats("fuzz-decode");
         if (!tep_find_event_by_name(tep, "sched", "sched_switch") ||
             !tep_find_event_by_name(tep, "tpdtest", "kinds")) {
                 fprintf(stderr, "fuzz-decode: formats missing under %s\n", datadir);

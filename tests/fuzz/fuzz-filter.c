@@ -20,62 +20,17 @@
 #include <traceevent/event-parse.h>
 
 #include "filter.h"
+#include "fuzz-formats.h"
 #include "fuzz.h"
 
 static struct tep_handle *tep;
 static struct tep_event **events;
 static size_t n_events;
 
-static void load_formats(const char *dir) {
-        char path[PATH_MAX + 300];
-        struct dirent *de;
-        DIR *d = opendir(dir);
-
-        if (!d)
-                return;
-        while ((de = readdir(d))) {
-                size_t n = strlen(de->d_name), len;
-                char system[256], *buf;
-                const char *dot;
-
-                if (n < 8 || strcmp(de->d_name + n - 7, ".format") != 0)
-                        continue;
-                dot = strchr(de->d_name, '.');
-                snprintf(system, sizeof(system), "%.*s", (int) (dot - de->d_name), de->d_name);
-                snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-                buf = fuzz_read_file(path, &len);
-                if (!buf)
-                        abort();
-                /* The same event recorded in two datasets parses once; the second is refused. */
-                (void) tep_parse_event(tep, buf, len, system);
-                free(buf);
-        }
-        closedir(d);
-}
-
 static void setup(void) {
         const char *datadir = getenv("TPD_FUZZ_DATA_DIR") ?: TPD_FUZZ_DATA_DIR;
-        char path[PATH_MAX];
-        struct dirent *de;
-        DIR *d;
 
-        tep = tep_alloc();
-        if (!tep)
-                abort();
-        tep_set_long_size(tep, 8);
-        tep_set_loglevel(TEP_LOG_NONE);
-        d = opendir(datadir);
-        if (!d) {
-                fprintf(stderr, "fuzz-filter: cannot open %s; set TPD_FUZZ_DATA_DIR\n", datadir);
-                abort();
-        }
-        while ((de = readdir(d))) {
-                if (de->d_name[0] == '.')
-                        continue;
-                snprintf(path, sizeof(path), "%s/%s", datadir, de->d_name);
-                load_formats(path);
-        }
-        closedir(d);
+        tep = fuzz_load_formats("fuzz-filter");
         events = tep_list_events(tep, TEP_EVENT_SORT_ID);
         for (n_events = 0; events && events[n_events]; n_events++)
                 ;
