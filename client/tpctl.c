@@ -20,6 +20,7 @@
 #include "copy.h"
 #include "log.h"
 #include "output.h"
+#include "record.h"
 #include "tpd-protocol.h"
 
 static inline void json_object_putp(json_object **j) {
@@ -89,6 +90,8 @@ typedef struct Args {
         size_t n_pids;
         int *cpus;
         size_t n_cpus;
+        RecordOptions record;
+        const char *format;
 } Args;
 
 static void args_done(Args *a) {
@@ -105,9 +108,18 @@ enum {
         OPT_PID = 1 << 3,
         OPT_CPU = 1 << 4,
         OPT_PRINT = 1 << 5,
+        OPT_RECORD = 1 << 6,
 };
 
-static const char *const option_names[] = { "--filter", "--all", "--event", "--pid", "--cpu", "--print" };
+static const char *const option_names[] = {
+        "--filter",
+        "--all",
+        "--event",
+        "--pid",
+        "--cpu",
+        "--print",
+        "--output, --duration, --size, --format, --rotate-*, --keep, --file-version, --no-kallsyms"
+};
 
 /* Sends method with params (taken over) and prints the reply: as JSON with --json, else with print
  * (if any). */
@@ -251,6 +263,32 @@ static int verb_stream(const Args *a, char **args, size_t n) {
         return EXIT_FAILURE;
 }
 
+static int verb_record(const Args *a, char **args, size_t n) {
+        _cleanup_(json_object_putp) json_object *params = json_object_new_object();
+        RecordOptions o = a->record;
+
+        if (!o.output)
+                return usage_error("record needs -o FILE");
+        if (!a->format)
+                o.format = record_format_for(o.output);
+        else if (streq(a->format, "dat"))
+                o.format = RECORD_FORMAT_DAT;
+        else if (streq(a->format, "ndjson"))
+                o.format = RECORD_FORMAT_NDJSON;
+        else
+                return usage_error("--format takes dat or ndjson, not '%s'", a->format);
+        if (o.file_version == 0)
+                o.file_version = 6;
+        if (!params ||
+            (a->n_events + n > 0 &&
+             json_add_strings(params, "events", a->events, a->n_events, args, n) < 0) ||
+            (a->n_pids > 0 && json_add_ints(params, "pids", a->pids, a->n_pids) < 0) ||
+            (a->n_cpus > 0 && json_add_ints(params, "cpus", a->cpus, a->n_cpus) < 0) ||
+            (a->filter && json_add(params, "filter", json_object_new_string(a->filter)) < 0))
+                return exit_status(log_oom());
+        return record_run(a->socket_path, TAKE_PTR(params), &o);
+}
+
 typedef struct Verb {
         const char *name;
         size_t min_args;
@@ -267,6 +305,7 @@ static const Verb verbs[] = {
         { "status", 0, 0, 0, verb_status },
         { "stream", 0, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT, verb_stream },
         { "call", 1, 2, 0, verb_call },
+        { "record", 0, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_RECORD, verb_record },
 };
 
 static void help(void) {
@@ -283,6 +322,9 @@ static void help(void) {
                "  status                     Show tpd's settings, counters and enabled events\n"
                "  stream [EVENT...]          Print records as NDJSON, one JSON object a line, until\n"
                "                             interrupted; without EVENT or -e, every enabled event\n"
+               "  record -o FILE [EVENT...]  Record to a trace-cmd data file (or NDJSON) until "
+               "interrupted,\n"
+               "                             --duration or --size; without EVENT or -e, the enabled events\n"
                "  call METHOD [PARAMETERS]   Call a Varlink method with a JSON object and print the reply\n"
                "                             as JSON (an error reply whole); bare METHODs are in\n"
                "                             %s\n"
@@ -301,6 +343,15 @@ static void help(void) {
                "  -p --pid=PID               stream: only records of process PID (repeatable)\n"
                "  -c --cpu=CPU               stream: only records of CPU (repeatable)\n"
                "     --print                 stream: add the kernel's formatted text as \"print\"\n"
+               "  -o --output=FILE           record: the file; .ndjson, .json or .jsonl mean NDJSON\n"
+               "     --format=dat|ndjson     record: the file's format, whatever its name\n"
+               "     --duration=S            record: stop after S seconds\n"
+               "     --size=MB               record: stop before the capture outgrows MB (MiB)\n"
+               "     --rotate-size=MB        record: start a new file (NAME-0001.dat, …) at MB\n"
+               "     --rotate-time=S         record: start a new file every S seconds\n"
+               "     --keep=N                record: keep only the newest N files when rotating\n"
+               "     --file-version=6|7      record: trace-cmd file version (7 compresses; default 6)\n"
+               "     --no-kallsyms           record: leave kernel symbols out of the file\n"
                "\n"
                "Exit status:\n"
                "  0   success; also when a stream ends by SIGINT or SIGTERM, or its reader goes away\n"
@@ -324,6 +375,29 @@ static int parse_int(const char *s, int *ret) {
         return 0;
 }
 
+/* A positive number of seconds, fractions allowed. */
+static int parse_seconds(const char *s, double *ret) {
+        char *end;
+        double v;
+
+        errno = 0;
+        v = strtod(s, &end);
+        if (errno != 0 || end == s || *end || !(v > 0) || v > 1e9)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+/* A positive size in MB (MiB), fractions allowed, as bytes. */
+static int parse_megabytes(const char *s, uint64_t *ret) {
+        double v;
+
+        if (parse_seconds(s, &v) < 0 || v > 1e9)
+                return -EINVAL;
+        *ret = (uint64_t) (v * 1048576.0);
+        return *ret > 0 ? 0 : -EINVAL;
+}
+
 /* Returns 1 to run *ret_verb, 0 to exit successfully (--help, --version), negative on usage errors. */
 static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
         enum {
@@ -332,6 +406,14 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 ARG_JSON,
                 ARG_ALL,
                 ARG_PRINT,
+                ARG_DURATION,
+                ARG_SIZE,
+                ARG_FORMAT,
+                ARG_ROTATE_SIZE,
+                ARG_ROTATE_TIME,
+                ARG_KEEP,
+                ARG_FILE_VERSION,
+                ARG_NO_KALLSYMS,
         };
         static const struct option options[] = { { "help", no_argument, NULL, 'h' },
                                                  { "version", no_argument, NULL, ARG_VERSION },
@@ -343,6 +425,16 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                                                  { "pid", required_argument, NULL, 'p' },
                                                  { "cpu", required_argument, NULL, 'c' },
                                                  { "print", no_argument, NULL, ARG_PRINT },
+                                                 { "output", required_argument, NULL, 'o' },
+                                                 { "duration", required_argument, NULL, ARG_DURATION },
+                                                 { "size", required_argument, NULL, ARG_SIZE },
+                                                 { "format", required_argument, NULL, ARG_FORMAT },
+                                                 { "rotate-size", required_argument, NULL, ARG_ROTATE_SIZE },
+                                                 { "rotate-time", required_argument, NULL, ARG_ROTATE_TIME },
+                                                 { "keep", required_argument, NULL, ARG_KEEP },
+                                                 { "file-version", required_argument, NULL,
+                                                   ARG_FILE_VERSION },
+                                                 { "no-kallsyms", no_argument, NULL, ARG_NO_KALLSYMS },
                                                  {} };
         const Verb *verb = NULL;
         size_t n;
@@ -357,7 +449,8 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
 
         /* No '+': options may follow the command (`tpctl stream -e sched:sched_switch`). */
         opterr = 0;
-        while ((c = getopt_long(argc, argv, ":hf:e:p:c:", options, NULL)) >= 0)
+        a->record.kallsyms = true;
+        while ((c = getopt_long(argc, argv, ":hf:e:p:c:o:", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
                         help();
@@ -396,6 +489,48 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 case ARG_PRINT:
                         a->print = true;
                         a->options |= OPT_PRINT;
+                        break;
+                case 'o':
+                        a->record.output = optarg;
+                        a->options |= OPT_RECORD;
+                        break;
+                case ARG_DURATION:
+                case ARG_ROTATE_TIME: {
+                        double *d = c == ARG_DURATION ? &a->record.duration : &a->record.rotate_time;
+                        if (parse_seconds(optarg, d) < 0)
+                                return log_usage("invalid number of seconds '%s'", optarg);
+                        a->options |= OPT_RECORD;
+                        break;
+                }
+                case ARG_SIZE:
+                case ARG_ROTATE_SIZE: {
+                        uint64_t *sz = c == ARG_SIZE ? &a->record.max_size : &a->record.rotate_size;
+                        if (parse_megabytes(optarg, sz) < 0)
+                                return log_usage("invalid size in MB '%s'", optarg);
+                        a->options |= OPT_RECORD;
+                        break;
+                }
+                case ARG_FORMAT:
+                        a->format = optarg;
+                        a->options |= OPT_RECORD;
+                        break;
+                case ARG_KEEP: {
+                        int k;
+                        if (parse_int(optarg, &k) < 0 || k < 1)
+                                return log_usage("invalid number of files '%s'", optarg);
+                        a->record.keep = (unsigned) k;
+                        a->options |= OPT_RECORD;
+                        break;
+                }
+                case ARG_FILE_VERSION:
+                        if (parse_int(optarg, &a->record.file_version) < 0 ||
+                            (a->record.file_version != 6 && a->record.file_version != 7))
+                                return log_usage("--file-version takes 6 or 7, not '%s'", optarg);
+                        a->options |= OPT_RECORD;
+                        break;
+                case ARG_NO_KALLSYMS:
+                        a->record.kallsyms = false;
+                        a->options |= OPT_RECORD;
                         break;
                 case ':':
                         return log_usage("option '%s' needs an argument", argv[optind - 1]);

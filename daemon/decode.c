@@ -7,14 +7,8 @@
 #include <traceevent/trace-seq.h>
 
 #include "decode.h"
+#include "page.h"
 #include "util.h"
-
-/* The sub-buffer header of a 64-bit kernel: u64 timestamp, then the commit word (length and flags),
- * as events/header_page describes it. */
-#define PAGE_HEADER_SIZE 16U
-#define PAGE_COMMIT_MASK ((1ULL << 27) - 1)
-#define PAGE_MISSED_STORED (1ULL << 30)
-#define PAGE_MISSED_EVENTS (1ULL << 31)
 
 typedef enum FieldKind {
         FIELD_UNSIGNED,
@@ -709,52 +703,8 @@ bad:
         return -EBADMSG;
 }
 
-uint64_t decoder_page_records(const void *page, size_t size) {
-        const uint8_t *p = page, *data, *end;
-        uint64_t commit, length, n = 0;
-
-        if (size < PAGE_HEADER_SIZE)
-                return 0;
-        memcpy(&commit, p + 8, 8);
-        length = MIN(commit & PAGE_COMMIT_MASK, (uint64_t) (size - PAGE_HEADER_SIZE));
-        data = p + PAGE_HEADER_SIZE;
-        end = data + length;
-
-        while (end - data >= 4) {
-                uint32_t header = load_u32(data), type = header & 0x1f;
-                size_t len;
-
-                switch (type) {
-                case ENTRY_PADDING:
-                        if ((header >> 5) == 0 || end - data < 8)
-                                return n;
-                        len = load_u32(data + 4);
-                        if (len > (size_t) (end - data) - 4)
-                                return n;
-                        data += 4 + len;
-                        continue;
-                case ENTRY_TIME_EXTEND:
-                case ENTRY_TIME_STAMP:
-                        data += 8;
-                        continue;
-                case 0:
-                        if (end - data < 8)
-                                return n;
-                        len = load_u32(data + 4);
-                        if (len < 4 || len - 4 > (size_t) (end - data) - 8)
-                                return n;
-                        data += 8 + ((len - 4 + 3) & ~(size_t) 3);
-                        break;
-                default:
-                        len = (size_t) type * 4;
-                        if (len > (size_t) (end - data) - 4)
-                                return n;
-                        data += 4 + len;
-                        break;
-                }
-                n++;
-        }
-        return n;
+const char *decoder_comm(Decoder *d, int pid, uint64_t ts) {
+        return d->cb.comm ? d->cb.comm(d->cb.userdata, pid, ts) : NULL;
 }
 
 void *decoder_padded_raw(Decoder *d, const Record *r) {

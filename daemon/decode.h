@@ -46,10 +46,6 @@ Decoder *decoder_free(Decoder *d);
  * -EBADMSG for a page that is not one (the records before the fault stay appended). */
 int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu, Batch *batch);
 
-/* The number of data records on a page, by a walk of its entry headers only: what a page that
- * failed to decode held. Stops at the first entry that does not fit. */
-uint64_t decoder_page_records(const void *page, size_t size);
-
 /* Makes the variant of record index with the kernel's formatted text added as "print". The
  * record's raw data must still be valid. */
 int decoder_encode_print(Decoder *d, Batch *batch, size_t index);
@@ -58,6 +54,9 @@ int decoder_encode_print(Decoder *d, Batch *batch, size_t index);
  * follows __data_loc offsets and reads strings up to a NUL without bounds, stays inside it even for
  * a corrupt record. Valid until the next call. */
 void *decoder_padded_raw(Decoder *d, const Record *r);
+
+/* The command name of pid for a record written at ts, through the comm callback; NULL when unknown. */
+const char *decoder_comm(Decoder *d, int pid, uint64_t ts);
 
 /* The "system:event" name of an event id, or NULL. */
 const char *decoder_event_name(Decoder *d, unsigned id);

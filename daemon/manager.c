@@ -12,6 +12,7 @@
 #include "cpus.h"
 #include "log.h"
 #include "manager.h"
+#include "page.h"
 #include "peer.h"
 #include "ratelimit.h"
 #include "server.h"
@@ -112,13 +113,22 @@ static uint64_t manager_missed(void *userdata, unsigned cpu, const uint64_t *sto
         return n;
 }
 
+static uint64_t manager_overrun_now(void *userdata, unsigned cpu) {
+        Manager *m = userdata;
+        TracingCpuStats st;
+
+        if (tracing_cpu_stats(m->tracing, cpu, &st) < 0)
+                return UINT64_MAX;
+        return st.overrun;
+}
+
 /* Offers a batch of one CPU to every stream. */
 static void manager_offer(Manager *m, Batch *b) {
         int r;
 
         b->plain_end = b->buf.len;
         for (Peer *c = m->peers; c; c = c->next) {
-                if (!c->stream)
+                if (!c->stream || c->stream->mode == STREAM_PAGES)
                         continue;
                 r = stream_offer_batch(c->stream, m->decoder, b);
                 if (r < 0)
@@ -128,7 +138,7 @@ static void manager_offer(Manager *m, Batch *b) {
 
 /* Counts the records of a page that a failed decode left out, by walking its entry headers. */
 static uint64_t page_records_left(const void *page, size_t size, const Batch *b, size_t from) {
-        uint64_t total = decoder_page_records(page, size), got = 0;
+        uint64_t total = page_records(page, size), got = 0;
 
         for (size_t i = from; i < b->n_records; i++)
                 if (b->records[i].kind == RECORD_EVENT)
@@ -148,6 +158,18 @@ static void manager_report_kernel_losses(Manager *m) {
                 int r = 0;
 
                 if (tracing_cpu_stats(m->tracing, cpu, &st) < 0)
+                        continue;
+                /* Recordings keep their own account: each flags its losses on its next page. */
+                if (m->n_recordings > 0) {
+                        uint64_t now = 0;
+
+                        (void) sd_event_now(m->event, CLOCK_BOOTTIME, &now);
+                        for (Peer *c = m->peers; c; c = c->next)
+                                if (c->stream && c->stream->mode == STREAM_PAGES)
+                                        stream_note_kernel_losses(c->stream, cpu, st.overrun, st.dropped,
+                                                                  now * 1000);
+                }
+                if (m->n_streams == m->n_recordings)
                         continue;
                 if (st.overrun <= m->overrun_reported[cpu] && st.dropped <= m->dropped_reported[cpu])
                         continue;
@@ -197,10 +219,31 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
         Batch *b;
         int r;
 
-        /* Nobody listens: the pages were drained so that a new stream starts with fresh records,
-         * and there is nothing to decode them for. */
-        if (m->n_streams == 0)
+        /* Recordings take the pages as they are, before (and without) any decoding. */
+        if (m->n_recordings > 0) {
+                PageSource src = {
+                        .cpu = cpu,
+                        .page_size = page_size,
+                        .overrun = manager_overrun_now,
+                        .userdata = m,
+                };
+
+                for (Peer *c = m->peers; c; c = c->next)
+                        if (c->stream && c->stream->mode == STREAM_PAGES) {
+                                r = stream_offer_pages(c->stream, m->decoder, &src, pages, n_pages);
+                                if (r < 0)
+                                        log_warning_errno(r, "Peer %d: failed to queue pages: %m",
+                                                          (int) c->pid);
+                        }
+        }
+
+        /* Nobody listens to records: the pages were drained so that a new stream starts with fresh
+         * records, and there is nothing to decode them for. */
+        if (m->n_streams == m->n_recordings) {
+                if (m->n_recordings > 0)
+                        manager_flush_clients(m);
                 return;
+        }
 
         /* Reuse the last batch's memory unless a client still holds part of it. */
         if (m->batch && m->batch->refs == 1)
@@ -305,11 +348,23 @@ static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
 
 void manager_stream_started(Manager *m) {
         int enabled = SD_EVENT_OFF;
+        Peer *new_stream = NULL;
+        bool first, recording;
 
-        /* Pages read while nobody listened were not decoded, nor their losses counted: start the
-         * count of reported overruns from the kernel's, so that the first page that flags a loss
-         * without a count does not charge the new stream with losses from before it. */
-        bool first = m->n_streams++ == 0;
+        /* The new stream is the one without its base yet. */
+        for (Peer *c = m->peers; c; c = c->next)
+                if (c->stream && !c->stream->has_base)
+                        new_stream = c;
+        recording = new_stream && new_stream->stream->mode == STREAM_PAGES;
+
+        /* Pages are decoded only while a stream wants records, and their losses counted only then:
+         * the first such stream starts the count of reported overruns from the kernel's, so that
+         * the first page that flags a loss without a count does not charge it with losses from
+         * before it. */
+        first = !recording && m->n_streams == m->n_recordings;
+        m->n_streams++;
+        if (recording)
+                m->n_recordings++;
 
         /* Each new stream notes the kernel's loss counters at its start: losses counted before
          * are not its own (they reach it only when reported later, for streams started earlier). */
@@ -812,6 +867,8 @@ static void manager_on_peer_free(Peer *p, void *userdata) {
                 m->n_refused--;
         if (p->stream) {
                 m->n_streams--;
+                if (p->stream->mode == STREAM_PAGES)
+                        m->n_recordings--;
                 m->delivered += p->stream->delivered;
                 m->lost_client += p->stream->lost_client;
         }

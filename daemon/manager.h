@@ -76,8 +76,9 @@ typedef struct Manager {
         ManagerDispatch dispatch;
         Peer *peers;
         unsigned n_peers;
-        unsigned n_refused; /* of n_peers, connections only waiting for their refusal */
-        unsigned n_streams;
+        unsigned n_refused;    /* of n_peers, connections only waiting for their refusal */
+        unsigned n_streams;    /* decoded streams and recordings */
+        unsigned n_recordings; /* of n_streams, recordings: they take pages, never decoded */
         gid_t access_gid;
         bool access_gid_valid;
 
