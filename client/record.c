@@ -212,45 +212,69 @@ static int capture_frame(Capture *c, const TpdFrame *f, const uint8_t *payload, 
 }
 
 /* NDJSON: whole lines to the current file, rotating between lines. */
+static int write_all(int fd, const void *data, size_t size) {
+        const char *p = data;
+
+        while (size > 0) {
+                ssize_t k = write(fd, p, size);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += k;
+                size -= (size_t) k;
+        }
+        return 0;
+}
+
+/* Whether n more bytes fit the current file and the capture without a rotation or a stop. */
+static bool capture_fits(const Capture *c, uint64_t n) {
+        if (c->o->max_size && c->finished_bytes + c->fd_bytes + n > c->o->max_size)
+                return false;
+        return !c->o->rotate_size || c->fd_bytes + n <= c->o->rotate_size;
+}
+
+/* NDJSON: whole lines to the current file, one write() for each run of lines that fits it,
+ * rotating between lines. */
 static int capture_lines(Capture *c, const uint8_t *data, size_t len, size_t *ret_used) {
-        size_t used = 0;
-        int r;
+        size_t used = 0, run = 0;
+        int r = capture_room(c, 0); /* rotation by time */
 
-        while (used < len) {
-                const uint8_t *nl = memchr(data + used, '\n', len - used);
-                size_t n;
+        if (r <= 0) {
+                *ret_used = 0;
+                return r;
+        }
+        for (;;) {
+                const uint8_t *line = data + used + run, *nl = memchr(line, '\n', len - used - run);
+                size_t n = nl ? (size_t) (nl - line) + 1 : 0;
 
+                if (nl && (capture_fits(c, run + n) || (run == 0 && c->fd_bytes == 0 && !c->o->max_size))) {
+                        const uint8_t *l = memmem(line, n, "\"lost\":", 7);
+
+                        if (l && memmem(line, n, "\"cause\":", 8))
+                                c->lost += strtoull((const char *) l + 7, NULL, 10);
+                        else
+                                c->records++;
+                        run += n;
+                        continue;
+                }
+                if (run > 0) {
+                        r = write_all(c->fd, data + used, run);
+                        if (r < 0)
+                                return log_error_errno(r, "cannot write %s: %m", c->current);
+                        c->fd_bytes += run;
+                        c->bytes += run;
+                        used += run;
+                        run = 0;
+                }
                 if (!nl)
                         break;
-                n = (size_t) (nl - (data + used)) + 1;
                 r = capture_room(c, n);
                 if (r <= 0) {
                         *ret_used = used;
                         return r;
                 }
-                r = 0;
-                {
-                        const char *p = (const char *) data + used;
-                        size_t left = n;
-                        while (left > 0) {
-                                ssize_t k = write(c->fd, p, left);
-                                if (k < 0) {
-                                        if (errno == EINTR)
-                                                continue;
-                                        return log_error_errno(-errno, "cannot write %s: %m", c->current);
-                                }
-                                p += k;
-                                left -= (size_t) k;
-                        }
-                }
-                if (memmem(data + used, n, "\"lost\":", 7) && memmem(data + used, n, "\"cause\":", 8)) {
-                        const uint8_t *l = memmem(data + used, n, "\"lost\":", 7);
-                        c->lost += strtoull((const char *) l + 7, NULL, 10);
-                } else
-                        c->records++;
-                c->fd_bytes += n;
-                c->bytes += n;
-                used += n;
         }
         *ret_used = used;
         return 1;
@@ -427,8 +451,10 @@ finish:
         free(c.current);
         if (tty)
                 status_line(&c, start, true);
-        fprintf(stderr, "tpctl: %" PRIu64 " records in %zu file%s, %" PRIu64 " lost%s%s\n", c.records,
-                c.n_done, c.n_done == 1 ? "" : "s", c.lost,
+        /* Files written, including those rotation removed since. */
+        fprintf(stderr, "tpctl: %" PRIu64 " records in %u file%s, %" PRIu64 " lost%s%s\n", c.records,
+                c.serial > 0 ? c.serial : (unsigned) c.n_done,
+                (c.serial > 0 ? c.serial : c.n_done) == 1 ? "" : "s", c.lost,
                 c.lost_unknown ? " (and more: some pages flag losses without a count)" : "",
                 c.size_reached ? "; stopped at the size limit" : "");
         for (size_t i = 0; i < c.n_done; i++)

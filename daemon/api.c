@@ -947,6 +947,8 @@ static int record_queue_file(Stream *s, const char *path, const char *text, size
  * recorded events, printk formats, saved command lines and the clock. tpd reads only these fixed
  * names; the client writes its file itself, as the calling user. */
 static int record_queue_files(Manager *m, StreamSetup *st) {
+        TracingEvent *const *known;
+        size_t n_known;
         int r;
 
         for (size_t i = 0; tracing_meta_files[i]; i++) {
@@ -963,11 +965,17 @@ static int record_queue_files(Manager *m, StreamSetup *st) {
                 if (r < 0)
                         return r;
         }
-        for (size_t i = 0; i < st->n_events; i++) {
+        /* The recorded events' formats, and every ftrace event's, as trace-cmd records them (its
+         * library also needs at least one of those). */
+        known = tracing_events(m->tracing, &n_known);
+        for (size_t i = 0; i < n_known + st->n_events; i++) {
+                TracingEvent *e = i < n_known ? known[i] : st->events[i - n_known];
                 _cleanup_free_ char *path = NULL, *text = NULL;
                 size_t size;
 
-                r = tracing_event_format(m->tracing, st->events[i], &path, &text, &size);
+                if (i < n_known ? !e->always_on : e->always_on)
+                        continue;
+                r = tracing_event_format(m->tracing, e, &path, &text, &size);
                 if (r < 0)
                         return r;
                 r = record_queue_file(st->stream, path, text, size);

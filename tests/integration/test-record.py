@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""`tpctl record`: trace-cmd data files from tpd's raw pages, checked with Debian's trace-cmd.
+
+1. Truth: a recording of getppid calls, a pipe ping-pong (sched_switch) and numbered trace_marker
+   writes, selected by a per-recording filter on the workload's pids, while a second tracefs
+   instance records the same events with the same filter as kernel filters. `trace-cmd report`
+   reads the file with no warning; per CPU and in order its records equal the reference
+   instance's `trace` text: comm, pid, event, and for sched_switch and print the whole text
+   (syscall events print through the kernel's own syscall printer, which trace-cmd does not have,
+   so for them comm, pid and count); timestamps within 5 ms (each instance stamps its own copy).
+   Counts are exact: the file holds every getppid call and every marker, in order.
+2. Overrun: tpd is stopped (SIGSTOP) during a storm into a small buffer, so the kernel overwrites
+   records: `trace-cmd report` shows the losses as it does for its own files ("[... EVENTS
+   DROPPED]"), and recorded + lost (tpctl's count from tpd's loss frames) equals what the kernel
+   wrote.
+3. Rotation: numbered markers into --rotate-size 1 --keep 3 files (dat and ndjson): at most 3
+   files, each within the size, each read by trace-cmd, their records consecutive and in order up
+   to the last one written.
+4. A recording and two live streams at once, paced getppid calls: each gets every one.
+"""
+
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import tpdtest as T
+from tpdtest import check, fail, log
+
+REPORT_RE = re.compile(r'^\s*(?P<comm>.*)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s*(?P<ts>\d+): (?P<event>\w+):\s*(?P<body>.*)$')
+DROPPED_RE = re.compile(r'^CPU:(\d+) \[(?:(\d+) )?EVENTS DROPPED\]$')
+KERNEL_RE = re.compile(r'^\s*(?P<comm>.*)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+(?P<sec>\d+)\.(?P<usec>\d{6}): '
+                       r'(?:(?P<event>\w+): ?(?P<body>.*)|(?P<syscall>sys_\w+)\(.*\))$')
+RAW_RE = re.compile(r'^(\d+) (\d+) (\d+) type: (\d+)')
+SUMMARY_RE = re.compile(r'tpctl: (\d+) records in (\d+) files?, (\d+) lost')
+EVENTS = ['syscalls:sys_enter_getppid', 'sched:sched_switch', 'ftrace:print']
+GETPPID_N = 20_000
+ROUND_TRIPS = 2_000
+MARKER_N = 2_000
+TS_SKEW_MAX_NS = 5_000_000
+
+
+def trace_cmd_report(path, *args):
+    r = subprocess.run(['trace-cmd', 'report', '-N', '-t', *args, path], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, f'trace-cmd report {path} exited with {r.returncode}: {r.stderr[:1000]!r}')
+    check(not r.stderr.strip(), f'trace-cmd report {path} warned: {r.stderr[:1000]!r}')
+    records, dropped = [], []
+    for line in r.stdout.splitlines():
+        if not line.strip() or line.startswith('cpus='):
+            continue
+        m = DROPPED_RE.match(line.strip())
+        if m:
+            dropped.append((int(m[1]), int(m[2]) if m[2] else None))
+            continue
+        m = REPORT_RE.match(line)
+        check(m, f'cannot parse trace-cmd report line: {line!r}')
+        records.append({'comm': m['comm'], 'pid': int(m['pid']), 'cpu': int(m['cpu']), 'ts': int(m['ts']),
+                        'event': m['event'], 'body': m['body'].strip()})
+    return records, dropped
+
+
+class Recording(T.Process):
+    def __init__(self, ctx, tpd, out, *args):
+        self.out = out
+        argv = [T.env_program('TPCTL'), '--socket', tpd.socket, 'record', '-o', out, *args]
+        super().__init__(ctx, f'record-{len(ctx._processes)}', argv, stdout=subprocess.DEVNULL)
+        self.args = args
+
+    def wait_started(self, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        d = os.path.dirname(self.out)
+        while time.monotonic() < deadline:
+            if glob.glob(os.path.join(d, '.tpctl-record-*')) or glob.glob(self.out.replace('.ndjson', '*.ndjson')):
+                return
+            check(self.running(), f'tpctl record exited with {self.proc.returncode}: {self.stderr_text()!r}')
+            time.sleep(0.02)
+        fail('tpctl record did not start')
+
+    def stop(self, timeout=60.0):
+        self.signal(signal.SIGINT)
+        rc = self.wait(timeout)
+        check(rc == 0, f'tpctl record {" ".join(self.args)} exited with {rc}: {self.stderr_text()!r}')
+        m = SUMMARY_RE.search(self.stderr_text())
+        check(m, f'no summary from tpctl record: {self.stderr_text()!r}')
+        return int(m[1]), int(m[2]), int(m[3])
+
+
+def reference_records(inst):
+    def lines(option=None):
+        if option:
+            T.write_text(os.path.join(inst, 'options', option), '1')
+        try:
+            return [l for l in T.read_text(os.path.join(inst, 'trace')).splitlines() if l and not l.startswith('#')]
+        finally:
+            if option:
+                T.write_text(os.path.join(inst, 'options', option), '0')
+
+    text, raw = lines(), lines('raw')
+    check(len(text) == len(raw), f'reference reads differ: {len(text)} text, {len(raw)} raw')
+    header = T.read_text(os.path.join(inst, 'trace')).splitlines()[:4]
+    m = re.search(r'entries-in-buffer/entries-written: (\d+)/(\d+)', '\n'.join(header))
+    check(m and m[1] == m[2], f'reference instance lost records: {header}')
+    out = []
+    for t, r in zip(text, raw):
+        mt, mr = KERNEL_RE.match(t), RAW_RE.match(r)
+        check(mt and mr, f'cannot parse reference lines:\n  {t}\n  {r}')
+        # Syscall events print through the kernel's own printer: "sys_getppid()".
+        event = mt['event'] or 'sys_enter_' + mt['syscall'][4:]
+        out.append({'comm': mt['comm'], 'pid': int(mt['pid']), 'cpu': int(mt['cpu']), 'ts': int(mr[3]),
+                    'event': event, 'body': (mt['body'] or '').strip()})
+    return out
+
+
+def per_cpu(records):
+    out = {}
+    for r in records:
+        out.setdefault(r['cpu'], []).append(r)
+    return out
+
+
+def truth(ctx):
+    log('--- truth: trace-cmd report of a recording equals the kernel\'s text')
+    tpd = ctx.tpd()
+    out = os.path.join(ctx.tmpdir, 'truth.dat')
+    getppid = ctx.gen('GEN_GETPPID', '--count', GETPPID_N, '--cpu', 0)
+    pingpong = ctx.gen('GEN_PINGPONG', '--count', ROUND_TRIPS, '--cpu', 1)
+    marker = ctx.gen('GEN_MARKER', '--instance', tpd.instance, '--count', MARKER_N, '--seq', '--cpu', 1, '--wait',
+                     'tpd-record')
+    pids = getppid.pids() + pingpong.pids() + marker.pids()
+    flt = ' || '.join(f'common_pid == {p}' for p in pids)
+
+    ref = ctx.make_instance('-ref')
+    T.write_text(os.path.join(ref, 'trace_clock'), 'boot')
+    T.write_text(os.path.join(ref, 'buffer_size_kb'), '8192')
+    for e in EVENTS[:2]:
+        system, name = e.split(':')
+        T.write_text(os.path.join(ref, 'events', system, name, 'filter'), flt)
+        T.write_text(os.path.join(ref, 'events', system, name, 'enable'), '1')
+
+    rec = Recording(ctx, tpd, out, *[a for e in EVENTS for a in ('-e', e)], '--filter', flt)
+    rec.wait_started()
+    time.sleep(0.5)
+    getppid.go()
+    pingpong.go()
+    marker.command('go')
+    getppid.wait_done(60)
+    pingpong.wait_done(60)
+    marker.wait_done(60)
+    T.write_text(os.path.join(ref, 'tracing_on'), '0')
+    n, files, lost = rec.stop()
+    log(f'tpctl record: {n} records in {files} file, {lost} lost')
+    check(files == 1 and lost == 0, f'expected 1 file and nothing lost, got {files} files, {lost} lost')
+
+    records, dropped = trace_cmd_report(out)
+    check(not dropped, f'trace-cmd reports dropped events: {dropped}')
+    check(len(records) == n, f'trace-cmd report lists {len(records)} records, tpctl said {n}')
+    mine = [r for r in records if r['pid'] in pids]
+    check(len(mine) == len(records), f'records of other pids in a filtered recording: '
+                                     f'{[r for r in records if r["pid"] not in pids][:3]}')
+    calls = [r for r in mine if r['event'] == 'sys_enter_getppid' and r['pid'] == pids[0]]
+    marks = [r for r in mine if r['event'] == 'print']
+    check(len(calls) == GETPPID_N, f'{len(calls)} getppid calls in the file, {GETPPID_N} made')
+    seqs = [int(re.search(r'tpd-record (\d+)', r['body'])[1]) for r in marks if 'tpd-record' in r['body']]
+    check(seqs == list(range(MARKER_N)), f'markers in the file: {len(seqs)}, first {seqs[:3]}, expected 0..{MARKER_N - 1}')
+    for r in marks:
+        check(r['comm'] == 'gen-marker', f'marker record with comm {r["comm"]!r}: {r}')
+
+    reference = reference_records(ref)
+    ours = [r for r in mine if r['event'] != 'print']
+    mine_cpu, ref_cpu = per_cpu(ours), per_cpu(reference)
+    check(sorted(mine_cpu) == sorted(ref_cpu), f'CPUs differ: file {sorted(mine_cpu)}, kernel {sorted(ref_cpu)}')
+    compared = 0
+    for cpu in ref_cpu:
+        a, b = mine_cpu[cpu], ref_cpu[cpu]
+        check(len(a) == len(b), f'CPU {cpu}: {len(a)} records in the file, {len(b)} in the kernel\'s text')
+        for x, y in zip(a, b):
+            same = (x['comm'], x['pid'], x['event']) == (y['comm'], y['pid'], y['event'])
+            if x['event'] != 'sys_enter_getppid':
+                same = same and x['body'] == y['body']
+            check(same, f'CPU {cpu}: file and kernel differ:\n  file:   {x}\n  kernel: {y}')
+            check(abs(x['ts'] - y['ts']) <= TS_SKEW_MAX_NS, f'ts differ by more than 5 ms:\n  {x}\n  {y}')
+            compared += 1
+    switches = sum(1 for r in reference if r['event'] == 'sched_switch')
+    check(switches >= 2 * ROUND_TRIPS, f'only {switches} sched_switch records for {ROUND_TRIPS} round trips')
+    log(f'{compared} records equal the kernel\'s text ({switches} sched_switch), {len(marks)} markers in order')
+    tpd.stop()
+    return out
+
+
+def overrun(ctx):
+    log('--- overrun: losses reported as trace-cmd reports them')
+    tpd = ctx.tpd(args=['--buffer-size-kb', '64'])
+    out = os.path.join(ctx.tmpdir, 'overrun.dat')
+    gen = ctx.gen('GEN_GETPPID', '--count', 300_000, '--cpu', 0)
+    pid = gen.pids()[0]
+    tpd.tpctl_ok('enable', '-f', f'common_pid == {pid}', 'syscalls:sys_enter_getppid')
+    rec = Recording(ctx, tpd, out, '-e', 'syscalls:sys_enter_getppid')
+    rec.wait_started()
+    time.sleep(0.5)
+    before = tpd.stats()
+    tpd.process.signal(signal.SIGSTOP)
+    try:
+        gen.go()
+        gen.wait_done(60)
+    finally:
+        tpd.process.signal(signal.SIGCONT)
+    time.sleep(1.0)
+    after = tpd.stats()
+    n, files, lost = rec.stop()
+    written = T.written(T.stats_delta(before, after))
+    log(f'recorded {n}, lost {lost}, the kernel wrote {written}')
+    check(written == 300_000, f'the kernel wrote {written} records, expected 300000')
+    check(lost > 0, 'no loss with tpd stopped through 300,000 records into 64 KiB: the test did not overrun')
+    check(n + lost == written, f'{n} recorded + {lost} lost != {written} written')
+    records, dropped = trace_cmd_report(out)
+    check(len(records) == n, f'trace-cmd report lists {len(records)} records, tpctl said {n}')
+    check(dropped, 'trace-cmd report shows no dropped events in a capture that lost some')
+    counted = sum(c for _, c in dropped if c is not None)
+    check(counted <= lost, f'trace-cmd counts {counted} dropped, more than the {lost} lost')
+    log(f'trace-cmd report: {len(dropped)} drop lines ({counted} counted), e.g. {dropped[:2]}')
+    tpd.stop()
+
+
+def rotation(ctx):
+    log('--- rotation: at most N files of at most the size, records consecutive')
+    tpd = ctx.tpd()
+    for fmt, ext in (('dat', 'dat'), ('ndjson', 'ndjson')):
+        d = os.path.join(ctx.tmpdir, f'rot-{fmt}')
+        os.mkdir(d)
+        out = os.path.join(d, f'cap.{ext}')
+        gen = ctx.gen('GEN_MARKER', '--instance', tpd.instance, '--count', 20_000, '--rate', 20_000, '--seq', '--wait',
+                      'rotation-' + 'x' * 200)
+        gen.pids()
+        rec = Recording(ctx, tpd, out, '-e', 'ftrace:print', '--rotate-size', '1', '--keep', '3', '--no-kallsyms')
+        rec.wait_started()
+        time.sleep(0.5)
+        gen.command('go')
+        gen.wait_done(60)
+        n, files, lost = rec.stop()
+        check(lost == 0, f'{fmt}: {lost} lost')
+        names = sorted(glob.glob(os.path.join(d, 'cap-*.' + ext)))
+        check(len(os.listdir(d)) == len(names), f'{fmt}: other files left: {os.listdir(d)}')
+        check(files >= 4, f'{fmt}: only {files} files for ~5 MB of markers at 1 MB a file')
+        check(len(names) == 3, f'{fmt}: {len(names)} files kept, expected 3: {names}')
+        seqs = []
+        for name in names:
+            size = os.path.getsize(name)
+            check(size <= 1024 * 1024, f'{name} is {size} bytes, more than 1 MiB')
+            if fmt == 'dat':
+                recs, dropped = trace_cmd_report(name)
+                check(not dropped, f'{name}: dropped {dropped}')
+                texts = [r['body'] for r in recs]
+            else:
+                texts = [json.loads(l)['fields']['buf'] for l in open(name) if l.strip()]
+            seqs += [int(t.rsplit(' ', 1)[1]) for t in texts if 'rotation-' in t]
+        check(seqs and seqs[-1] == 20_000 - 1, f'{fmt}: last record {seqs[-1] if seqs else None}, expected 19999')
+        check(seqs == list(range(seqs[0], 20_000)), f'{fmt}: records across the kept files are not consecutive')
+        log(f'{fmt}: {files} files written, 3 kept, {len(seqs)} consecutive records in them')
+    tpd.stop()
+
+
+def concurrent(ctx):
+    log('--- a recording and two streams at once')
+    tpd = ctx.tpd()
+    out = os.path.join(ctx.tmpdir, 'both.dat')
+    n = 100_000
+    gen = ctx.gen('GEN_GETPPID', '--count', n, '--rate', 50_000)
+    pid = gen.pids()[0]
+    args = ['-e', 'syscalls:sys_enter_getppid', '-p', str(pid)]
+    streams = [tpd.stream(*args) for _ in range(2)]
+    rec = Recording(ctx, tpd, out, *args)
+    rec.wait_started()
+    T.confirm_live(streams, gen.probe)
+    time.sleep(0.5)
+    probes = gen.probes
+    gen.go()
+    gen.wait_done(60)
+    for s in streams:
+        s.drain(lambda s=s: sum(1 for l in s.lines if b'"lost"' not in l) >= n + probes, timeout=60)
+        s.stop()
+    recorded, _, lost = rec.stop()
+    for i, s in enumerate(streams):
+        recs = s.records()
+        check(not [r for r in recs if 'lost' in r], f'stream {i} lost records')
+        check(len(recs) == n + probes, f'stream {i}: {len(recs)} records, expected {n} + {probes} probes')
+    records, _ = trace_cmd_report(out)
+    calls = [r for r in records if r['pid'] == pid]
+    check(lost == 0, f'the recording lost {lost}')
+    check(len(calls) >= n and len(calls) <= n + probes and recorded == len(records),
+          f'the recording holds {len(calls)} calls, expected {n} (+ up to {probes} probes)')
+    log(f'recording {len(calls)}, streams {n + probes} each')
+    tpd.stop()
+
+
+def main(ctx):
+    truth(ctx)
+    overrun(ctx)
+    rotation(ctx)
+    concurrent(ctx)
+
+
+if __name__ == '__main__':
+    T.run(main)
