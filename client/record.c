@@ -293,6 +293,7 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
         _cleanup_(connection_done) Connection conn = CONNECTION_NULL;
         _cleanup_(varlink_reply_done) VarlinkReply reply = {};
         struct sigaction sa = { .sa_handler = on_signal }, sa_ignore = { .sa_handler = SIG_IGN };
+        sigset_t blocked, unblocked;
         Capture c = { .o = o, .fd = -1 };
         json_object *v;
         size_t page_size = 0, len = 0, cap = READ_SIZE;
@@ -306,6 +307,12 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
         (void) sigaction(SIGPIPE, &sa_ignore, NULL);
         (void) sigaction(SIGINT, &sa, NULL);
         (void) sigaction(SIGTERM, &sa, NULL);
+        /* The stop signals are taken only inside ppoll(): one that comes while frames are written is
+         * seen at the next wait, never lost between a check and the wait. */
+        sigemptyset(&blocked);
+        sigaddset(&blocked, SIGINT);
+        sigaddset(&blocked, SIGTERM);
+        (void) sigprocmask(SIG_BLOCK, &blocked, &unblocked);
 
         r = connection_call(&conn, socket_path,
                             o->format == RECORD_FORMAT_DAT ? TPD_METHOD("Record") : TPD_METHOD("Stream"),
@@ -355,6 +362,7 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
                 size_t used = 0;
                 double now = now_s();
                 struct pollfd pfd = { .fd = conn.fd, .events = POLLIN };
+                int timeout_ms;
                 ssize_t n;
 
                 /* Frames or lines that are complete. */
@@ -415,7 +423,27 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
                 if (o->format == RECORD_FORMAT_DAT)
                         (void) capture_room(&c, 0); /* rotation by time, without waiting for a page */
 
-                if (poll(&pfd, 1, 200) < 0 && errno != EINTR) {
+                /* Sleep until data, a signal (it interrupts poll()), or the next thing to do: no
+                 * wake-ups while nothing happens. */
+                {
+                        double wait = -1;
+
+                        if (stop_at > 0)
+                                wait = stop_at - now;
+                        else if (o->duration > 0)
+                                wait = start + o->duration - now;
+                        if (o->rotate_time > 0 && (wait < 0 || c.file_start + o->rotate_time - now < wait))
+                                wait = c.file_start + o->rotate_time - now;
+                        if (tty && (wait < 0 || wait > 1.0))
+                                wait = 1.0;
+                        timeout_ms = wait < 0 ? -1 : (int) (wait * 1000) + 1;
+                }
+                {
+                        struct timespec ts = { timeout_ms / 1000, (long) (timeout_ms % 1000) * 1000000L };
+
+                        r = ppoll(&pfd, 1, timeout_ms < 0 ? NULL : &ts, &unblocked);
+                }
+                if (r < 0 && errno != EINTR) {
                         status = EXIT_FAILURE;
                         goto finish;
                 }

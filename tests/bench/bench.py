@@ -45,7 +45,7 @@ BUILD_PROGRAMS = {
     'GEN_MARKER': 'tests/integration/gen-marker',
     'GEN_PINGPONG': 'tests/integration/gen-pingpong',
 }
-TRACERS = ('tpd1', 'tpd8', 'tpdcount', 'tc-record', 'tc-stream', 'perf')
+TRACERS = ('tpd1', 'tpd8', 'tpdcount', 'tpd-record', 'tc-record', 'tc-stream', 'perf')
 WORKLOADS = ('getppid', 'pingpong', 'latency', 'idle', 'startup')
 CLK_TCK = os.sysconf('SC_CLK_TCK')
 NS = 1_000_000_000
@@ -589,6 +589,47 @@ class Bench:
             row['notes'].append('delivered includes the "lost" records (GetStatus counts them as delivered)')
         self.add(row)
 
+    def tpd_record(self, load):
+        """`tpctl record` into a trace-cmd data file: raw pages, nothing decoded by tpd."""
+        tpd = self.new_tpd()
+        gen, flt = load.spawn(self.ctx)
+        tpd.tpctl_ok('enable', load.event, '--filter', flt)
+        out = os.path.join(self.ctx.tmpdir, f'record-{len(self.rows)}.dat')
+        rec = Child(self.ctx, 'tpctl-record', [T.env_program('TPCTL'), '--socket', tpd.socket, 'record', '-o', out,
+                                               '-e', load.event], stdout=subprocess.DEVNULL)
+        tpd.wait_streams(1, [rec])
+        stop_profile = self.profile_start(tpd, f'{load.key}-record-run{self.rep + 1}')
+        time.sleep(0.2)
+
+        stats0 = tpd.stats()
+        cpu0 = tpd.cpu_ns()
+        client0 = tree_cpu_ns(rec.pid)
+        elapsed = load.run(gen)
+
+        def sample():
+            return sum(s.get('entries', 0) for s in tpd.stats().values()), runtime_ns(rec.pid) or 0
+        _, settled = settle(sample, timeout=120, quiet=0.3, ready=lambda v: v[0] == 0)
+        cpu1 = tpd.cpu_ns()
+        stats1 = tpd.stats()
+        hwm = proc_status(tpd.process.pid, 'VmHWM')
+        stop_profile()
+        client = rec.finish(signal.SIGINT, 120, 'tpctl record') - client0
+        check(rec.proc.returncode == 0, f'tpctl record exited with {rec.proc.returncode}: {rec.stderr_text()!r}')
+        m = re.search(r'tpctl: (\d+) records in \d+ files?, (\d+) lost', rec.stderr_text())
+        check(m, f'no summary from tpctl record: {rec.stderr_text()!r}')
+        tpd.stop(clear_pins=False)
+
+        delta = T.stats_delta(stats0, stats1)
+        written = T.written(delta)
+        row = self.row(load, 'tpd, tpctl record (.dat)', written, elapsed, settled)
+        row.update({'streams': 1, 'delivered': int(m[1]), 'delivered_source': 'records tpctl record wrote',
+                    'lost': int(m[2]), 'tracer_cpu_ns': cpu1 - cpu0, 'client_cpu_ns': client, 'peak_rss_kb': hwm,
+                    'file_bytes': os.path.getsize(out)})
+        if row['delivered'] + row['lost'] != written:
+            row['warnings'].append(f'COUNT MISMATCH: recorded {row["delivered"]} + lost {row["lost"]} != written {written}')
+        os.unlink(out)
+        self.add(row)
+
     def row(self, load, tracer, generated, elapsed, settled=True):
         return {'workload': load.key, 'load': load.title, 'tracer': tracer, 'generated': generated,
                 'generated_source': 'tracefs per_cpu stats', 'gen_seconds': elapsed,
@@ -1120,6 +1161,8 @@ def run_all(bench, o):
         if 'tpdcount' in o.tracers:
             bench.guarded(f'{load.title}: tpd, counting consumer', bench.tpd_bulk, load,
                           'tpd, 1 × counting consumer', 1, 'sampled')
+        if 'tpd-record' in o.tracers:
+            bench.guarded(f'{load.title}: tpd, tpctl record', bench.tpd_record, load)
         for mode, key in (('record', 'tc-record'), ('stream', 'tc-stream')):
             if key in o.tracers:
                 if have_tc:

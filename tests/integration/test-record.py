@@ -14,7 +14,8 @@
    records: `trace-cmd report` shows the losses as it does for its own files ("[... EVENTS
    DROPPED]"), and recorded + lost (tpctl's count from tpd's loss frames) equals what the kernel
    wrote.
-3. Rotation: numbered markers into --rotate-size 1 --keep 3 files (dat and ndjson): at most 3
+3. Rotation: numbered markers (from one CPU: pages of different CPUs reach a file in their own
+   order) into --rotate-size 1 --keep 3 files (dat and ndjson): at most 3
    files, each within the size, each read by trace-cmd, their records consecutive and in order up
    to the last one written.
 4. A recording and two live streams at once, paced getppid calls: each gets every one.
@@ -232,7 +233,8 @@ def rotation(ctx):
         d = os.path.join(ctx.tmpdir, f'rot-{fmt}')
         os.mkdir(d)
         out = os.path.join(d, f'cap.{ext}')
-        gen = ctx.gen('GEN_MARKER', '--instance', tpd.instance, '--count', 20_000, '--rate', 20_000, '--seq', '--wait',
+        gen = ctx.gen('GEN_MARKER', '--instance', tpd.instance, '--count', 20_000, '--rate', 20_000, '--seq', '--cpu', 0,
+                      '--wait',
                       'rotation-' + 'x' * 200)
         gen.pids()
         rec = Recording(ctx, tpd, out, '-e', 'ftrace:print', '--rotate-size', '1', '--keep', '3', '--no-kallsyms')
