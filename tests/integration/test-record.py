@@ -19,11 +19,14 @@
    files, each within the size, each read by trace-cmd, their records consecutive and in order up
    to the last one written.
 4. A recording and two live streams at once, paced getppid calls: each gets every one.
+5. File version 7 (compressed sections): trace-cmd reads it, every marker in it; on a terminal
+   tpctl record shows a live status line on stderr.
 """
 
 import glob
 import json
 import os
+import pty
 import re
 import signal
 import subprocess
@@ -298,7 +301,54 @@ def concurrent(ctx):
     tpd.stop()
 
 
+def version7_and_status(ctx):
+    log('--- file version 7, and the status line on a terminal')
+    tpd = ctx.tpd()
+    out = os.path.join(ctx.tmpdir, 'v7.dat')
+    gen = ctx.gen('GEN_MARKER', '--instance', tpd.instance, '--count', 500, '--rate', 200, '--seq', '--wait', 'v7')
+    gen.pids()
+    # stderr on a pseudo-terminal, as a person running it sees it.
+    master, slave = pty.openpty()
+    argv = [T.env_program('TPCTL'), '--socket', tpd.socket, 'record', '-o', out, '--file-version', '7',
+            '-e', 'ftrace:print']
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    try:
+        time.sleep(0.5)
+        gen.command('go')
+        gen.wait_done(30)
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(30)
+        text = b''
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            text += chunk
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    text = text.decode(errors='replace')
+    check(rc == 0, f'tpctl record exited with {rc}: {text!r}')
+    check(re.search(r'recording: \d+ records, [\d.]+ MiB, \d+ records/s, lost 0', text),
+          f'no live status line on the terminal: {text!r}')
+    check('tpctl: 500 records in 1 file, 0 lost' in text, f'summary: {text!r}')
+    records, dropped = trace_cmd_report(out)
+    check(not dropped and [int(r['body'].rsplit(' ', 1)[1]) for r in records] == list(range(500)),
+          f'version 7 file: {len(records)} records, dropped {dropped}')
+    r = subprocess.run(['trace-cmd', 'dump', '--summary', out], capture_output=True, text=True, timeout=60)
+    check(re.search(r'^\s*7\s+\[Version\]', r.stdout, re.M), f'not a version 7 file: {r.stdout[:300]!r}')
+    log('version 7: 500 markers; status line seen on the terminal')
+    tpd.stop()
+
+
 def main(ctx):
+    version7_and_status(ctx)
     truth(ctx)
     overrun(ctx)
     rotation(ctx)
