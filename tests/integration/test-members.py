@@ -318,6 +318,22 @@ def run(ctx, users):
     check(delivered >= COUNT, f'good stream: {delivered} records, the generator made {COUNT} (+ probes)')
     log(f'good stream: delivered {delivered} + lost {lost} == written {written}')
 
+    # A member records: tpctl writes the file as the member, into the member's directory (tpd never
+    # opens a client's path); the outsider may not record.
+    rec_dir = os.path.join(ctx.tmpdir, 'rec-A')
+    os.mkdir(rec_dir, 0o700)
+    os.chown(rec_dir, uid_a, users.primary['A'])
+    os.chmod(ctx.tmpdir, 0o711)
+    rec_out = os.path.join(rec_dir, 'a.dat')
+    ok_as('A', 'record', '-o', rec_out, '-e', GEN_EVENT, '--duration', '0.5', '--no-kallsyms')
+    st = os.stat(rec_out)
+    check(st.st_uid == uid_a, f'the recording belongs to uid {st.st_uid}, not the member {uid_a}')
+    r = subprocess.run(['trace-cmd', 'report', rec_out], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0 and not r.stderr.strip(), f'trace-cmd report of a member\'s recording: {r.stderr!r}')
+    check(sorted(os.listdir(rec_dir)) == ['a.dat'], f'a recording left files behind: {os.listdir(rec_dir)}')
+    denied_as('O', 'record', '-o', os.path.join(ctx.tmpdir, 'o.dat'), '-e', GEN_EVENT, '--duration', '0.5')
+    log('member A recorded into its own file; the outsider was refused')
+
     # Owners survive a restart; root removes any pin.
     ok_as('A', 'enable', STREAM_ONLY)
     tpd.stop(clear_pins=False)
