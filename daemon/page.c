@@ -174,7 +174,13 @@ int page_filter(const void *page, size_t size, PageKeep keep, void *userdata, vo
                         continue;
                 /* A time stamp that went backwards (an absolute stamp can) keeps the last one. */
                 delta = e.ts > last_ts ? e.ts - last_ts : 0;
-                if (delta > ENTRY_DELTA_MAX) {
+                if (delta > ENTRY_DELTA_MAX && kept == 0) {
+                        /* The first record kept starts the page: the page's time is its time. A time
+                         * extend there would hide the page's loss count from readers, which report
+                         * it with the first entry only (libtraceevent's kbuffer). */
+                        memcpy(o, &e.ts, 8);
+                        delta = 0;
+                } else if (delta > ENTRY_DELTA_MAX) {
                         if ((size_t) (limit - w_at) < 8 + e.span) {
                                 r = -EBADMSG;
                                 break;

@@ -138,6 +138,14 @@ static void test_time_extend(void) {
         walk_all(out, &got);
         ASSERT_INT_EQ(got.n, 1);
         ASSERT_U64_EQ(got.ts[0], in.ts[2]);
+        /* Not with a time extend before it: the page's time moved instead, so that the record is the
+         * page's first entry (readers report a page's losses with its first entry only). */
+        {
+                uint32_t header;
+                memcpy(&header, out + 16, 4);
+                ASSERT_INT_EQ(header & 0x1f, 1);
+                ASSERT_INT_EQ(header >> 5, 0);
+        }
 }
 
 static bool keep_ends(void *userdata, const PageEntry *e) {
