@@ -125,22 +125,6 @@ static bool meta_path_ok(const char *p, size_t len) {
         return component > 0 && components <= 4;
 }
 
-static int write_all(int fd, const void *data, size_t size) {
-        const char *p = data;
-
-        while (size > 0) {
-                ssize_t n = write(fd, p, size);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                p += n;
-                size -= (size_t) n;
-        }
-        return 0;
-}
-
 static int write_file(const char *path, const void *data, size_t size) {
         _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 

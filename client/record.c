@@ -212,22 +212,6 @@ static int capture_frame(Capture *c, const TpdFrame *f, const uint8_t *payload, 
 }
 
 /* NDJSON: whole lines to the current file, rotating between lines. */
-static int write_all(int fd, const void *data, size_t size) {
-        const char *p = data;
-
-        while (size > 0) {
-                ssize_t k = write(fd, p, size);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                p += k;
-                size -= (size_t) k;
-        }
-        return 0;
-}
-
 /* Whether n more bytes fit the current file and the capture without a rotation or a stop. */
 static bool capture_fits(const Capture *c, uint64_t n) {
         if (c->o->max_size && c->finished_bytes + c->fd_bytes + n > c->o->max_size)
