@@ -99,16 +99,7 @@ class Recording(T.Process):
 
 
 def reference_records(inst):
-    def lines(option=None):
-        if option:
-            T.write_text(os.path.join(inst, 'options', option), '1')
-        try:
-            return [l for l in T.read_text(os.path.join(inst, 'trace')).splitlines() if l and not l.startswith('#')]
-        finally:
-            if option:
-                T.write_text(os.path.join(inst, 'options', option), '0')
-
-    text, raw = lines(), lines('raw')
+    text, raw = T.trace_lines(inst), T.trace_lines(inst, 'raw')
     check(len(text) == len(raw), f'reference reads differ: {len(text)} text, {len(raw)} raw')
     header = T.read_text(os.path.join(inst, 'trace')).splitlines()[:4]
     m = re.search(r'entries-in-buffer/entries-written: (\d+)/(\d+)', '\n'.join(header))

@@ -932,3 +932,15 @@ def built_with_asan():
 
 ASAN = built_with_asan()
 SLOWDOWN = float(os.environ.get('TPD_TEST_SLOWDOWN', '8' if ASAN else '1'))
+
+
+def trace_lines(instance_dir, option=None):
+    """The record lines of an instance's `trace` file (the kernel's own text output), read with
+    options/OPTION turned on for the read when given (e.g. 'raw', 'fields')."""
+    if option:
+        write_text(os.path.join(instance_dir, 'options', option), '1')
+    try:
+        return [l for l in read_text(os.path.join(instance_dir, 'trace')).splitlines() if l and not l.startswith('#')]
+    finally:
+        if option:
+            write_text(os.path.join(instance_dir, 'options', option), '0')
