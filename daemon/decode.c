@@ -545,20 +545,7 @@ static inline uint32_t load_u32(const uint8_t *p) {
         return v;
 }
 
-/*
- * Walks the entries of one sub-buffer page. This is what libtraceevent's kbuffer does, with every
- * length checked against the page: a corrupt page ends in -EBADMSG, never in a read past it or in
- * an endless loop (kbuffer 1.7 has both), and it saves kbuffer's indirect calls per record.
- */
-/* Consecutive records of one event id without a format, and one pid: one lost record. */
-typedef struct UnknownRun {
-        uint16_t id;
-        int32_t pid;
-        uint64_t ts; /* of the last one */
-        uint64_t count;
-} UnknownRun;
-
-static int unknown_run_flush(UnknownRun *u, Batch *batch, unsigned cpu) {
+int decoder_flush_unknown(DecoderUnknownRun *u, Batch *batch, unsigned cpu) {
         Record *rec;
         int r;
 
@@ -576,9 +563,56 @@ static int unknown_run_flush(UnknownRun *u, Batch *batch, unsigned cpu) {
         return 0;
 }
 
+int decoder_decode_missed(Decoder *d, uint64_t ts, unsigned cpu, const uint64_t *stored, Batch *batch) {
+        uint64_t count = stored ? *stored : 0;
+        int r;
+
+        if (d->cb.missed)
+                count = d->cb.missed(d->cb.userdata, cpu, stored);
+        if (count == 0)
+                return 0;
+        r = batch_add_lost(batch, ts, cpu, count, RECORD_LOST_OVERRUN);
+        if (r < 0)
+                return r;
+        d->stats.overrun += count;
+        return 1;
+}
+
+int decoder_decode_record(Decoder *d, uint64_t ts, unsigned cpu, const void *data, size_t size,
+                          DecoderUnknownRun *unknown, Batch *batch) {
+        int r;
+
+        if (size >= 8) {
+                uint16_t id;
+                memcpy(&id, data, 2);
+                if (!plan_get(d, id)) {
+                        int32_t pid;
+                        memcpy(&pid, (const uint8_t *) data + 4, 4); /* common_pid of every format */
+                        d->stats.unknown++;
+                        if (unknown->count > 0 && (unknown->id != id || unknown->pid != pid)) {
+                                r = decoder_flush_unknown(unknown, batch, cpu);
+                                if (r < 0)
+                                        return r;
+                        }
+                        *unknown = (DecoderUnknownRun){ id, pid, ts, unknown->count + 1 };
+                        return 0;
+                }
+        }
+        /* Losses come before what follows them. */
+        r = decoder_flush_unknown(unknown, batch, cpu);
+        if (r < 0)
+                return r;
+        return encode_record(d, batch, data, size, ts, cpu);
+}
+
+/*
+ * Walks the entries of one sub-buffer page. This is what libtraceevent's kbuffer does, with every
+ * length checked against the page: a corrupt page ends in -EBADMSG, never in a read past it or in
+ * an endless loop (kbuffer 1.7 has both), and it saves kbuffer's indirect calls per record.
+ */
 int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu, Batch *batch) {
         const uint8_t *p = page, *data, *end;
-        UnknownRun unknown = {};
+        DecoderUnknownRun unknown = {};
         size_t before = batch->n_records;
         uint64_t page_ts, commit, length, ts;
         int r;
@@ -600,15 +634,10 @@ int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu,
                  * says that events were lost, and the kernel's overrun counter tells how many. */
                 if (commit & PAGE_MISSED_STORED)
                         memcpy(&count, end, 8);
-                if (d->cb.missed)
-                        count = d->cb.missed(d->cb.userdata, cpu,
-                                             commit & PAGE_MISSED_STORED ? &count : NULL);
-                if (count > 0) {
-                        r = batch_add_lost(batch, page_ts, cpu, count, RECORD_LOST_OVERRUN);
-                        if (r < 0)
-                                return r;
-                        d->stats.overrun += count;
-                }
+                r = decoder_decode_missed(d, page_ts, cpu, commit & PAGE_MISSED_STORED ? &count : NULL,
+                                          batch);
+                if (r < 0)
+                        return r;
         }
 
         ts = page_ts;
@@ -670,41 +699,20 @@ int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu,
                 if (len > (size_t) (end - payload))
                         goto bad;
                 ts += delta;
-                if (len >= 8) {
-                        uint16_t id;
-                        memcpy(&id, payload, 2);
-                        if (!plan_get(d, id)) {
-                                int32_t pid;
-                                memcpy(&pid, payload + 4, 4); /* common_pid of every format */
-                                d->stats.unknown++;
-                                if (unknown.count > 0 && (unknown.id != id || unknown.pid != pid)) {
-                                        r = unknown_run_flush(&unknown, batch, cpu);
-                                        if (r < 0)
-                                                return r;
-                                }
-                                unknown = (UnknownRun){ id, pid, ts, unknown.count + 1 };
-                                data = next;
-                                continue;
-                        }
-                }
-                /* Losses come before what follows them. */
-                r = unknown_run_flush(&unknown, batch, cpu);
-                if (r < 0)
-                        return r;
-                r = encode_record(d, batch, payload, len, ts, cpu);
+                r = decoder_decode_record(d, ts, cpu, payload, len, &unknown, batch);
                 if (r == -EBADMSG)
                         goto bad;
                 if (r < 0)
                         return r;
                 data = next;
         }
-        r = unknown_run_flush(&unknown, batch, cpu);
+        r = decoder_flush_unknown(&unknown, batch, cpu);
         if (r < 0)
                 return r;
         return (int) (batch->n_records - before);
 
 bad:
-        (void) unknown_run_flush(&unknown, batch, cpu);
+        (void) decoder_flush_unknown(&unknown, batch, cpu);
         d->stats.bad_pages++;
         return -EBADMSG;
 }
