@@ -20,6 +20,7 @@
 #include "copy.h"
 #include "log.h"
 #include "output.h"
+#include "replay.h"
 #include "tpd-protocol.h"
 
 static inline void json_object_putp(json_object **j) {
@@ -251,6 +252,26 @@ static int verb_stream(const Args *a, char **args, size_t n) {
         return EXIT_FAILURE;
 }
 
+static int verb_replay(const Args *a, char **args, size_t n) {
+        _cleanup_free_ char **events = calloc(a->n_events + n, sizeof(char *));
+
+        if (!events)
+                return exit_status(log_oom());
+        /* EVENT arguments after FILE, like stream's. */
+        memcpy(events, a->events, a->n_events * sizeof(char *));
+        memcpy(events + a->n_events, args + 1, (n - 1) * sizeof(char *));
+        return replay_file(args[0], &(ReplayOptions){
+                                            .events = events,
+                                            .n_events = a->n_events + n - 1,
+                                            .pids = a->pids,
+                                            .n_pids = a->n_pids,
+                                            .cpus = a->cpus,
+                                            .n_cpus = a->n_cpus,
+                                            .filter = a->filter,
+                                            .print = a->print,
+                                    });
+}
+
 typedef struct Verb {
         const char *name;
         size_t min_args;
@@ -267,6 +288,7 @@ static const Verb verbs[] = {
         { "status", 0, 0, 0, verb_status },
         { "stream", 0, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT, verb_stream },
         { "call", 1, 2, 0, verb_call },
+        { "replay", 1, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT, verb_replay },
 };
 
 static void help(void) {
@@ -283,6 +305,8 @@ static void help(void) {
                "  status                     Show tpd's settings, counters and enabled events\n"
                "  stream [EVENT...]          Print records as NDJSON, one JSON object a line, until\n"
                "                             interrupted; without EVENT or -e, every enabled event\n"
+               "  replay FILE [EVENT...]     Print a capture's records as stream would have: FILE is a\n"
+               "                             trace-cmd data file (.dat) or stream's NDJSON\n"
                "  call METHOD [PARAMETERS]   Call a Varlink method with a JSON object and print the reply\n"
                "                             as JSON (an error reply whole); bare METHODs are in\n"
                "                             %s\n"
@@ -295,12 +319,14 @@ static void help(void) {
                "     --json                  list, describe, status, enable, disable: print the reply's\n"
                "                             parameters as JSON\n"
                "  -f --filter=EXPR           enable: kernel filter of the events;\n"
-               "                             stream: filter of this stream only, in the same syntax\n"
+               "                             stream, replay: filter of this stream only, in the same "
+               "syntax\n"
                "     --all                   disable: every event enabled with 'enable'\n"
-               "  -e --event=EVENT           stream: include EVENT (repeatable, like EVENT arguments)\n"
-               "  -p --pid=PID               stream: only records of process PID (repeatable)\n"
-               "  -c --cpu=CPU               stream: only records of CPU (repeatable)\n"
-               "     --print                 stream: add the kernel's formatted text as \"print\"\n"
+               "  -e --event=EVENT           stream, replay: include EVENT (repeatable, like EVENT "
+               "arguments)\n"
+               "  -p --pid=PID               stream, replay: only records of process PID (repeatable)\n"
+               "  -c --cpu=CPU               stream, replay: only records of CPU (repeatable)\n"
+               "     --print                 stream, replay: add the kernel's formatted text as \"print\"\n"
                "\n"
                "Exit status:\n"
                "  0   success; also when a stream ends by SIGINT or SIGTERM, or its reader goes away\n"
