@@ -25,6 +25,9 @@ static const char dat_magic[] = { 0x17, 0x08, 0x44, 't', 'r', 'a', 'c', 'i', 'n'
  * sub-buffer page a record is on, which is the time of a loss the page flags (as tpd reports it
  * live). */
 unsigned long long tracecmd_page_ts(struct tracecmd_input *handle, struct tep_record *record);
+/* Likewise: the kernel's per-CPU statistics that trace-cmd saved when the recording ended, as
+ * text; NULL when the file has none. */
+const char *tracecmd_get_cpustats(struct tracecmd_input *handle);
 
 #define OUTPUT_BUFFER_SIZE (256U * 1024U)
 
@@ -199,25 +202,87 @@ static int replay_ndjson(FILE *f, const char *path, const ReplayOptions *o, Outp
         return output_status(out);
 }
 
-/* Per CPU: the page of its last record, and its pending run of records of unknown event ids,
- * which decoder_decode_page() would end at the end of the page. */
+/* Per CPU of a buffer: the page of its last record, its pending run of records of unknown event
+ * ids (which decoder_decode_page() would end at the end of the page), and its losses. */
 typedef struct ReplayCpu {
-        const void *page;
+        uint64_t page; /* offset of the page in the CPU's data, plus one; 0 before the first */
         DecoderUnknownRun unknown;
+        uint64_t overrun;  /* the kernel's overrun counter when the recording ended */
+        bool has_overrun;  /* the file's statistics hold it */
+        uint64_t reported; /* losses reported so far */
         bool warned;
 } ReplayCpu;
+
+/* One buffer of the file: the top one, or an instance's (`trace-cmd record -B`). */
+typedef struct ReplaySource {
+        struct tracecmd_input *handle;
+        const char *name; /* "" for the top one */
+        ReplayCpu *cpus;
+        size_t n_cpus;
+} ReplaySource;
 
 typedef struct Replay {
         struct tep_handle *tep;
         Decoder *decoder;
         Stream *stream;
         Batch *batch;
+        size_t page_size;
         bool print;
-        ReplayCpu *cpus;
-        size_t n_cpus;
+        ReplaySource *sources;
+        size_t n_sources;
+        ReplayCpu *current; /* of the record being decoded, for replay_missed() */
         Output *out;
         uint64_t damaged;
 } Replay;
+
+static ReplayCpu *source_cpu(ReplaySource *src, unsigned cpu) {
+        if (cpu >= src->n_cpus) {
+                ReplayCpu *a = reallocarray(src->cpus, cpu + 1, sizeof(ReplayCpu));
+                if (!a)
+                        return NULL;
+                memset(a + src->n_cpus, 0, (cpu + 1 - src->n_cpus) * sizeof(ReplayCpu));
+                src->cpus = a;
+                src->n_cpus = cpu + 1;
+        }
+        return &src->cpus[cpu];
+}
+
+/* trace-cmd saves the kernel's per-CPU statistics when the recording ends, as text: "CPU: N"
+ * sections with "overrun: N", under "Buffer: NAME" for an instance's buffer. */
+static int replay_load_stats(Replay *r, const char *stats) {
+        const char *buffer = "", *p = stats;
+        size_t buffer_len = 0;
+        long cpu = -1;
+
+        while (p && *p) {
+                const char *eol = strchrnul(p, '\n');
+                unsigned long long v;
+
+                if (strncmp(p, "Buffer: ", 8) == 0) {
+                        buffer = p + 8;
+                        buffer_len = (size_t) (eol - buffer);
+                        cpu = -1;
+                } else if (sscanf(p, "CPU: %ld", &cpu) == 1) {
+                        if (cpu < 0 || cpu >= 65536)
+                                cpu = -1;
+                } else if (sscanf(p, "overrun: %llu", &v) == 1 && cpu >= 0)
+                        for (size_t i = 0; i < r->n_sources; i++) {
+                                ReplaySource *src = &r->sources[i];
+                                ReplayCpu *c;
+
+                                if (strlen(src->name) != buffer_len ||
+                                    strncmp(src->name, buffer, buffer_len))
+                                        continue;
+                                c = source_cpu(src, (unsigned) cpu);
+                                if (!c)
+                                        return -ENOMEM;
+                                c->overrun = v;
+                                c->has_overrun = true;
+                        }
+                p = *eol ? eol + 1 : NULL;
+        }
+        return 0;
+}
 
 static const char *replay_comm(void *userdata, int pid, uint64_t ts) {
         Replay *r = userdata;
@@ -229,20 +294,30 @@ static const char *replay_comm(void *userdata, int pid, uint64_t ts) {
         return tep_is_pid_registered(r->tep, pid) ? tep_data_comm_from_pid(r->tep, pid) : NULL;
 }
 
+/* The losses a page flags, as tpd counts them live (daemon/manager.c): what the kernel's overrun
+ * counter says was lost and is not reported yet. The file keeps the counter's value at the end
+ * of the recording, so a page whose count the kernel could not store (a full page) reports all
+ * losses not yet reported, and pages with a stored count report it, never beyond the counter:
+ * the sum is the counter, exactly. Without the statistics, a stored count is taken as it is. */
 static uint64_t replay_missed(void *userdata, unsigned cpu, const uint64_t *stored) {
         Replay *r = userdata;
+        ReplayCpu *c = r->current;
+        uint64_t n;
 
-        if (stored)
-                return *stored;
-        /* A full page flags a loss without room for its count; live, tpd asks the kernel's overrun
-         * counter, which a file does not keep. Say so once per CPU rather than guess. */
-        if (cpu < r->n_cpus && !r->cpus[cpu].warned) {
-                r->cpus[cpu].warned = true;
-                log_error("warning: the capture says that records of CPU %u were lost, but not how "
-                          "many; no lost record is printed for them",
-                          cpu);
+        if (!c->has_overrun) {
+                if (!stored && !c->warned) {
+                        c->warned = true;
+                        log_error("warning: the capture says that records of CPU %u were lost, but neither "
+                                  "how many nor the kernel's counters; no lost record is printed for them",
+                                  cpu);
+                }
+                return stored ? *stored : 0;
         }
-        return 0;
+        n = c->overrun > c->reported ? c->overrun - c->reported : 0;
+        if (stored)
+                n = MIN(n, *stored);
+        c->reported += n;
+        return n;
 }
 
 /* Prints the records of the batch that the stream selects. */
@@ -271,41 +346,37 @@ static int replay_emit(Replay *r) {
         return 0;
 }
 
-static int replay_flush_unknown(Replay *r, unsigned cpu) {
-        int k = decoder_flush_unknown(&r->cpus[cpu].unknown, r->batch, cpu);
-        return k < 0 ? k : replay_emit(r);
-}
-
 static int replay_on_record(struct tracecmd_input *handle, struct tep_record *record, int cpu_arg,
                             void *userdata) {
         Replay *r = userdata;
         unsigned cpu = (unsigned) record->cpu;
+        ReplaySource *src = NULL;
         ReplayCpu *c;
         int k;
 
-        if (record->cpu < 0 || record->size < 0)
+        for (size_t i = 0; i < r->n_sources && !src; i++)
+                if (r->sources[i].handle == handle)
+                        src = &r->sources[i];
+        if (!src || record->cpu < 0 || record->size < 0)
                 return -EBADMSG;
-        if (cpu >= r->n_cpus) {
-                ReplayCpu *a = reallocarray(r->cpus, cpu + 1, sizeof(ReplayCpu));
-                if (!a)
-                        return -ENOMEM;
-                memset(a + r->n_cpus, 0, (cpu + 1 - r->n_cpus) * sizeof(ReplayCpu));
-                r->cpus = a;
-                r->n_cpus = cpu + 1;
-        }
-        c = &r->cpus[cpu];
+        c = source_cpu(src, cpu);
+        if (!c)
+                return -ENOMEM;
 
-        /* A new page ends the previous one's run of unknown records, as decoding by pages does. */
-        if (record->priv != c->page) {
+        /* A new page ends the previous one's run of unknown records, as decoding by pages does.
+         * Pages lie at multiples of the page size in a CPU's data (record->priv, libtracecmd's page,
+         * may be freed and its memory reused for the next one). */
+        if (record->offset / r->page_size + 1 != c->page) {
                 k = decoder_flush_unknown(&c->unknown, r->batch, cpu);
                 if (k < 0)
                         return k;
-                c->page = record->priv;
+                c->page = record->offset / r->page_size + 1;
         }
         /* libtracecmd gives the page's loss with its first record: the count, or -1 for "some". */
         if (record->missed_events != 0) {
                 uint64_t stored = (uint64_t) record->missed_events;
 
+                r->current = c;
                 k = decoder_decode_missed(r->decoder, tracecmd_page_ts(handle, record), cpu,
                                           record->missed_events > 0 ? &stored : NULL, r->batch);
                 if (k < 0)
@@ -415,7 +486,6 @@ static int replay_dat(const char *path, const ReplayOptions *o, Output *out) {
         _cleanup_(tracecmd_closep) struct tracecmd_input *handle = NULL;
         _cleanup_free_ struct tracecmd_input **handles = NULL;
         Replay r = { .print = o->print, .out = out };
-        size_t n_handles = 0;
         int n_instances, k, status = EXIT_FAILURE;
 
         /* No plugins: tpd's "print" is the kernel's own format, read from tracefs without them. */
@@ -428,14 +498,18 @@ static int replay_dat(const char *path, const ReplayOptions *o, Output *out) {
                 return EXIT_FAILURE;
         }
         r.tep = tracecmd_get_tep(handle);
+        r.page_size = (size_t) MAX(tep_get_page_size(r.tep), 1);
 
         /* `trace-cmd record -B NAME` puts an instance's data in a buffer of its own, next to an empty
          * top one: replay them all, merged in time as `trace-cmd report` does. */
-        n_instances = tracecmd_buffer_instances(handle);
-        handles = calloc((size_t) MAX(n_instances, 0) + 1, sizeof(*handles));
-        if (!handles)
-                return log_oom(), EXIT_FAILURE;
-        handles[n_handles++] = handle;
+        n_instances = MAX(tracecmd_buffer_instances(handle), 0);
+        handles = calloc((size_t) n_instances + 1, sizeof(*handles));
+        r.sources = calloc((size_t) n_instances + 1, sizeof(ReplaySource));
+        if (!handles || !r.sources) {
+                log_oom();
+                goto finish;
+        }
+        r.sources[r.n_sources++] = (ReplaySource){ .handle = handle, .name = "" };
         for (int i = 0; i < n_instances; i++) {
                 struct tracecmd_input *h = tracecmd_buffer_instance_handle(handle, i);
                 if (!h) {
@@ -443,10 +517,16 @@ static int replay_dat(const char *path, const ReplayOptions *o, Output *out) {
                                   strempty(tracecmd_buffer_instance_name(handle, i)), path);
                         goto finish;
                 }
-                handles[n_handles++] = h;
+                r.sources[r.n_sources++] = (ReplaySource){
+                        .handle = h,
+                        .name = strempty(tracecmd_buffer_instance_name(handle, i)),
+                };
         }
+        for (size_t i = 0; i < r.n_sources; i++)
+                handles[i] = r.sources[i].handle;
 
-        if (stream_new(STREAM_RAW, 1, 0, &r.stream) < 0 || !(r.batch = batch_new()) ||
+        if (replay_load_stats(&r, tracecmd_get_cpustats(handle)) < 0 ||
+            stream_new(STREAM_RAW, 1, 0, &r.stream) < 0 || !(r.batch = batch_new()) ||
             decoder_new(r.tep,
                         &(DecoderCallbacks){ .comm = replay_comm, .missed = replay_missed, .userdata = &r },
                         &r.decoder) < 0) {
@@ -457,11 +537,16 @@ static int replay_dat(const char *path, const ReplayOptions *o, Output *out) {
         if (replay_select(&r, o) < 0)
                 goto finish;
 
-        k = n_handles == 1 ? tracecmd_iterate_events(handle, NULL, 0, replay_on_record, &r)
-                           : tracecmd_iterate_events_multi(handles, (int) n_handles, replay_on_record, &r);
+        k = r.n_sources == 1
+                    ? tracecmd_iterate_events(handle, NULL, 0, replay_on_record, &r)
+                    : tracecmd_iterate_events_multi(handles, (int) r.n_sources, replay_on_record, &r);
         /* Runs of unknown records still open at the end, as at the end of a page. */
-        for (unsigned cpu = 0; k >= 0 && cpu < r.n_cpus; cpu++)
-                k = replay_flush_unknown(&r, cpu);
+        for (size_t i = 0; k >= 0 && i < r.n_sources; i++)
+                for (unsigned cpu = 0; k >= 0 && cpu < r.sources[i].n_cpus; cpu++) {
+                        k = decoder_flush_unknown(&r.sources[i].cpus[cpu].unknown, r.batch, cpu);
+                        if (k >= 0)
+                                k = replay_emit(&r);
+                }
         if (k < 0 && k != -EPIPE) {
                 log_error_errno(k == -1 ? -EIO : k, "cannot read the records of '%s': %m", path);
                 goto finish;
@@ -472,12 +557,15 @@ static int replay_dat(const char *path, const ReplayOptions *o, Output *out) {
                           path);
 
 finish:
-        for (size_t i = 1; i < n_handles; i++)
-                tracecmd_close(handles[i]);
+        for (size_t i = 0; i < r.n_sources; i++) {
+                if (i > 0)
+                        tracecmd_close(r.sources[i].handle);
+                free(r.sources[i].cpus);
+        }
+        free(r.sources);
         decoder_free(r.decoder);
         stream_free(r.stream);
         batch_unref(r.batch);
-        free(r.cpus);
         return status;
 }
 

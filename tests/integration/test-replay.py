@@ -11,7 +11,9 @@
    - with --print, each record's "print" is the text `trace-cmd report -N` prints for it, and the
      sched_switch fields are the values that text shows;
    - -e, -p, -c and --filter select exactly what stream's rules select from the whole replay, byte
-     for byte; a filter that does not apply, an unknown event: exit 1.
+     for byte; a filter that does not apply, an unknown event: exit 1 (on the version 6 file).
+   And a capture under overrun (16 KiB buffers): records plus the replay's "overrun" losses are the
+   calls made, and the losses are the kernel's overrun counter that trace-cmd saved.
 2. A live `tpctl stream` of a real tpd (getppid and markers), saved as NDJSON: its replay is the
    file byte for byte; replayed with -e/-p/-c it is the file's lines of that selection, and a
    second live stream with -e and -p got exactly what the replay of the first one selects.
@@ -33,6 +35,7 @@ from tpdtest import check, log
 EVENT = 'syscalls:sys_enter_getppid'
 N = 20_000
 M = 200
+N_OVERRUN = 150_000
 MARKER = 'replay-marker'
 # trace-cmd report's short names, as tpctl names them.
 LONG_NAMES = {'sys_enter_getppid': EVENT, 'sched_switch': 'sched:sched_switch', 'print': 'ftrace:print'}
@@ -57,15 +60,15 @@ def lines_of(data):
     return data.split(b'\n')[:-1]
 
 
-def trace_cmd_record(ctx, dat, pid, version_args):
-    """trace-cmd record of pid's getppid calls, markers and sched_switch, in an instance of its own.
-    Returns (instance path, trace-cmd process, generator's go ts)."""
+def trace_cmd_record(ctx, dat, pid, args):
+    """trace-cmd record of pid's getppid calls (and args), in an instance of its own.
+    Returns (instance name, its path, the trace-cmd process)."""
     name = ctx.unique_name('-tc')
     path = os.path.join(T.TRACEFS, 'instances', name)
     ctx._instances.append(path)   # removed on cleanup whatever happens
     # ENVIRONMENT.md: on this kernel trace-cmd needs -k -d -B (it touches function-tracer files).
     argv = ['trace-cmd', 'record', '-k', '-d', '-B', name, '-C', 'boot', '-e', EVENT, '-f', f'common_pid == {pid}',
-            '-e', 'sched:sched_switch', '-o', dat, *version_args]
+            '-o', dat, *args]
     tc = T.Process(ctx, f'trace-cmd-{os.path.basename(dat)}', argv, stdout=subprocess.DEVNULL)
     # Recording: the event is on with its filter, tracing is on, and the per-CPU recorders run.
     event_dir = os.path.join(path, 'events', *EVENT.split(':'))
@@ -87,17 +90,25 @@ def trace_cmd_record(ctx, dat, pid, version_args):
     return name, path, tc
 
 
-def record_dat(ctx, dat, version_args):
-    """Records the workload with trace-cmd into dat; returns the generator's pid."""
-    gen = ctx.gen('GEN_GETPPID', '--count', N, '--cpu', T.online_cpus()[0])
+def record_dat(ctx, dat, args, count=N, markers=True, switches=False):
+    """Records count getppid calls (and M markers, and the generator's sched_switch) with trace-cmd
+    into dat; returns the generator's pid."""
+    gen = ctx.gen('GEN_GETPPID', '--count', count, '--cpu', T.online_cpus()[0])
     pid, = gen.pids()
-    name, path, tc = trace_cmd_record(ctx, dat, pid, version_args)
-    marker = ctx.gen('GEN_MARKER', '--instance', name, '--count', M, '--seq', MARKER)
+    if switches:
+        # Only the generator's: the machine's own (other tests' ping-pong) could overrun the buffer.
+        args = ['-e', 'sched:sched_switch', '-f', f'prev_pid == {pid} || next_pid == {pid}', *args]
+    name, path, tc = trace_cmd_record(ctx, dat, pid, args)
+    if markers:
+        # On another CPU than the generator's, so that -c selects part of the capture.
+        marker = ctx.gen('GEN_MARKER', '--instance', name, '--count', M, '--cpu', T.online_cpus()[-1], '--seq',
+                         MARKER)
     gen.go()
     gen.wait_done(timeout=60)
-    marker.pids()
-    done = marker.wait_done(timeout=60)
-    check(done[1] == M, f'gen-marker wrote {done[1]} markers, expected {M}')
+    if markers:
+        marker.pids()
+        done = marker.wait_done(timeout=60)
+        check(done[1] == M, f'gen-marker wrote {done[1]} markers, expected {M}')
     tc.signal(signal.SIGINT)
     rc = tc.wait(60)
     check(rc == 0, f'trace-cmd record exited with {rc}: {tc.stderr_text()!r}')
@@ -111,7 +122,7 @@ def report(dat):
     check(r.returncode == 0, f'trace-cmd report exited with {r.returncode}: {r.stderr[-500:]!r}')
     out = []
     for line in r.stdout.decode(errors='replace').splitlines():
-        if line.startswith('cpus=') or not line.strip():
+        if line.startswith('cpus=') or not line.strip() or re.search(r'CPU:\d+ \[(\d+ )?EVENTS DROPPED\]$', line):
             continue
         m = REPORT_RE.match(line)
         check(m, f'cannot read trace-cmd report line {line!r}')
@@ -121,7 +132,7 @@ def report(dat):
     return out
 
 
-def check_dat(dat, pid):
+def check_dat(dat, pid, selection=True):
     full = replay_ok(dat)
     lines = lines_of(full)
     recs = [T.parse_record(line) for line in lines]
@@ -161,6 +172,11 @@ def check_dat(dat, pid):
             switches += 1
     check(switches > 0, f'{dat}: no sched_switch records to compare')
 
+    log(f'{dat}: {len(recs)} records, {len(mine)} getppid, {len(texts)} markers, {switches} sched_switch: '
+        f'all as trace-cmd report lists them')
+    if not selection:
+        return
+
     # Selection: exactly stream's rules applied to the whole replay, byte for byte.
     cpu0 = T.online_cpus()[0]
     cases = [
@@ -169,16 +185,16 @@ def check_dat(dat, pid):
         (['-e', 'ftrace:*'], lambda r: r['event'] == 'ftrace:print'),
         (['-p', str(pid)], lambda r: r['pid'] == pid),
         (['-c', str(cpu0)], lambda r: r['cpu'] == cpu0),
-        (['-e', 'sched:sched_switch', '--filter', f'prev_pid > {pid} || next_pid == {pid}'],
-         lambda r: r['event'] == 'sched:sched_switch' and (r['fields']['prev_pid'] > pid or
-                                                          r['fields']['next_pid'] == pid)),
+        (['-e', 'sched:sched_switch', '--filter', f'next_pid == {pid}'],
+         lambda r: r['event'] == 'sched:sched_switch' and r['fields']['next_pid'] == pid),
         (['--filter', f'common_pid == {pid}'], lambda r: r['pid'] == pid),
     ]
     for args, want in cases:
         got = lines_of(replay_ok(dat, *args))
         expected = [line for line, r in zip(lines, recs) if want(r)]
         check(got == expected, f'{dat}: replay {" ".join(args)}: {len(got)} lines, expected {len(expected)}')
-        check(0 < len(got) < len(lines), f'{dat}: replay {" ".join(args)} selects {len(got)} of {len(lines)}')
+        check(0 < len(got) < len(lines) or (args[0] == '-c' and len(T.online_cpus()) == 1),
+              f'{dat}: replay {" ".join(args)} selects {len(got)} of {len(lines)}')
         log(f'{dat}: replay {" ".join(args)}: {len(got)} records')
     check(len(lines_of(replay_ok(dat, '-e', EVENT, '-p', str(pid)))) == N, f'{dat}: -e -p: not {N} records')
 
@@ -188,9 +204,26 @@ def check_dat(dat, pid):
         r = tpctl('replay', dat, *args)
         check(r.returncode == 1 and r.stderr and not r.stdout,
               f'{dat}: {what}: exit {r.returncode}, stdout {r.stdout[:200]!r}, stderr {r.stderr!r}')
-    log(f'{dat}: {len(recs)} records, {len(mine)} getppid, {len(texts)} markers, {switches} sched_switch: '
-        f'all as trace-cmd report lists them')
-    return full
+
+
+def overrun(ctx):
+    """A capture with losses: trace-cmd's pages flag them without a count (they are full), and the
+    file keeps the kernel's overrun counter; replay reports exactly that many."""
+    dat = os.path.join(ctx.tmpdir, 'overrun.dat')
+    # 16 KiB buffers and a generator at full speed: trace-cmd's reader usually falls behind.
+    pid = record_dat(ctx, dat, ['-b', '16'], count=N_OVERRUN, markers=False)
+    recs = [json.loads(line) for line in lines_of(replay_ok(dat))]
+    got = sum(r.get('event') == EVENT and r['pid'] == pid for r in recs)
+    lost = sum(r['lost'] for r in recs if r.get('cause') == 'overrun')
+    check(all(r.get('event') == EVENT or r.get('cause') == 'overrun' for r in recs),
+          f'unexpected records: {[r for r in recs if r.get("event") != EVENT and "lost" not in r][:3]}')
+    r = subprocess.run(['trace-cmd', 'report', '--stat', '-i', dat], capture_output=True, text=True, timeout=60)
+    kernel = sum(int(x) for x in re.findall(r'^overrun: (\d+)$', r.stdout, re.M))
+    check(got + lost == N_OVERRUN and lost == kernel,
+          f'overrun capture: {got} records + {lost} lost, expected {N_OVERRUN} with {kernel} lost (kernel)')
+    rep = sum(1 for r in report(dat) if r['event'] == EVENT)
+    check(rep == got, f'overrun capture: {got} records replayed, trace-cmd report lists {rep}')
+    log(f'overrun capture: {got} records + {lost} lost = {N_OVERRUN}, as the kernel counted')
 
 
 def live(ctx):
@@ -273,10 +306,11 @@ def main(ctx):
         raise T.TestSkip('trace-cmd is not installed')
     v6 = os.path.join(ctx.tmpdir, 'v6.dat')
     v7 = os.path.join(ctx.tmpdir, 'v7.dat')
-    pid = record_dat(ctx, v6, ['--file-version', '6'])
+    pid = record_dat(ctx, v6, ['--file-version', '6'], switches=True)
     check_dat(v6, pid)
-    pid = record_dat(ctx, v7, [])
-    check_dat(v7, pid)
+    pid = record_dat(ctx, v7, [], switches=True)
+    check_dat(v7, pid, selection=False)
+    overrun(ctx)
     live(ctx)
     errors(ctx, v6)
 
