@@ -170,6 +170,7 @@ static int replay_ndjson(FILE *f, const char *path, const ReplayOptions *o, Outp
                 if (!obj || json_tokener_get_parse_end(tok) != len ||
                     !json_object_is_type(obj, json_type_object)) {
                         json_object_put(obj);
+                        (void) output_flush(out); /* what came before is a replay's output */
                         log_error("%s:%zu: not a record of tpctl stream (one JSON object a line)", path,
                                   line_no);
                         return EXIT_FAILURE;
@@ -196,7 +197,7 @@ static int replay_ndjson(FILE *f, const char *path, const ReplayOptions *o, Outp
                         break;
         }
         if (ferror(f)) {
-                log_error_errno(-EIO, "cannot read '%s': %m", path);
+                log_error_errno(errno > 0 ? -errno : -EIO, "cannot read '%s': %m", path);
                 return EXIT_FAILURE;
         }
         return output_status(out);
@@ -619,7 +620,8 @@ int replay_file(const char *path, const ReplayOptions *o) {
                 return log_error_errno(-errno, "cannot open '%s': %m", path), EXIT_FAILURE;
         n = fread(head, 1, sizeof(head), f);
         if (ferror(f))
-                return log_error_errno(-EIO, "cannot read '%s': %m", path), EXIT_FAILURE;
+                return log_error_errno(errno > 0 ? -errno : -EIO, "cannot read '%s': %m", path),
+                       EXIT_FAILURE;
 
         out.buf = buf = malloc(OUTPUT_BUFFER_SIZE);
         if (!buf)

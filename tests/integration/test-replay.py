@@ -283,7 +283,11 @@ def errors(ctx, dat):
         f.write('not a capture\n')
     with open(dat, 'rb') as f:
         data = f.read()
-    cases = [([missing], 1, b'cannot open'), ([text], 1, b'not a capture'), ([], 2, b'needs an argument')]
+    bad = os.path.join(ctx.tmpdir, 'bad.ndjson')
+    with open(bad, 'w') as f:
+        f.write('{"ts":1,"cpu":0,"lost":2,"cause":"overrun"}\nnot JSON\n')
+    cases = [([missing], 1, b'cannot open'), ([text], 1, b'not a capture'), ([ctx.tmpdir], 1, b'directory'),
+             ([bad], 1, b'bad.ndjson:2: not a record'), ([], 2, b'needs an argument')]
     # Cut inside the records of the last CPU, and inside the headers.
     for i, size in enumerate((len(data) - 100, len(data) - 5000, 4096)):
         cut = os.path.join(ctx.tmpdir, f'cut-{i}.dat')
@@ -293,6 +297,12 @@ def errors(ctx, dat):
     # libtracecmd itself crashes on some cut files; tpctl reports that, and an ASan build must let the
     # crash happen rather than report it as a fault of tpctl's.
     env = dict(os.environ, ASAN_OPTIONS=os.environ.get('ASAN_OPTIONS', '') + ':handle_segv=0:handle_sigbus=0')
+    empty = os.path.join(ctx.tmpdir, 'empty.ndjson')
+    open(empty, 'w').close()
+    check(replay_ok(empty) == b'', 'the replay of an empty capture printed something')
+    r = tpctl('replay', bad)
+    check(r.stdout == b'{"ts":1,"cpu":0,"lost":2,"cause":"overrun"}\n',
+          f'the lines before a bad one are not replayed: {r.stdout!r}')
     for args, rc, msg in cases:
         r = tpctl('replay', *args, env=env)
         check(r.returncode == rc and msg in r.stderr,
