@@ -236,6 +236,12 @@ typedef struct Replay {
         uint64_t damaged;
 } Replay;
 
+/* tpd's tep handle knows no kernel symbols: live, "print" shows code addresses as numbers. The
+ * file's kallsyms would name them; for the same text as live, name none. */
+static char *replay_no_function(void *priv, unsigned long long *addrp, char **modp) {
+        return NULL;
+}
+
 static ReplayCpu *source_cpu(ReplaySource *src, unsigned cpu) {
         if (cpu >= src->n_cpus) {
                 ReplayCpu *a = reallocarray(src->cpus, cpu + 1, sizeof(ReplayCpu));
@@ -500,6 +506,10 @@ static int replay_dat(const char *path, const ReplayOptions *o, Output *out) {
         }
         r.tep = tracecmd_get_tep(handle);
         r.page_size = (size_t) MAX(tep_get_page_size(r.tep), 1);
+        if (tep_set_function_resolver(r.tep, replay_no_function, NULL) < 0) {
+                log_oom();
+                goto finish;
+        }
 
         /* `trace-cmd record -B NAME` puts an instance's data in a buffer of its own, next to an empty
          * top one: replay them all, merged in time as `trace-cmd report` does. */
