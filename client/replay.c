@@ -623,7 +623,6 @@ int replay_file(const char *path, const ReplayOptions *o) {
         Output out = {};
         char head[sizeof(dat_magic)];
         size_t n;
-        int status;
 
         f = fopen(path, "re");
         if (!f)
@@ -654,6 +653,5 @@ int replay_file(const char *path, const ReplayOptions *o) {
                                    "raw data",
                                    o->filter ? "--filter" : "--print", path);
         rewind(f);
-        status = replay_ndjson(f, path, o, &out);
-        return status;
+        return replay_ndjson(f, path, o, &out);
 }
