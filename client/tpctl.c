@@ -21,6 +21,7 @@
 #include "log.h"
 #include "output.h"
 #include "record.h"
+#include "replay.h"
 #include "tpd-protocol.h"
 
 static inline void json_object_putp(json_object **j) {
@@ -289,6 +290,26 @@ static int verb_record(const Args *a, char **args, size_t n) {
         return record_run(a->socket_path, TAKE_PTR(params), &o);
 }
 
+static int verb_replay(const Args *a, char **args, size_t n) {
+        _cleanup_free_ char **events = calloc(a->n_events + n, sizeof(char *));
+
+        if (!events)
+                return exit_status(log_oom());
+        /* EVENT arguments after FILE, like stream's. */
+        memcpy(events, a->events, a->n_events * sizeof(char *));
+        memcpy(events + a->n_events, args + 1, (n - 1) * sizeof(char *));
+        return replay_file(args[0], &(ReplayOptions){
+                                            .events = events,
+                                            .n_events = a->n_events + n - 1,
+                                            .pids = a->pids,
+                                            .n_pids = a->n_pids,
+                                            .cpus = a->cpus,
+                                            .n_cpus = a->n_cpus,
+                                            .filter = a->filter,
+                                            .print = a->print,
+                                    });
+}
+
 typedef struct Verb {
         const char *name;
         size_t min_args;
@@ -306,6 +327,7 @@ static const Verb verbs[] = {
         { "stream", 0, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT, verb_stream },
         { "call", 1, 2, 0, verb_call },
         { "record", 0, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_RECORD, verb_record },
+        { "replay", 1, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT, verb_replay },
 };
 
 static void help(void) {
@@ -325,6 +347,8 @@ static void help(void) {
                "  record -o FILE [EVENT...]  Record to a trace-cmd data file (or NDJSON) until "
                "interrupted,\n"
                "                             --duration or --size; without EVENT or -e, the enabled events\n"
+               "  replay FILE [EVENT...]     Print a capture's records as stream would have: FILE is a\n"
+               "                             trace-cmd data file (.dat) or stream's NDJSON\n"
                "  call METHOD [PARAMETERS]   Call a Varlink method with a JSON object and print the reply\n"
                "                             as JSON (an error reply whole); bare METHODs are in\n"
                "                             %s\n"
@@ -337,12 +361,15 @@ static void help(void) {
                "     --json                  list, describe, status, enable, disable: print the reply's\n"
                "                             parameters as JSON\n"
                "  -f --filter=EXPR           enable: kernel filter of the events;\n"
-               "                             stream: filter of this stream only, in the same syntax\n"
+               "                             stream, replay: filter of this stream only, in the same "
+               "syntax\n"
                "     --all                   disable: every event enabled with 'enable'\n"
-               "  -e --event=EVENT           stream: include EVENT (repeatable, like EVENT arguments)\n"
-               "  -p --pid=PID               stream: only records of process PID (repeatable)\n"
-               "  -c --cpu=CPU               stream: only records of CPU (repeatable)\n"
-               "     --print                 stream: add the kernel's formatted text as \"print\"\n"
+               "  -e --event=EVENT           stream, record, replay: include EVENT (repeatable, like EVENT\n"
+               "                             arguments)\n"
+               "  -p --pid=PID               stream, record, replay: only records of process PID "
+               "(repeatable)\n"
+               "  -c --cpu=CPU               stream, record, replay: only records of CPU (repeatable)\n"
+               "     --print                 stream, replay: add the kernel's formatted text as \"print\"\n"
                "  -o --output=FILE           record: the file; .ndjson, .json or .jsonl mean NDJSON\n"
                "     --format=dat|ndjson     record: the file's format, whatever its name\n"
                "     --duration=S            record: stop after S seconds\n"

@@ -107,8 +107,11 @@ int page_walk_next(PageWalk *w, PageEntry *e) {
                         next = payload + len;
                         break;
                 }
-                if (len > (size_t) (w->end - payload) || next > w->end)
+                if (len > (size_t) (w->end - payload))
                         return -EBADMSG;
+                /* The payload fits; its alignment may not (the page's last entry). */
+                if (next > w->end)
+                        next = w->end;
                 w->ts += delta;
                 w->data = next;
                 *e = (PageEntry){
