@@ -141,7 +141,9 @@ def truth(ctx):
         T.write_text(os.path.join(ref, 'events', system, name, 'filter'), flt)
         T.write_text(os.path.join(ref, 'events', system, name, 'enable'), '1')
 
-    rec = Recording(ctx, tpd, out, *[a for e in EVENTS for a in ('-e', e)], '--filter', flt)
+    selection = [a for e in EVENTS for a in ('-e', e)] + ['--filter', flt]
+    rec = Recording(ctx, tpd, out, *selection)
+    live = tpd.stream(*selection)
     rec.wait_started()
     time.sleep(0.5)
     getppid.go()
@@ -151,6 +153,8 @@ def truth(ctx):
     pingpong.wait_done(60)
     marker.wait_done(60)
     T.write_text(os.path.join(ref, 'tracing_on'), '0')
+    time.sleep(0.5)
+    live.stop()
     n, files, lost = rec.stop()
     log(f'tpctl record: {n} records in {files} file, {lost} lost')
     check(files == 1 and lost == 0, f'expected 1 file and nothing lost, got {files} files, {lost} lost')
@@ -187,6 +191,25 @@ def truth(ctx):
     switches = sum(1 for r in reference if r['event'] == 'sched_switch')
     check(switches >= 2 * ROUND_TRIPS, f'only {switches} sched_switch records for {ROUND_TRIPS} round trips')
     log(f'{compared} records equal the kernel\'s text ({switches} sched_switch), {len(marks)} markers in order')
+
+    # The file replays as the live stream printed the same records: CPU by CPU, byte for byte.
+    r = tpd.tpctl('replay', out, timeout=120)
+    check(r.returncode == 0 and not r.stderr, f'tpctl replay exited {r.returncode}: {r.stderr[:500]!r}')
+    replayed = [l.encode() for l in r.stdout.splitlines()]
+    check(len(replayed) == n == len(live.lines), f'replay printed {len(replayed)} lines, live {len(live.lines)}, '
+                                                 f'recorded {n}')
+
+    def by_cpu(lines):
+        out = {}
+        for line in lines:
+            out.setdefault(json.loads(line)['cpu'], []).append(line)
+        return out
+    a, b = by_cpu(replayed), by_cpu(live.lines)
+    for cpu in sorted(set(a) | set(b)):
+        for i, (x, y) in enumerate(zip(a.get(cpu, []), b.get(cpu, []))):
+            check(x == y, f'CPU {cpu}, record {i}: replay and live stream differ:\n  replay: {x!r}\n  live:   {y!r}')
+        check(len(a.get(cpu, [])) == len(b.get(cpu, [])), f'CPU {cpu}: replay and live counts differ')
+    log(f'tpctl replay of the file equals the live stream: {len(replayed)} lines, CPU by CPU')
     tpd.stop()
     return out
 
