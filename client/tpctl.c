@@ -290,6 +290,7 @@ static void help(void) {
                "Options:\n"
                "  -h --help                  Show this help\n"
                "     --version               Show the version\n"
+               "  -q --quiet                 No hints under errors\n"
                "     --socket=PATH           tpd's socket (default: $%s, else\n"
                "                             %s)\n"
                "     --json                  list, describe, status, enable, disable: print the reply's\n"
@@ -343,6 +344,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                                                  { "pid", required_argument, NULL, 'p' },
                                                  { "cpu", required_argument, NULL, 'c' },
                                                  { "print", no_argument, NULL, ARG_PRINT },
+                                                 { "quiet", no_argument, NULL, 'q' },
                                                  {} };
         const Verb *verb = NULL;
         size_t n;
@@ -357,7 +359,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
 
         /* No '+': options may follow the command (`tpctl stream -e sched:sched_switch`). */
         opterr = 0;
-        while ((c = getopt_long(argc, argv, ":hf:e:p:c:", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, ":hqf:e:p:c:", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
                         help();
@@ -367,6 +369,9 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                         return 0;
                 case ARG_SOCKET:
                         a->socket_path = optarg;
+                        break;
+                case 'q':
+                        log_quiet = true;
                         break;
                 case ARG_JSON:
                         a->json = true;
