@@ -120,14 +120,16 @@ bool pager_open(bool no_pager) {
         return true;
 }
 
-bool pager_close(void) {
-        bool lost;
+int pager_close(void) {
+        int r = 1;
 
         if (pager_pid <= 0)
-                return false;
-        lost = fflush(stdout) != 0 && errno != EPIPE;
+                return 0;
+        errno = 0;
+        if ((fflush(stdout) != 0 || ferror(stdout)) && errno != EPIPE)
+                r = errno > 0 ? -errno : -EIO;
         (void) fclose(stdout);
         (void) waitpid(pager_pid, NULL, 0);
         pager_pid = 0;
-        return lost;
+        return r;
 }

@@ -29,5 +29,6 @@ const char *terminal_color(int fd, const char *ansi);
  */
 bool pager_open(bool no_pager);
 
-/* Returns whether output was lost for another reason than the pager quitting early. */
-bool pager_close(void);
+/* Returns 0 if no pager ran, 1 once it ended, negative errno if output was lost for another reason
+ * than the pager quitting early. stdout is closed afterwards. */
+int pager_close(void);

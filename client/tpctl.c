@@ -20,6 +20,7 @@
 #include "copy.h"
 #include "log.h"
 #include "output.h"
+#include "terminal.h"
 #include "tpd-protocol.h"
 
 static inline void json_object_putp(json_object **j) {
@@ -76,9 +77,17 @@ static int exit_status(int r) {
         }
 }
 
+/* --json=MODE, as systemd's tools take it: off is text. */
+typedef enum JsonMode {
+        JSON_OFF,
+        JSON_SHORT,
+        JSON_PRETTY,
+} JsonMode;
+
 typedef struct Args {
         const char *socket_path;
-        bool json;
+        JsonMode json;
+        bool no_pager;
         bool all;
         bool print;
         const char *filter;
@@ -110,8 +119,9 @@ enum {
 static const char *const option_names[] = { "--filter", "--all", "--event", "--pid", "--cpu", "--print" };
 
 /* Sends method with params (taken over) and prints the reply: as JSON with --json, else with print
- * (if any). */
-static int run_call(const Args *a, const char *method, json_object *params, void (*print)(json_object *)) {
+ * (if any). A long reply (paged) goes through the pager on a terminal, as systemctl's lists do. */
+static int run_call_paged(const Args *a, const char *method, json_object *params,
+                          void (*print)(json_object *), bool paged) {
         _cleanup_(connection_done) Connection c = CONNECTION_NULL;
         _cleanup_(varlink_reply_done) VarlinkReply reply = {};
         int r;
@@ -119,11 +129,17 @@ static int run_call(const Args *a, const char *method, json_object *params, void
         r = connection_call(&c, a->socket_path, method, params, false, &reply);
         if (r != 0)
                 return exit_status(r);
-        if (a->json)
-                print_json(reply.parameters);
+        if (paged && (a->json != JSON_OFF || print))
+                (void) pager_open(a->no_pager);
+        if (a->json != JSON_OFF)
+                print_json_as(reply.parameters, a->json == JSON_PRETTY);
         else if (print)
                 print(reply.parameters);
         return EXIT_SUCCESS;
+}
+
+static int run_call(const Args *a, const char *method, json_object *params, void (*print)(json_object *)) {
+        return run_call_paged(a, method, params, print, false);
 }
 
 static int verb_list(const Args *a, char **args, size_t n) {
@@ -131,7 +147,7 @@ static int verb_list(const Args *a, char **args, size_t n) {
 
         if (!params || (n > 0 && json_add(params, "pattern", json_object_new_string(args[0])) < 0))
                 return exit_status(log_oom());
-        return run_call(a, TPD_METHOD("ListEvents"), TAKE_PTR(params), print_list);
+        return run_call_paged(a, TPD_METHOD("ListEvents"), TAKE_PTR(params), print_list, true);
 }
 
 static int verb_describe(const Args *a, char **args, size_t n) {
@@ -170,7 +186,7 @@ static int verb_status(const Args *a, char **args, size_t n) {
 
         if (!params)
                 return exit_status(log_oom());
-        return run_call(a, TPD_METHOD("GetStatus"), TAKE_PTR(params), print_status);
+        return run_call_paged(a, TPD_METHOD("GetStatus"), TAKE_PTR(params), print_status, true);
 }
 
 static int verb_call(const Args *a, char **args, size_t n) {
@@ -201,8 +217,9 @@ static int verb_call(const Args *a, char **args, size_t n) {
         r = connection_call(&c, a->socket_path, method, TAKE_PTR(params), false, &reply);
         if (r < 0)
                 return exit_status(r);
-        /* Error replies go to stdout whole, so scripts can look at the error id and its parameters. */
-        print_json(r == 0 ? reply.parameters : reply.object);
+        /* Error replies go to stdout whole, so scripts can look at the error id and its parameters.
+         * JSON is call's only output: --json=off means the default, pretty. */
+        print_json_as(r == 0 ? reply.parameters : reply.object, a->json != JSON_SHORT);
         return r == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
@@ -293,8 +310,12 @@ static void help(void) {
                "  -q --quiet                 No hints under errors\n"
                "     --socket=PATH           tpd's socket (default: $%s, else\n"
                "                             %s)\n"
-               "     --json                  list, describe, status, enable, disable: print the reply's\n"
-               "                             parameters as JSON\n"
+               "     --json[=MODE]           list, describe, status, enable, disable, call: print the\n"
+               "                             reply's parameters as JSON; MODE short (one line),\n"
+               "                             pretty (the default) or off (text)\n"
+               "  -j                         --json=pretty on a terminal, else --json=short\n"
+               "     --no-legend             No table headers\n"
+               "     --no-pager              Do not pipe list and status into a pager\n"
                "  -f --filter=EXPR           enable: kernel filter of the events;\n"
                "                             stream: filter of this stream only, in the same syntax\n"
                "     --all                   disable: every event enabled with 'enable'\n"
@@ -333,11 +354,15 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 ARG_JSON,
                 ARG_ALL,
                 ARG_PRINT,
+                ARG_NO_PAGER,
+                ARG_NO_LEGEND,
         };
         static const struct option options[] = { { "help", no_argument, NULL, 'h' },
                                                  { "version", no_argument, NULL, ARG_VERSION },
                                                  { "socket", required_argument, NULL, ARG_SOCKET },
-                                                 { "json", no_argument, NULL, ARG_JSON },
+                                                 { "json", optional_argument, NULL, ARG_JSON },
+                                                 { "no-pager", no_argument, NULL, ARG_NO_PAGER },
+                                                 { "no-legend", no_argument, NULL, ARG_NO_LEGEND },
                                                  { "filter", required_argument, NULL, 'f' },
                                                  { "all", no_argument, NULL, ARG_ALL },
                                                  { "event", required_argument, NULL, 'e' },
@@ -359,7 +384,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
 
         /* No '+': options may follow the command (`tpctl stream -e sched:sched_switch`). */
         opterr = 0;
-        while ((c = getopt_long(argc, argv, ":hqf:e:p:c:", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, ":hqjf:e:p:c:", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
                         help();
@@ -374,7 +399,28 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                         log_quiet = true;
                         break;
                 case ARG_JSON:
-                        a->json = true;
+                        /* Bare --json keeps its old meaning: pretty. */
+                        if (!optarg || streq(optarg, "pretty"))
+                                a->json = JSON_PRETTY;
+                        else if (streq(optarg, "short"))
+                                a->json = JSON_SHORT;
+                        else if (streq(optarg, "off"))
+                                a->json = JSON_OFF;
+                        else if (streq(optarg, "help")) {
+                                puts("short\npretty\noff");
+                                return 0;
+                        } else
+                                return log_usage("unknown JSON mode '%s': short, pretty or off", optarg);
+                        break;
+                case 'j':
+                        /* As in systemd: for a person pretty, for a program short. */
+                        a->json = isatty(STDOUT_FILENO) ? JSON_PRETTY : JSON_SHORT;
+                        break;
+                case ARG_NO_PAGER:
+                        a->no_pager = true;
+                        break;
+                case ARG_NO_LEGEND:
+                        output_legend = false;
                         break;
                 case 'f':
                         a->filter = optarg;
@@ -439,7 +485,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
 int main(int argc, char *argv[]) {
         _cleanup_(args_done) Args a = {};
         const Verb *verb = NULL;
-        int r;
+        int r, p;
 
         r = parse_args(argc, argv, &a, &verb);
         if (r == -ENOMEM)
@@ -449,6 +495,14 @@ int main(int argc, char *argv[]) {
 
         r = verb->run(&a, argv + optind + 1, argc - optind - 1);
 
+        /* The pager reads to its end or quits early (EPIPE): neither is an error of ours. */
+        p = pager_close();
+        if (p < 0) {
+                log_error_errno(p, "cannot write to the pager: %m");
+                return r == EXIT_SUCCESS ? EXIT_FAILURE : r;
+        }
+        if (p > 0)
+                return r;
         /* Output the user asked for that never arrived is a failure, e.g. on a full disk. */
         if (fflush(stdout) != 0 || ferror(stdout)) {
                 log_error_errno(-errno, "cannot write to standard output: %m");
