@@ -19,6 +19,7 @@
 #include "connection.h"
 #include "copy.h"
 #include "log.h"
+#include "metrics.h"
 #include "output.h"
 #include "terminal.h"
 #include "tpd-protocol.h"
@@ -88,6 +89,7 @@ typedef struct Args {
         const char *socket_path;
         JsonMode json;
         bool no_pager;
+        bool openmetrics;
         bool all;
         bool print;
         const char *filter;
@@ -114,9 +116,11 @@ enum {
         OPT_PID = 1 << 3,
         OPT_CPU = 1 << 4,
         OPT_PRINT = 1 << 5,
+        OPT_OPENMETRICS = 1 << 6,
 };
 
-static const char *const option_names[] = { "--filter", "--all", "--event", "--pid", "--cpu", "--print" };
+static const char *const option_names[] = { "--filter", "--all",   "--event",      "--pid",
+                                            "--cpu",    "--print", "--openmetrics" };
 
 /* Sends method with params (taken over) and prints the reply: as JSON with --json, else with print
  * (if any). A long reply (paged) goes through the pager on a terminal, as systemctl's lists do. */
@@ -187,6 +191,24 @@ static int verb_status(const Args *a, char **args, size_t n) {
         if (!params)
                 return exit_status(log_oom());
         return run_call_paged(a, TPD_METHOD("GetStatus"), TAKE_PTR(params), print_status, true);
+}
+
+static int verb_metrics(const Args *a, char **args, size_t n) {
+        _cleanup_(connection_done) Connection c = CONNECTION_NULL;
+        _cleanup_(varlink_reply_done) VarlinkReply reply = {};
+        int r;
+
+        /* The output is a format of its own, for Prometheus; `status --json` has the same numbers. */
+        if (a->json != JSON_OFF)
+                return usage_error("metrics prints Prometheus metrics; use 'status --json' for JSON");
+
+        r = connection_call(&c, a->socket_path, TPD_METHOD("GetStatus"), json_object_new_object(), false,
+                            &reply);
+        if (r != 0)
+                return exit_status(r);
+        if (metrics_write(stdout, reply.parameters, a->openmetrics) < 0)
+                return exit_status(log_oom());
+        return EXIT_SUCCESS;
 }
 
 static int verb_call(const Args *a, char **args, size_t n) {
@@ -284,6 +306,7 @@ static const Verb verbs[] = {
         { "status", 0, 0, 0, verb_status },
         { "stream", 0, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT, verb_stream },
         { "call", 1, 2, 0, verb_call },
+        { "metrics", 0, 0, OPT_OPENMETRICS, verb_metrics },
 };
 
 static void help(void) {
@@ -300,6 +323,8 @@ static void help(void) {
                "  status                     Show tpd's settings, counters and enabled events\n"
                "  stream [EVENT...]          Print records as NDJSON, one JSON object a line, until\n"
                "                             interrupted; without EVENT or -e, every enabled event\n"
+               "  metrics                    Print tpd's counters as Prometheus metrics (text format,\n"
+               "                             for node_exporter's textfile collector)\n"
                "  call METHOD [PARAMETERS]   Call a Varlink method with a JSON object and print the reply\n"
                "                             as JSON (an error reply whole); bare METHODs are in\n"
                "                             %s\n"
@@ -323,6 +348,7 @@ static void help(void) {
                "  -p --pid=PID               stream: only records of process PID (repeatable)\n"
                "  -c --cpu=CPU               stream: only records of CPU (repeatable)\n"
                "     --print                 stream: add the kernel's formatted text as \"print\"\n"
+               "     --openmetrics           metrics: in the OpenMetrics 1.0 text format\n"
                "\n"
                "Exit status:\n"
                "  0   success; also when a stream ends by SIGINT or SIGTERM, or its reader goes away\n"
@@ -356,6 +382,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 ARG_PRINT,
                 ARG_NO_PAGER,
                 ARG_NO_LEGEND,
+                ARG_OPENMETRICS,
         };
         static const struct option options[] = { { "help", no_argument, NULL, 'h' },
                                                  { "version", no_argument, NULL, ARG_VERSION },
@@ -363,6 +390,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                                                  { "json", optional_argument, NULL, ARG_JSON },
                                                  { "no-pager", no_argument, NULL, ARG_NO_PAGER },
                                                  { "no-legend", no_argument, NULL, ARG_NO_LEGEND },
+                                                 { "openmetrics", no_argument, NULL, ARG_OPENMETRICS },
                                                  { "filter", required_argument, NULL, 'f' },
                                                  { "all", no_argument, NULL, ARG_ALL },
                                                  { "event", required_argument, NULL, 'e' },
@@ -421,6 +449,10 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                         break;
                 case ARG_NO_LEGEND:
                         output_legend = false;
+                        break;
+                case ARG_OPENMETRICS:
+                        a->openmetrics = true;
+                        a->options |= OPT_OPENMETRICS;
                         break;
                 case 'f':
                         a->filter = optarg;
