@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,7 @@ typedef struct Family {
 
 typedef struct Writer {
         FILE *f;
+        json_object *json; /* with --json: the samples, instead of text to f */
         bool openmetrics;
         const Family *family;
 } Writer;
@@ -54,6 +56,8 @@ static void family_begin(Writer *w, const Family *family) {
                                                                     : "gauge";
 
         w->family = family;
+        if (w->json)
+                return;
         fprintf(w->f, "# HELP %s%s %s\n", family->name, suffix, family->help);
         fprintf(w->f, "# TYPE %s%s %s\n", family->name, suffix, type);
 }
@@ -70,22 +74,74 @@ static void label_value(FILE *f, const char *s) {
         }
 }
 
+/* A sample as JSON: {"name":…,"labels":{…},"value":…}; value_ms: value is milliseconds, shown as
+ * seconds. Returns the labels object to fill, or NULL when out of memory. */
+static json_object *sample_json(Writer *w, int64_t value, bool value_ms) {
+        _cleanup_free_ char *name = NULL;
+        json_object *o = json_object_new_object(), *labels = json_object_new_object();
+
+        if (asprintf(&name, "%s%s", w->family->name, family_suffix(w->family)) < 0)
+                name = NULL;
+        if (!o || !labels || !name || json_object_array_add(w->json, o) < 0) {
+                json_object_put(o);
+                json_object_put(labels);
+                return NULL;
+        }
+        json_object_object_add(o, "name", json_object_new_string(name));
+        json_object_object_add(o, "labels", labels);
+        if (value_ms) {
+                char text[32]; /* as the text formats write it, not as the nearest double prints */
+
+                snprintf(text, sizeof(text), "%" PRId64 ".%03" PRId64, value / 1000, value % 1000);
+                json_object_object_add(o, "value", json_object_new_double_s((double) value / 1000, text));
+        } else
+                json_object_object_add(o, "value", json_object_new_int64(value));
+        return labels;
+}
+
 /* One sample of the current family; labels are name/value pairs, NULL-terminated. */
-static void sample(Writer *w, int64_t value, ...) {
+static void sample_ext(Writer *w, int64_t value, bool value_ms, va_list ap) {
         const char *name;
-        va_list ap;
         bool first = true;
 
+        if (w->json) {
+                json_object *labels = sample_json(w, value, value_ms);
+
+                while (labels && (name = va_arg(ap, const char *)))
+                        json_object_object_add(labels, name,
+                                               json_object_new_string(va_arg(ap, const char *)));
+                return;
+        }
+
         fprintf(w->f, "%s%s", w->family->name, family_suffix(w->family));
-        va_start(ap, value);
         while ((name = va_arg(ap, const char *))) {
                 fprintf(w->f, "%s%s=\"", first ? "{" : ",", name);
                 label_value(w->f, va_arg(ap, const char *));
                 fputc('"', w->f);
                 first = false;
         }
+        fputs(first ? "" : "}", w->f);
+        if (value_ms)
+                /* Whole milliseconds as seconds, without going through a float. */
+                fprintf(w->f, " %" PRId64 ".%03" PRId64 "\n", value / 1000, value % 1000);
+        else
+                fprintf(w->f, " %" PRId64 "\n", value);
+}
+
+static void sample(Writer *w, int64_t value, ...) {
+        va_list ap;
+
+        va_start(ap, value);
+        sample_ext(w, value, false, ap);
         va_end(ap);
-        fprintf(w->f, "%s %" PRId64 "\n", first ? "" : "}", value);
+}
+
+static void sample_ms(Writer *w, int64_t value_ms, ...) {
+        va_list ap;
+
+        va_start(ap, value_ms);
+        sample_ext(w, value_ms, true, ap);
+        va_end(ap);
 }
 
 enum {
@@ -167,8 +223,8 @@ static int by_uid(Writer *w, json_object *connections, bool streaming) {
         return 0;
 }
 
-int metrics_write(FILE *f, json_object *st, bool openmetrics) {
-        Writer w = { .f = f, .openmetrics = openmetrics };
+int metrics_write(FILE *f, json_object *st, bool openmetrics, json_object *json) {
+        Writer w = { .f = f, .json = json, .openmetrics = openmetrics };
         json_object *cpus = json_object_object_get(st, "cpus");
         json_object *events = json_object_object_get(st, "events");
         json_object *lost = json_object_object_get(st, "lost");
@@ -190,9 +246,7 @@ int metrics_write(FILE *f, json_object *st, bool openmetrics) {
         family_begin(&w, &families[F_BUFFER]);
         sample(&w, member_int(st, "buffer_size_kb") * 1024, NULL);
         family_begin(&w, &families[F_FLUSH]);
-        /* Whole milliseconds as seconds, without going through a float. */
-        fprintf(f, "%s %" PRId64 ".%03" PRId64 "\n", families[F_FLUSH].name,
-                member_int(st, "flush_interval_ms") / 1000, member_int(st, "flush_interval_ms") % 1000);
+        sample_ms(&w, member_int(st, "flush_interval_ms"), NULL);
 
         for (size_t k = 0; k < ELEMENTSOF(per_cpu); k++) {
                 family_begin(&w, &families[per_cpu[k].family]);
@@ -248,7 +302,7 @@ int metrics_write(FILE *f, json_object *st, bool openmetrics) {
         family_begin(&w, &families[F_STATE_FAILING]);
         sample(&w, json_object_object_get(st, "state_error") ? 1 : 0, NULL);
 
-        if (openmetrics)
+        if (openmetrics && !json)
                 fputs("# EOF\n", f);
         return 0;
 }

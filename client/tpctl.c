@@ -196,18 +196,22 @@ static int verb_status(const Args *a, char **args, size_t n) {
 static int verb_metrics(const Args *a, char **args, size_t n) {
         _cleanup_(connection_done) Connection c = CONNECTION_NULL;
         _cleanup_(varlink_reply_done) VarlinkReply reply = {};
+        _cleanup_(json_object_putp) json_object *samples = NULL;
         int r;
 
-        /* The output is a format of its own, for Prometheus; `status --json` has the same numbers. */
-        if (a->json != JSON_OFF)
-                return usage_error("metrics prints Prometheus metrics; use 'status --json' for JSON");
+        if (a->json != JSON_OFF && a->openmetrics)
+                return usage_error("--openmetrics and --json exclude each other");
+        if (a->json != JSON_OFF && !(samples = json_object_new_array()))
+                return exit_status(log_oom());
 
         r = connection_call(&c, a->socket_path, TPD_METHOD("GetStatus"), json_object_new_object(), false,
                             &reply);
         if (r != 0)
                 return exit_status(r);
-        if (metrics_write(stdout, reply.parameters, a->openmetrics) < 0)
+        if (metrics_write(stdout, reply.parameters, a->openmetrics, samples) < 0)
                 return exit_status(log_oom());
+        if (samples)
+                print_json_as(samples, a->json == JSON_PRETTY);
         return EXIT_SUCCESS;
 }
 
@@ -335,9 +339,8 @@ static void help(void) {
                "  -q --quiet                 No hints under errors\n"
                "     --socket=PATH           tpd's socket (default: $%s, else\n"
                "                             %s)\n"
-               "     --json[=MODE]           list, describe, status, enable, disable, call: print the\n"
-               "                             reply's parameters as JSON; MODE short (one line),\n"
-               "                             pretty (the default) or off (text)\n"
+               "     --json[=MODE]           Every command but stream: print the reply as JSON; MODE\n"
+               "                             short (one line), pretty (the default) or off (text)\n"
                "  -j                         --json=pretty on a terminal, else --json=short\n"
                "     --no-legend             No table headers\n"
                "     --no-pager              Do not pipe list and status into a pager\n"

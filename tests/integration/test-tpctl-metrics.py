@@ -11,7 +11,8 @@ counters stand still), `tpctl metrics` is taken between two GetStatus calls that
   counter, connections and streams by uid, events; and delivered equals the records the stream got;
 - `--openmetrics` gives the same samples in OpenMetrics 1.0 (family names without _total, # EOF),
   which prometheus_client's strict OpenMetrics parser reads;
-- `metrics --json` is a usage error (2); with no tpd, exit 69.
+- `metrics --json=short` gives the same samples as JSON objects; with --openmetrics it is a usage
+  error (2); with no tpd, exit 69.
 """
 
 import json
@@ -147,8 +148,13 @@ def main(ctx):
           f'prometheus_client rejects the OpenMetrics output (python3-prometheus-client): {p.stderr[-500:]}')
     log('prometheus_client parsed the OpenMetrics output')
 
-    r = tpd.tpctl('metrics', '--json')
-    check(r.returncode == 2 and 'status --json' in r.stderr, f'metrics --json: {r.returncode} {r.stderr!r}')
+    # --json: the same samples as objects (counters stood still: compare with the text taken above).
+    r = tpd.tpctl('metrics', '--json=short')
+    check(r.returncode == 0 and r.stdout.count('\n') == 1, f'metrics --json=short: {r.returncode} {r.stderr!r}')
+    as_json = {(o['name'], frozenset(o['labels'].items())): float(o['value']) for o in json.loads(r.stdout)}
+    check(as_json == samples, 'metrics --json differs from the text samples')
+    r = tpd.tpctl('metrics', '--json', '--openmetrics')
+    check(r.returncode == 2 and 'exclude' in r.stderr, f'metrics --json --openmetrics: {r.returncode} {r.stderr!r}')
     r = tpd.tpctl('--socket', os.path.join(ctx.tmpdir, 'none.sock'), 'metrics')
     check(r.returncode == 69 and not r.stdout, f'metrics without tpd: {r.returncode} {r.stdout!r}')
 
