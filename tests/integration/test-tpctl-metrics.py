@@ -11,6 +11,7 @@ counters stand still), `tpctl metrics` is taken between two GetStatus calls that
   counter, connections and streams by uid, events; and delivered equals the records the stream got;
 - `--openmetrics` gives the same samples in OpenMetrics 1.0 (family names without _total, # EOF),
   which prometheus_client's strict OpenMetrics parser reads;
+- where node_exporter is installed, its textfile collector serves the file without an error;
 - `metrics --json=short` gives the same samples as JSON objects; with --openmetrics it is a usage
   error (2); with no tpd, exit 69.
 """
@@ -19,8 +20,10 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import time
+import urllib.request
 
 import tpdtest as T
 from tpdtest import check, fail, log
@@ -57,6 +60,43 @@ def status_counters(st):
                       sort_keys=True)
 
 
+def node_exporter_textfile(ctx, r_text, delivered):
+    """Where node_exporter is installed (Debian: prometheus-node-exporter), its textfile collector
+    reads the file as written by the README's recipe and serves tpd's samples without an error."""
+    exporter = shutil.which('prometheus-node-exporter') or shutil.which('node_exporter')
+    if not exporter:
+        log('node_exporter is not installed: the textfile collector check is not run')
+        return
+    textdir = os.path.join(ctx.tmpdir, 'textfile')
+    os.mkdir(textdir)
+    with open(os.path.join(textdir, 'tpd.prom.tmp'), 'w') as f:
+        f.write(r_text)
+    os.rename(os.path.join(textdir, 'tpd.prom.tmp'), os.path.join(textdir, 'tpd.prom'))
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    p = T.Process(ctx, 'node-exporter', [exporter, '--collector.disable-defaults', '--collector.textfile',
+                                         f'--collector.textfile.directory={textdir}',
+                                         f'--web.listen-address=127.0.0.1:{port}'], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with urllib.request.urlopen(f'http://127.0.0.1:{port}/metrics', timeout=2) as resp:
+                scraped = resp.read().decode()
+            break
+        except OSError as e:
+            check(p.running() and time.monotonic() < deadline, f'node_exporter did not serve: {e}; '
+                                                               f'{p.stderr_text()!r}')
+            time.sleep(0.1)
+    p.kill()
+    check('node_textfile_scrape_error 0' in scraped, 'node_exporter could not read the textfile: ' +
+          ' '.join(l for l in scraped.splitlines() if 'textfile' in l))
+    check(f'tpd_delivered_total {delivered}' in scraped.splitlines(),
+          f'node_exporter does not serve tpd_delivered_total {delivered}')
+    check('# TYPE tpd_lost_total counter' in scraped.splitlines(), 'node_exporter lost the counter type')
+    log(f'node_exporter ({exporter}) serves the textfile: tpd_delivered_total {delivered}')
+
+
 def main(ctx):
     promtool = shutil.which('promtool')
     if not promtool:
@@ -89,6 +129,7 @@ def main(ctx):
         fail('GetStatus never stood still around tpctl metrics')
     st = after
 
+    r_prom = r.stdout
     p = subprocess.run([promtool, 'check', 'metrics'], input=r.stdout, capture_output=True, text=True)
     check(p.returncode == 0 and not p.stdout.strip() and not p.stderr.strip(),
           f'promtool check metrics: exit {p.returncode}: {p.stdout}{p.stderr}')
@@ -155,6 +196,8 @@ def main(ctx):
     check(as_json == samples, 'metrics --json differs from the text samples')
     r = tpd.tpctl('metrics', '--json', '--openmetrics')
     check(r.returncode == 2 and 'exclude' in r.stderr, f'metrics --json --openmetrics: {r.returncode} {r.stderr!r}')
+    node_exporter_textfile(ctx, r_text=r_prom, delivered=st['delivered'])
+
     r = tpd.tpctl('--socket', os.path.join(ctx.tmpdir, 'none.sock'), 'metrics')
     check(r.returncode == 69 and not r.stdout, f'metrics without tpd: {r.returncode} {r.stdout!r}')
 
