@@ -12,10 +12,14 @@ _tpctl is called and COMPREPLY compared with what ListEvents says, exactly:
 - systems first: `enable sc` -> the systems starting with "sc", each with its ':';
 - commands, options of the command (metrics --openmetrics), --json= modes, call's methods;
 - with no tpd, no completion and nothing on stderr, quickly.
+
+The zsh completion (client/_tpctl) is driven in a real zsh in tmux: Tab after an event's prefix,
+a system's prefix, a command's and an option's, and the line shows the completed word.
 """
 
 import os
 import re
+import shutil
 import subprocess
 import time
 
@@ -58,6 +62,66 @@ def complete(line, env=None, split=True):
     return reply, took
 
 
+class Tmux:
+    """A private tmux server running one zsh; removed in close()."""
+
+    def __init__(self, ctx):
+        for tool in ('tmux', 'zsh'):
+            check(shutil.which(tool), f'{tool} is missing (.ci/deps installs it)')
+        self.name = f'tpdtest-{os.getpid()}-{ctx.rand}'
+        fdir = os.path.join(ctx.tmpdir, 'zfunc')
+        os.mkdir(fdir)
+        shutil.copy(os.path.join(os.path.dirname(SCRIPT), '_tpctl'), fdir)
+        rc = os.path.join(ctx.tmpdir, 'zshrc')
+        with open(rc, 'w') as f:
+            f.write(f"fpath=({fdir} $fpath)\npath=({os.path.dirname(T.env_program('TPCTL'))} $path)\n"
+                    "unset TPD_SOCKET\nautoload -U compinit && compinit -u -D\nPROMPT='%% '\n")
+        self.tmux('new-session', '-d', '-s', 'z', '-x', '250', '-y', '50', 'zsh -f')
+        self.tmux('send-keys', '-t', 'z', f'source {rc}; print READY', 'Enter')
+        self.wait(lambda lines: 'READY' in lines, 'zsh to start')
+
+    def tmux(self, *args):
+        r = subprocess.run(['tmux', '-L', self.name, *args], capture_output=True, text=True, timeout=10)
+        check(r.returncode == 0, f'tmux {" ".join(args)}: {r.stderr.strip()}')
+        return r.stdout
+
+    def wait(self, pred, what, timeout=10):
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = [l.rstrip() for l in self.tmux('capture-pane', '-p', '-t', 'z').splitlines() if l.strip()]
+            if pred(lines):
+                return lines
+            if time.monotonic() > deadline:
+                fail(f'zsh: no {what} within {timeout} s; screen:\n' + '\n'.join(lines[-8:]))
+            time.sleep(0.05)
+
+    def complete(self, typed, expected):
+        self.tmux('send-keys', '-t', 'z', 'C-u', 'clear', 'Enter')
+        self.wait(lambda lines: lines == ['%'], 'clear screen')
+        self.tmux('send-keys', '-t', 'z', typed, 'Tab')
+        self.wait(lambda lines: lines and lines[0] == f'% {expected}'.rstrip(), f'{expected!r} after {typed!r}<Tab>')
+        log(f'zsh: {typed!r}<Tab> -> {expected!r}')
+        self.tmux('send-keys', '-t', 'z', 'C-u')
+
+    def close(self):
+        subprocess.run(['tmux', '-L', self.name, 'kill-server'], capture_output=True)
+
+
+def zsh_completion(ctx, tpd, names):
+    z = Tmux(ctx)
+    try:
+        z.complete(f'tpctl --socket {tpd.socket} stream -e sched:sched_swi',
+                   f'tpctl --socket {tpd.socket} stream -e sched:sched_switch')
+        z.complete(f'tpctl --socket={tpd.socket} describe sched:sched_swi',
+                   f'tpctl --socket={tpd.socket} describe sched:sched_switch')
+        if len({n.split(':')[0] for n in names if n.startswith('sche')}) == 1:
+            z.complete(f'tpctl --socket {tpd.socket} enable sche', f'tpctl --socket {tpd.socket} enable sched:')
+        z.complete('tpctl met', 'tpctl metrics')
+        z.complete('tpctl metrics --o', 'tpctl metrics --openmetrics')
+    finally:
+        z.close()
+
+
 def main(ctx):
     tpd = ctx.tpd()
     names = [e['name'] for e in tpd.call('io.tpd.tracing.ListEvents', {})['parameters']['events']]
@@ -94,6 +158,8 @@ def main(ctx):
     check(sorted(reply) == ['off', 'pretty', 'short'], f'--json=: {reply}')
     reply, _ = complete('tpctl call io.tpd.tracing.GetS')
     check(reply == ['io.tpd.tracing.GetStatus'], f'call: {reply}')
+
+    zsh_completion(ctx, tpd, names)
 
     absent = os.path.join(ctx.tmpdir, 'absent.sock')
     reply, took = complete(f'tpctl --socket {absent} stream -e sched:sched_swi')
