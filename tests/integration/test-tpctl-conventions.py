@@ -7,7 +7,7 @@
   all the same JSON; a bad mode is a usage error (2).
 - --no-legend drops the header line of describe's and status's tables, nothing else.
 - Colour only on a terminal (a pty here), never with NO_COLOR or TERM=dumb; SYSTEMD_COLORS=0 turns
-  it off on a terminal and SYSTEMD_COLORS=1 on for a pipe.
+  it off on a terminal and SYSTEMD_COLORS=1 on for a pipe; errors in red on a terminal only.
 - list and status go through a pager on a terminal: $SYSTEMD_PAGER before $PAGER, with LESS=FRSXMK
   (or $SYSTEMD_LESS); never with --no-pager, PAGER=cat or PAGER='', nor on a pipe.
 """
@@ -131,6 +131,33 @@ def colour(tpd):
     r = run_pipe(tpd, *args, env={'SYSTEMD_COLORS': '1', 'NO_COLOR': 'yes'})
     check(ESC not in r.stdout, f'NO_COLOR did not win over SYSTEMD_COLORS: {r.stdout!r}')
     tpd.tpctl_ok('disable', 'sched:sched_switch')
+
+    # Errors: coloured when stderr is a terminal, not otherwise.
+    for env, coloured in (({}, True), ({'NO_COLOR': '1'}, False)):
+        e = dict(os.environ, TERM='xterm', **env)
+        e.pop('SYSTEMD_COLORS', None)
+        if not env:
+            e.pop('NO_COLOR', None)
+        master, slave = pty.openpty()
+        p = subprocess.run([T.env_program('TPCTL'), '--socket', tpd.socket, 'describe', 'no_such:event'],
+                           stdout=subprocess.DEVNULL, stderr=slave, env=e, timeout=15)
+        os.close(slave)
+        err = b''
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:      # EIO: the terminal has no writer left
+                break
+            if not chunk:
+                break
+            err += chunk
+        err = err.decode()
+        os.close(master)
+        check(p.returncode == 1 and (f'{ESC}0;1;31mtpctl: No event' in err) == coloured,
+              f'error on a terminal with {env}: {err!r}')
+    r = run_pipe(tpd, 'describe', 'no_such:event')
+    check(r.returncode == 1 and ESC not in r.stderr and r.stderr.startswith('tpctl: No event'),
+          f'error on a pipe: {r.stderr!r}')
 
 
 def pager(ctx, tpd):
