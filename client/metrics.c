@@ -154,11 +154,14 @@ enum {
         F_READ,
         F_OVERRUN,
         F_DROPPED,
+        F_RECORDS,
         F_DELIVERED,
         F_LOST,
         F_BAD_PAGES,
         F_CONNECTIONS,
         F_STREAMS,
+        F_STREAM_DELIVERED,
+        F_STREAM_LOST,
         F_EVENTS,
         F_EVENT_PINNED,
         F_EVENT_STREAMS,
@@ -179,12 +182,17 @@ static const Family families[] = {
                         "Records the kernel overwrote before tpd read them." },
         [F_DROPPED] = { "tpd_kernel_dropped", COUNTER,
                         "Records the kernel dropped because the buffer was full." },
+        [F_RECORDS] = { "tpd_records", COUNTER,
+                        "Records tpd decoded (once, however many streams got them)." },
         [F_DELIVERED] = { "tpd_delivered", COUNTER,
                           "Records delivered to streams (a record counts once per stream)." },
         [F_LOST] = { "tpd_lost", COUNTER, "Records streams did not get, by cause." },
         [F_BAD_PAGES] = { "tpd_undecoded_pages", COUNTER, "Ring-buffer pages tpd could not decode." },
         [F_CONNECTIONS] = { "tpd_connections", GAUGE, "Open client connections, by uid." },
         [F_STREAMS] = { "tpd_streams", GAUGE, "Running streams, by uid." },
+        [F_STREAM_DELIVERED] = { "tpd_stream_delivered", COUNTER, "Records delivered to the stream." },
+        [F_STREAM_LOST] = { "tpd_stream_lost", COUNTER,
+                            "Records the stream lost because it read too slowly." },
         [F_EVENTS] = { "tpd_events_enabled", GAUGE, "Events tpd holds enabled." },
         [F_EVENT_PINNED] = { "tpd_event_pinned", GAUGE, "Whether the event is pinned (tpctl enable)." },
         [F_EVENT_STREAMS] = { "tpd_event_streams", GAUGE, "Streams that hold the event enabled." },
@@ -263,6 +271,8 @@ int metrics_write(FILE *f, json_object *st, bool openmetrics, json_object *json)
                 }
         }
 
+        family_begin(&w, &families[F_RECORDS]);
+        sample(&w, member_int(st, "records"), NULL);
         family_begin(&w, &families[F_DELIVERED]);
         sample(&w, member_int(st, "delivered"), NULL);
         family_begin(&w, &families[F_LOST]);
@@ -279,6 +289,25 @@ int metrics_write(FILE *f, json_object *st, bool openmetrics, json_object *json)
         r = by_uid(&w, connections, true);
         if (r < 0)
                 return r;
+
+        /* Each stream by its client's uid and pid: a stream is one connection, at most MaxClients. */
+        for (int k = F_STREAM_DELIVERED; k <= F_STREAM_LOST; k++) {
+                family_begin(&w, &families[k]);
+                for (size_t i = 0; i < array_length(connections); i++) {
+                        json_object *c = json_object_array_get_idx(connections, i);
+                        char uid[24], pid[24];
+
+                        if (!json_object_get_boolean(json_object_object_get(c, "streaming")))
+                                continue;
+                        snprintf(uid, sizeof(uid), "%" PRId64, member_int(c, "uid"));
+                        snprintf(pid, sizeof(pid), "%" PRId64, member_int(c, "pid"));
+                        if (k == F_STREAM_DELIVERED)
+                                sample(&w, member_int(c, "delivered"), "uid", uid, "pid", pid, NULL);
+                        else
+                                sample(&w, member_int(c, "lost_client"), "uid", uid, "pid", pid, "cause",
+                                       "client", NULL);
+                }
+        }
 
         family_begin(&w, &families[F_EVENTS]);
         sample(&w, (int64_t) array_length(events), NULL);

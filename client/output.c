@@ -210,9 +210,9 @@ void print_status(json_object *p) {
                 { "FILTER", "filter" },
         };
         static const Column conn_cols[] = {
-                { "UID", "uid", true },
-                { "PID", "pid", true },
-                { "STREAMING", "streaming" },
+                { "UID", "uid", true },          { "PID", "pid", true },
+                { "STREAMING", "streaming" },    { "DELIVERED", "delivered", true },
+                { "LOST", "lost_client", true },
         };
         json_object *rows;
         json_object *lost = json_object_object_get(p, "lost");

@@ -169,6 +169,14 @@ def main(ctx):
     check(value('tpd_connections', uid='0') == len(st['connections']) == 2,
           f'connections: {value("tpd_connections", uid="0")} vs {st["connections"]}')
     check(value('tpd_streams', uid='0') == st['streams'] == 1, 'streams differ')
+    check(value('tpd_records_total') == st['records'] == st['delivered'],
+          f'records: {value("tpd_records_total")}, GetStatus {st["records"]}, delivered {st["delivered"]}')
+    conn = [c for c in st['connections'] if c['streaming']]
+    check(len(conn) == 1 and conn[0]['pid'] == stream.pid, f'the stream\'s connection: {st["connections"]}')
+    check(value('tpd_stream_delivered_total', uid='0', pid=str(stream.pid)) == conn[0]['delivered'] == st['delivered'],
+          f'stream delivered: {conn[0]}')
+    check(value('tpd_stream_lost_total', uid='0', pid=str(stream.pid), cause='client') == conn[0]['lost_client'],
+          f'stream lost: {conn[0]}')
     check(value('tpd_events_enabled') == len(st['events']), 'events differ')
     check(value('tpd_info', version=st['version'], instance=tpd.instance, clock='boot') == 1, 'tpd_info')
     check(value('tpd_buffer_size_bytes') == st['buffer_size_kb'] * 1024, 'buffer size differs')
