@@ -19,9 +19,11 @@
 #include "connection.h"
 #include "copy.h"
 #include "log.h"
+#include "metrics.h"
 #include "output.h"
 #include "record.h"
 #include "replay.h"
+#include "terminal.h"
 #include "tpd-protocol.h"
 
 static inline void json_object_putp(json_object **j) {
@@ -78,9 +80,18 @@ static int exit_status(int r) {
         }
 }
 
+/* --json=MODE, as systemd's tools take it: off is text. */
+typedef enum JsonMode {
+        JSON_OFF,
+        JSON_SHORT,
+        JSON_PRETTY,
+} JsonMode;
+
 typedef struct Args {
         const char *socket_path;
-        bool json;
+        JsonMode json;
+        bool no_pager;
+        bool openmetrics;
         bool all;
         bool print;
         const char *filter;
@@ -110,6 +121,7 @@ enum {
         OPT_CPU = 1 << 4,
         OPT_PRINT = 1 << 5,
         OPT_RECORD = 1 << 6,
+        OPT_OPENMETRICS = 1 << 7,
 };
 
 static const char *const option_names[] = {
@@ -119,12 +131,14 @@ static const char *const option_names[] = {
         "--pid",
         "--cpu",
         "--print",
-        "--output, --duration, --size, --format, --rotate-*, --keep, --file-version, --no-kallsyms"
+        "--output, --duration, --size, --format, --rotate-*, --keep, --file-version, --no-kallsyms",
+        "--openmetrics",
 };
 
 /* Sends method with params (taken over) and prints the reply: as JSON with --json, else with print
- * (if any). */
-static int run_call(const Args *a, const char *method, json_object *params, void (*print)(json_object *)) {
+ * (if any). A long reply (paged) goes through the pager on a terminal, as systemctl's lists do. */
+static int run_call_paged(const Args *a, const char *method, json_object *params,
+                          void (*print)(json_object *), bool paged) {
         _cleanup_(connection_done) Connection c = CONNECTION_NULL;
         _cleanup_(varlink_reply_done) VarlinkReply reply = {};
         int r;
@@ -132,11 +146,17 @@ static int run_call(const Args *a, const char *method, json_object *params, void
         r = connection_call(&c, a->socket_path, method, params, false, &reply);
         if (r != 0)
                 return exit_status(r);
-        if (a->json)
-                print_json(reply.parameters);
+        if (paged && (a->json != JSON_OFF || print))
+                (void) pager_open(a->no_pager);
+        if (a->json != JSON_OFF)
+                print_json_as(reply.parameters, a->json == JSON_PRETTY);
         else if (print)
                 print(reply.parameters);
         return EXIT_SUCCESS;
+}
+
+static int run_call(const Args *a, const char *method, json_object *params, void (*print)(json_object *)) {
+        return run_call_paged(a, method, params, print, false);
 }
 
 static int verb_list(const Args *a, char **args, size_t n) {
@@ -144,7 +164,7 @@ static int verb_list(const Args *a, char **args, size_t n) {
 
         if (!params || (n > 0 && json_add(params, "pattern", json_object_new_string(args[0])) < 0))
                 return exit_status(log_oom());
-        return run_call(a, TPD_METHOD("ListEvents"), TAKE_PTR(params), print_list);
+        return run_call_paged(a, TPD_METHOD("ListEvents"), TAKE_PTR(params), print_list, true);
 }
 
 static int verb_describe(const Args *a, char **args, size_t n) {
@@ -183,7 +203,29 @@ static int verb_status(const Args *a, char **args, size_t n) {
 
         if (!params)
                 return exit_status(log_oom());
-        return run_call(a, TPD_METHOD("GetStatus"), TAKE_PTR(params), print_status);
+        return run_call_paged(a, TPD_METHOD("GetStatus"), TAKE_PTR(params), print_status, true);
+}
+
+static int verb_metrics(const Args *a, char **args, size_t n) {
+        _cleanup_(connection_done) Connection c = CONNECTION_NULL;
+        _cleanup_(varlink_reply_done) VarlinkReply reply = {};
+        _cleanup_(json_object_putp) json_object *samples = NULL;
+        int r;
+
+        if (a->json != JSON_OFF && a->openmetrics)
+                return usage_error("--openmetrics and --json exclude each other");
+        if (a->json != JSON_OFF && !(samples = json_object_new_array()))
+                return exit_status(log_oom());
+
+        r = connection_call(&c, a->socket_path, TPD_METHOD("GetStatus"), json_object_new_object(), false,
+                            &reply);
+        if (r != 0)
+                return exit_status(r);
+        if (metrics_write(stdout, reply.parameters, a->openmetrics, samples) < 0)
+                return exit_status(log_oom());
+        if (samples)
+                print_json_as(samples, a->json == JSON_PRETTY);
+        return EXIT_SUCCESS;
 }
 
 static int verb_call(const Args *a, char **args, size_t n) {
@@ -214,8 +256,9 @@ static int verb_call(const Args *a, char **args, size_t n) {
         r = connection_call(&c, a->socket_path, method, TAKE_PTR(params), false, &reply);
         if (r < 0)
                 return exit_status(r);
-        /* Error replies go to stdout whole, so scripts can look at the error id and its parameters. */
-        print_json(r == 0 ? reply.parameters : reply.object);
+        /* Error replies go to stdout whole, so scripts can look at the error id and its parameters.
+         * JSON is call's only output: --json=off means the default, pretty. */
+        print_json_as(r == 0 ? reply.parameters : reply.object, a->json != JSON_SHORT);
         return r == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
@@ -328,6 +371,7 @@ static const Verb verbs[] = {
         { "call", 1, 2, 0, verb_call },
         { "record", 0, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_RECORD, verb_record },
         { "replay", 1, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT, verb_replay },
+        { "metrics", 0, 0, OPT_OPENMETRICS, verb_metrics },
 };
 
 static void help(void) {
@@ -349,6 +393,8 @@ static void help(void) {
                "                             --duration or --size; without EVENT or -e, the enabled events\n"
                "  replay FILE [EVENT...]     Print a capture's records as stream would have: FILE is a\n"
                "                             trace-cmd data file (.dat) or stream's NDJSON\n"
+               "  metrics                    Print tpd's counters as Prometheus metrics (text format,\n"
+               "                             for node_exporter's textfile collector)\n"
                "  call METHOD [PARAMETERS]   Call a Varlink method with a JSON object and print the reply\n"
                "                             as JSON (an error reply whole); bare METHODs are in\n"
                "                             %s\n"
@@ -356,10 +402,14 @@ static void help(void) {
                "Options:\n"
                "  -h --help                  Show this help\n"
                "     --version               Show the version\n"
+               "  -q --quiet                 No hints under errors\n"
                "     --socket=PATH           tpd's socket (default: $%s, else\n"
                "                             %s)\n"
-               "     --json                  list, describe, status, enable, disable: print the reply's\n"
-               "                             parameters as JSON\n"
+               "     --json[=MODE]           Every command but stream: print the reply as JSON; MODE\n"
+               "                             short (one line), pretty (the default) or off (text)\n"
+               "  -j                         --json=pretty on a terminal, else --json=short\n"
+               "     --no-legend             No table headers\n"
+               "     --no-pager              Do not pipe list and status into a pager\n"
                "  -f --filter=EXPR           enable: kernel filter of the events;\n"
                "                             stream, replay: filter of this stream only, in the same "
                "syntax\n"
@@ -379,6 +429,7 @@ static void help(void) {
                "     --keep=N                record: keep only the newest N files when rotating\n"
                "     --file-version=6|7      record: trace-cmd file version (7 compresses; default 6)\n"
                "     --no-kallsyms           record: leave kernel symbols out of the file\n"
+               "     --openmetrics           metrics: in the OpenMetrics 1.0 text format\n"
                "\n"
                "Exit status:\n"
                "  0   success; also when a stream ends by SIGINT or SIGTERM, or its reader goes away\n"
@@ -441,11 +492,17 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 ARG_KEEP,
                 ARG_FILE_VERSION,
                 ARG_NO_KALLSYMS,
+                ARG_NO_PAGER,
+                ARG_NO_LEGEND,
+                ARG_OPENMETRICS,
         };
         static const struct option options[] = { { "help", no_argument, NULL, 'h' },
                                                  { "version", no_argument, NULL, ARG_VERSION },
                                                  { "socket", required_argument, NULL, ARG_SOCKET },
-                                                 { "json", no_argument, NULL, ARG_JSON },
+                                                 { "json", optional_argument, NULL, ARG_JSON },
+                                                 { "no-pager", no_argument, NULL, ARG_NO_PAGER },
+                                                 { "no-legend", no_argument, NULL, ARG_NO_LEGEND },
+                                                 { "openmetrics", no_argument, NULL, ARG_OPENMETRICS },
                                                  { "filter", required_argument, NULL, 'f' },
                                                  { "all", no_argument, NULL, ARG_ALL },
                                                  { "event", required_argument, NULL, 'e' },
@@ -462,6 +519,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                                                  { "file-version", required_argument, NULL,
                                                    ARG_FILE_VERSION },
                                                  { "no-kallsyms", no_argument, NULL, ARG_NO_KALLSYMS },
+                                                 { "quiet", no_argument, NULL, 'q' },
                                                  {} };
         const Verb *verb = NULL;
         size_t n;
@@ -477,7 +535,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
         /* No '+': options may follow the command (`tpctl stream -e sched:sched_switch`). */
         opterr = 0;
         a->record.kallsyms = true;
-        while ((c = getopt_long(argc, argv, ":hf:e:p:c:o:", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, ":hqjf:e:p:c:o:", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
                         help();
@@ -488,8 +546,36 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 case ARG_SOCKET:
                         a->socket_path = optarg;
                         break;
+                case 'q':
+                        log_quiet = true;
+                        break;
                 case ARG_JSON:
-                        a->json = true;
+                        /* Bare --json keeps its old meaning: pretty. */
+                        if (!optarg || streq(optarg, "pretty"))
+                                a->json = JSON_PRETTY;
+                        else if (streq(optarg, "short"))
+                                a->json = JSON_SHORT;
+                        else if (streq(optarg, "off"))
+                                a->json = JSON_OFF;
+                        else if (streq(optarg, "help")) {
+                                puts("short\npretty\noff");
+                                return 0;
+                        } else
+                                return log_usage("unknown JSON mode '%s': short, pretty or off", optarg);
+                        break;
+                case 'j':
+                        /* As in systemd: for a person pretty, for a program short. */
+                        a->json = isatty(STDOUT_FILENO) ? JSON_PRETTY : JSON_SHORT;
+                        break;
+                case ARG_NO_PAGER:
+                        a->no_pager = true;
+                        break;
+                case ARG_NO_LEGEND:
+                        output_legend = false;
+                        break;
+                case ARG_OPENMETRICS:
+                        a->openmetrics = true;
+                        a->options |= OPT_OPENMETRICS;
                         break;
                 case 'f':
                         a->filter = optarg;
@@ -596,7 +682,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
 int main(int argc, char *argv[]) {
         _cleanup_(args_done) Args a = {};
         const Verb *verb = NULL;
-        int r;
+        int r, p;
 
         r = parse_args(argc, argv, &a, &verb);
         if (r == -ENOMEM)
@@ -606,6 +692,14 @@ int main(int argc, char *argv[]) {
 
         r = verb->run(&a, argv + optind + 1, argc - optind - 1);
 
+        /* The pager reads to its end or quits early (EPIPE): neither is an error of ours. */
+        p = pager_close();
+        if (p < 0) {
+                log_error_errno(p, "cannot write to the pager: %m");
+                return r == EXIT_SUCCESS ? EXIT_FAILURE : r;
+        }
+        if (p > 0)
+                return r;
         /* Output the user asked for that never arrived is a failure, e.g. on a full disk. */
         if (fflush(stdout) != 0 || ferror(stdout)) {
                 log_error_errno(-errno, "cannot write to standard output: %m");

@@ -623,6 +623,10 @@ static int method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
                 json_object_object_add(o, "uid", json_object_new_int64(k->uid));
                 json_object_object_add(o, "pid", json_object_new_int64(k->pid));
                 json_object_object_add(o, "streaming", json_object_new_boolean(k->stream != NULL));
+                if (k->stream) {
+                        json_object_object_add(o, "delivered", json_u64(k->stream->delivered));
+                        json_object_object_add(o, "lost_client", json_u64(k->stream->lost_client));
+                }
                 json_object_array_add(conns, o);
         }
 
@@ -668,6 +672,7 @@ static int method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
         json_object_object_add(p, "clients", json_object_new_int((int) m->n_peers));
         json_object_object_add(p, "streams", json_object_new_int((int) m->n_streams));
         json_object_object_add(p, "connections", conns);
+        json_object_object_add(p, "records", json_u64(counters.records));
         json_object_object_add(p, "delivered", json_u64(counters.delivered));
         json_object_object_add(p, "lost", lost);
         /* Enable replies before the state reaches the disk: a failed save shows here. */

@@ -929,6 +929,8 @@ static void manager_refuse(Manager *m, int fd, const struct ucred *cred, const c
         if (manager_add_peer(m, fd, cred, &p) < 0)
                 return;
         m->n_refused++; /* given back by manager_on_peer_free() */
+        if (streq(error, VARLINK_ERROR_PERMISSION_DENIED) && m->config.access_group)
+                p->refusal_group = strdup(m->config.access_group); /* only for a hint: NULL is fine */
         (void) peer_refuse(p, error, message);
 }
 

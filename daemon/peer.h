@@ -61,6 +61,7 @@ struct Peer {
          * closes; one that sends nothing goes after PEER_STALL_USEC. */
         const char *refusal_error;
         char *refusal_message;
+        char *refusal_group; /* PermissionDenied: the access group, sent for the client's hint */
         bool upgraded;
         bool read_closed;
 };
