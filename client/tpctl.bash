@@ -14,10 +14,10 @@ _tpctl_events() {
 }
 
 _tpctl() {
-        local commands='list describe enable disable status stream metrics call'
+        local commands='list describe enable disable status stream record replay metrics call'
         local global='-h --help --version --socket= --json= -j --no-legend --no-pager -q --quiet'
         local methods='io.tpd.tracing.ListEvents io.tpd.tracing.DescribeEvent io.tpd.tracing.Enable
-                io.tpd.tracing.Disable io.tpd.tracing.GetStatus io.tpd.tracing.Stream
+                io.tpd.tracing.Disable io.tpd.tracing.GetStatus io.tpd.tracing.Stream io.tpd.tracing.Record
                 io.tpd.tracing.Configure org.varlink.service.GetInfo
                 org.varlink.service.GetInterfaceDescription'
         # The line up to the cursor, split at blanks only: bash's own words split "sched:x" at ':'.
@@ -70,7 +70,8 @@ _tpctl() {
                 *)
                         case $verb in
                         '') what=command ;;
-                        list | describe | enable | disable | stream) what=event ;;
+                        list | describe | enable | disable | stream | record) what=event ;;
+                        replay) what=file ;;
                         call) what=method ;;
                         *) what=none ;;
                         esac
@@ -91,6 +92,8 @@ _tpctl() {
                 enable) opts+=' --filter=' ;;
                 disable) opts+=' --all' ;;
                 stream) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --print' ;;
+                record) opts+=' -o --output= -e --event= -p --pid= -c --cpu= -f --filter= --format= --duration= --size= --rotate-size= --rotate-time= --keep= --file-version= --no-kallsyms' ;;
+                replay) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --print' ;;
                 metrics) opts+=' --openmetrics' ;;
                 esac
                 mapfile -t reply < <(compgen -W "$opts" -- "$cur")
