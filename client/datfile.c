@@ -326,7 +326,9 @@ int datfile_finish(DatFile *f) {
                         goto fail;
                 }
 
-        /* tpd's names first: libtraceevent keeps the first name registered for a pid. */
+        /* tpd's names first, the last one sent for a pid first of all: libtraceevent keeps the
+         * first name registered for a pid, and a file names each pid once, by its last name (as
+         * trace-cmd saves the names when a recording ends). */
         if (asprintf(&cmdlines_path, "%s/saved_cmdlines", m->tracing) < 0 ||
             asprintf(&kallsyms, "%s/kallsyms", m->dir) < 0 || asprintf(&tmp, "%s.tmp", f->path) < 0) {
                 r = -ENOMEM;
@@ -334,7 +336,14 @@ int datfile_finish(DatFile *f) {
         }
         {
                 size_t n = 0;
-                r = append(&cmdlines, &n, m->comms ?: "", m->comms_size);
+                r = 0;
+                for (size_t end = m->comms_size; r >= 0 && end > 0;) {
+                        size_t start = end - 1;
+                        while (start > 0 && m->comms[start - 1] != '\n')
+                                start--;
+                        r = append(&cmdlines, &n, m->comms + start, end - start);
+                        end = start;
+                }
                 if (r >= 0)
                         r = append(&cmdlines, &n, m->kernel_cmdlines ?: "", m->kernel_cmdlines_size);
                 if (r >= 0)

@@ -645,41 +645,63 @@ void stream_note_kernel_losses(Stream *s, unsigned cpu, uint64_t overrun, uint64
         seen[1] = MAX(seen[1], dropped);
 }
 
-/* Whether pid's command name went out; notes it if not. Beyond the set's bound, the file's
- * saved command lines (sent at the start) have to do. */
+/* The command names sent, by pid, in an open-addressing table: a name goes out for a pid's first
+ * record and again when it changes (exec, prctl), so that the file ends with each pid's last name,
+ * as trace-cmd's files do. Beyond the table's bound, the kernel's saved command lines (sent at the
+ * start) have to do. */
 #define STREAM_COMM_PIDS_MAX 65536U
 
-static bool stream_comm_sent(Stream *s, int32_t pid) {
+/* The slot of pid, NULL when the table is full; a new slot has key 0 and is not counted yet. */
+static StreamComm *stream_comm_slot(Stream *s, int32_t pid) {
         uint32_t key = (uint32_t) pid + 1, h;
 
         if (s->n_comm_pids * 2 >= s->comm_pids_cap) {
                 size_t cap = s->comm_pids_cap ? s->comm_pids_cap * 2 : 256;
-                int32_t *t;
+                StreamComm *t;
 
                 if (cap > STREAM_COMM_PIDS_MAX * 2)
-                        return true;
-                t = calloc(cap, sizeof(int32_t));
+                        return NULL;
+                t = calloc(cap, sizeof(StreamComm));
                 if (!t)
-                        return true;
+                        return NULL;
                 for (size_t i = 0; i < s->comm_pids_cap; i++) {
-                        uint32_t k = (uint32_t) s->comm_pids[i];
+                        uint32_t k = s->comm_pids[i].key;
                         if (k == 0)
                                 continue;
-                        for (h = (k * 2654435761U) & (cap - 1); t[h]; h = (h + 1) & (cap - 1))
+                        for (h = (k * 2654435761U) & (cap - 1); t[h].key; h = (h + 1) & (cap - 1))
                                 ;
-                        t[h] = (int32_t) k;
+                        t[h] = s->comm_pids[i];
                 }
                 free(s->comm_pids);
                 s->comm_pids = t;
                 s->comm_pids_cap = cap;
         }
-        for (h = (key * 2654435761U) & (s->comm_pids_cap - 1); s->comm_pids[h];
+        for (h = (key * 2654435761U) & (s->comm_pids_cap - 1); s->comm_pids[h].key;
              h = (h + 1) & (s->comm_pids_cap - 1))
-                if ((uint32_t) s->comm_pids[h] == key)
-                        return true;
-        s->comm_pids[h] = (int32_t) key;
-        s->n_comm_pids++;
-        return false;
+                if (s->comm_pids[h].key == key)
+                        break;
+        return &s->comm_pids[h];
+}
+
+/* Queues a COMM frame for the record's pid if its name is new to the recording. */
+static int stream_send_comm(Stream *s, Decoder *d, unsigned cpu, int32_t pid, uint64_t ts) {
+        const char *comm = decoder_comm(d, pid, ts);
+        StreamComm *slot;
+        size_t len;
+
+        if (!comm)
+                return 0;
+        len = strnlen(comm, sizeof(slot->comm));
+        slot = stream_comm_slot(s, pid);
+        if (!slot || (slot->key != 0 && strncmp(slot->comm, comm, sizeof(slot->comm)) == 0))
+                return 0;
+        if (slot->key == 0) {
+                slot->key = (uint32_t) pid + 1;
+                s->n_comm_pids++;
+        }
+        memset(slot->comm, 0, sizeof(slot->comm));
+        memcpy(slot->comm, comm, len);
+        return stream_queue_frame(s, TPD_FRAME_COMM, cpu, (uint32_t) pid, comm, len, NULL, 0);
 }
 
 typedef struct PageKeepContext {
@@ -699,7 +721,6 @@ static bool stream_page_keep(void *userdata, const PageEntry *e) {
                 .cpu = k->cpu,
                 .kind = RECORD_EVENT,
         };
-        const char *comm;
         uint16_t id;
 
         /* Every record names its event and pid in its common fields. */
@@ -710,12 +731,8 @@ static bool stream_page_keep(void *userdata, const PageEntry *e) {
         rec.event_id = id;
         if (!stream_matches(s, k->d, &rec))
                 return false;
-        if (k->error >= 0 && rec.pid > 0 && !stream_comm_sent(s, rec.pid)) {
-                comm = decoder_comm(k->d, rec.pid, rec.ts);
-                if (comm)
-                        k->error = stream_queue_frame(s, TPD_FRAME_COMM, k->cpu, (uint32_t) rec.pid, comm,
-                                                      strnlen(comm, 16), NULL, 0);
-        }
+        if (k->error >= 0 && rec.pid > 0)
+                k->error = stream_send_comm(s, k->d, k->cpu, rec.pid, rec.ts);
         return true;
 }
 

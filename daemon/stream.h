@@ -19,6 +19,12 @@ typedef struct Decoder Decoder;
  * sees a silent gap, and a slow client never holds up the readers or the other streams.
  */
 
+/* A recording's last command name sent for a pid. */
+typedef struct StreamComm {
+        uint32_t key; /* pid + 1; 0: a free slot */
+        char comm[16];
+} StreamComm;
+
 typedef enum StreamMode {
         STREAM_RAW,   /* after an upgrade: NDJSON lines */
         STREAM_MORE,  /* Varlink replies with "continues" */
@@ -65,7 +71,7 @@ typedef struct Stream {
         /* A recording's (STREAM_PAGES): */
         uint64_t *missed;       /* per CPU: records lost since its last page went out; UINT64_MAX: unknown */
         uint64_t *overrun_seen; /* per CPU: the kernel's counters as far as reported: overrun, dropped */
-        int32_t *comm_pids;     /* open-addressing set of pid + 1 whose command name went out */
+        struct StreamComm *comm_pids; /* the command names sent, by pid (see stream_send_comm()) */
         size_t comm_pids_cap;
         size_t n_comm_pids;
         uint8_t *scratch; /* a frame: header and page */
