@@ -710,6 +710,10 @@ bad:
 }
 
 uint64_t decoder_page_records(const void *page, size_t size) {
+        return decoder_page_walk(page, size, NULL, NULL);
+}
+
+uint64_t decoder_page_walk(const void *page, size_t size, DecoderRecordFn fn, void *userdata) {
         const uint8_t *p = page, *data, *end;
         uint64_t commit, length, n = 0;
 
@@ -722,6 +726,7 @@ uint64_t decoder_page_records(const void *page, size_t size) {
 
         while (end - data >= 4) {
                 uint32_t header = load_u32(data), type = header & 0x1f;
+                const uint8_t *payload;
                 size_t len;
 
                 switch (type) {
@@ -743,14 +748,25 @@ uint64_t decoder_page_records(const void *page, size_t size) {
                         len = load_u32(data + 4);
                         if (len < 4 || len - 4 > (size_t) (end - data) - 8)
                                 return n;
-                        data += 8 + ((len - 4 + 3) & ~(size_t) 3);
+                        len -= 4;
+                        payload = data + 8;
+                        data += 8 + ((len + 3) & ~(size_t) 3);
                         break;
                 default:
                         len = (size_t) type * 4;
                         if (len > (size_t) (end - data) - 4)
                                 return n;
+                        payload = data + 4;
                         data += 4 + len;
                         break;
+                }
+                if (fn && len >= 8) {
+                        uint16_t id;
+                        int32_t pid;
+
+                        memcpy(&id, payload, 2);
+                        memcpy(&pid, payload + 4, 4); /* common_pid of every format */
+                        fn(userdata, id, pid);
                 }
                 n++;
         }

@@ -50,6 +50,11 @@ int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu,
  * failed to decode held. Stops at the first entry that does not fit. */
 uint64_t decoder_page_records(const void *page, size_t size);
 
+/* The same walk, calling fn with the event id and common_pid of each data record of 8 bytes or more:
+ * what a page holds, for counting without decoding. */
+typedef void (*DecoderRecordFn)(void *userdata, uint16_t id, int32_t pid);
+uint64_t decoder_page_walk(const void *page, size_t size, DecoderRecordFn fn, void *userdata);
+
 /* Makes the variant of record index with the kernel's formatted text added as "print". The
  * record's raw data must still be valid. */
 int decoder_encode_print(Decoder *d, Batch *batch, size_t index);

@@ -63,6 +63,7 @@ struct Peer {
         char *refusal_message;
         bool upgraded;
         bool read_closed;
+        bool counting; /* asked for counters (GetCounters): tpd keeps them while it is connected */
 };
 
 /* A control call must arrive whole within this long once its first byte did. */

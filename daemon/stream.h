@@ -60,6 +60,7 @@ typedef struct Stream {
 
         uint64_t delivered; /* event records queued; lost records are not counted */
         uint64_t lost_client;
+        struct Counters *counters; /* the manager's, while a client asks: losses by event too */
 } Stream;
 
 int stream_new(StreamMode mode, unsigned n_cpus, size_t max_bytes, Stream **ret);
