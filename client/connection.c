@@ -150,3 +150,19 @@ int connection_call(Connection *c, const char *socket_path, const char *method, 
         }
         return 0;
 }
+
+int connection_call_again(Connection *c, const char *method, json_object *params, VarlinkReply *ret_reply) {
+        int r;
+
+        r = connection_send(c, method, TAKE_PTR(params), false);
+        if (r >= 0)
+                r = connection_recv(c, ret_reply);
+        if (r < 0)
+                return r;
+
+        if (ret_reply->error) {
+                print_error_reply(ret_reply);
+                return 1;
+        }
+        return 0;
+}

@@ -20,6 +20,7 @@
 #include "copy.h"
 #include "log.h"
 #include "output.h"
+#include "top.h"
 #include "tpd-protocol.h"
 
 static inline void json_object_putp(json_object **j) {
@@ -89,6 +90,9 @@ typedef struct Args {
         size_t n_pids;
         int *cpus;
         size_t n_cpus;
+        uint64_t iterations;
+        uint64_t delay_usec;
+        TopSort sort;
 } Args;
 
 static void args_done(Args *a) {
@@ -105,9 +109,13 @@ enum {
         OPT_PID = 1 << 3,
         OPT_CPU = 1 << 4,
         OPT_PRINT = 1 << 5,
+        OPT_ITERATIONS = 1 << 6,
+        OPT_DELAY = 1 << 7,
+        OPT_SORT = 1 << 8,
 };
 
-static const char *const option_names[] = { "--filter", "--all", "--event", "--pid", "--cpu", "--print" };
+static const char *const option_names[] = { "--filter", "--all",        "--event", "--pid", "--cpu",
+                                            "--print",  "--iterations", "--delay", "--sort" };
 
 /* Sends method with params (taken over) and prints the reply: as JSON with --json, else with print
  * (if any). */
@@ -251,6 +259,17 @@ static int verb_stream(const Args *a, char **args, size_t n) {
         return EXIT_FAILURE;
 }
 
+static int verb_top(const Args *a, char **args, size_t n) {
+        TopOptions o = {
+                .socket_path = a->socket_path,
+                .iterations = a->iterations,
+                .delay_usec = a->delay_usec > 0 ? a->delay_usec : 1000000,
+                .sort = a->sort,
+        };
+
+        return top_run(&o);
+}
+
 typedef struct Verb {
         const char *name;
         size_t min_args;
@@ -267,6 +286,7 @@ static const Verb verbs[] = {
         { "status", 0, 0, 0, verb_status },
         { "stream", 0, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT, verb_stream },
         { "call", 1, 2, 0, verb_call },
+        { "top", 0, 0, OPT_ITERATIONS | OPT_DELAY | OPT_SORT, verb_top },
 };
 
 static void help(void) {
@@ -286,6 +306,9 @@ static void help(void) {
                "  call METHOD [PARAMETERS]   Call a Varlink method with a JSON object and print the reply\n"
                "                             as JSON (an error reply whole); bare METHODs are in\n"
                "                             %s\n"
+               "  top                        Show events and their busiest processes by rate, refreshed\n"
+               "                             every second; keys r t l n sort by rate, total, lost, name,\n"
+               "                             q quits; lines of key=value when stdout is no terminal\n"
                "\n"
                "Options:\n"
                "  -h --help                  Show this help\n"
@@ -301,6 +324,9 @@ static void help(void) {
                "  -p --pid=PID               stream: only records of process PID (repeatable)\n"
                "  -c --cpu=CPU               stream: only records of CPU (repeatable)\n"
                "     --print                 stream: add the kernel's formatted text as \"print\"\n"
+               "  -n --iterations=N          top: refresh N times, then exit\n"
+               "  -d --delay=SECONDS         top: time between refreshes (default 1, at least 0.1)\n"
+               "     --sort=KEY              top: rate (default), total, lost or name\n"
                "\n"
                "Exit status:\n"
                "  0   success; also when a stream ends by SIGINT or SIGTERM, or its reader goes away\n"
@@ -324,6 +350,21 @@ static int parse_int(const char *s, int *ret) {
         return 0;
 }
 
+/* Seconds as a decimal number ("2", "0.5"), from 0.1 to a day. */
+static int parse_seconds(const char *s, uint64_t *ret_usec) {
+        char *end;
+        double v;
+
+        if ((*s < '0' || *s > '9') && *s != '.')
+                return -EINVAL;
+        errno = 0;
+        v = strtod(s, &end);
+        if (errno != 0 || *end || !(v >= 0.1 && v <= 86400))
+                return -EINVAL;
+        *ret_usec = (uint64_t) (v * 1e6 + 0.5);
+        return 0;
+}
+
 /* Returns 1 to run *ret_verb, 0 to exit successfully (--help, --version), negative on usage errors. */
 static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
         enum {
@@ -332,6 +373,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 ARG_JSON,
                 ARG_ALL,
                 ARG_PRINT,
+                ARG_SORT,
         };
         static const struct option options[] = { { "help", no_argument, NULL, 'h' },
                                                  { "version", no_argument, NULL, ARG_VERSION },
@@ -343,6 +385,9 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                                                  { "pid", required_argument, NULL, 'p' },
                                                  { "cpu", required_argument, NULL, 'c' },
                                                  { "print", no_argument, NULL, ARG_PRINT },
+                                                 { "iterations", required_argument, NULL, 'n' },
+                                                 { "delay", required_argument, NULL, 'd' },
+                                                 { "sort", required_argument, NULL, ARG_SORT },
                                                  {} };
         const Verb *verb = NULL;
         size_t n;
@@ -357,7 +402,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
 
         /* No '+': options may follow the command (`tpctl stream -e sched:sched_switch`). */
         opterr = 0;
-        while ((c = getopt_long(argc, argv, ":hf:e:p:c:", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, ":hf:e:p:c:n:d:", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
                         help();
@@ -396,6 +441,24 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 case ARG_PRINT:
                         a->print = true;
                         a->options |= OPT_PRINT;
+                        break;
+                case 'n': {
+                        int v;
+                        if (parse_int(optarg, &v) < 0 || v == 0)
+                                return log_usage("invalid number of iterations '%s'", optarg);
+                        a->iterations = (uint64_t) v;
+                        a->options |= OPT_ITERATIONS;
+                        break;
+                }
+                case 'd':
+                        if (parse_seconds(optarg, &a->delay_usec) < 0)
+                                return log_usage("invalid delay '%s': seconds from 0.1 to 86400", optarg);
+                        a->options |= OPT_DELAY;
+                        break;
+                case ARG_SORT:
+                        if (top_sort_from_string(optarg, &a->sort) < 0)
+                                return log_usage("invalid sort key '%s': rate, total, lost or name", optarg);
+                        a->options |= OPT_SORT;
                         break;
                 case ':':
                         return log_usage("option '%s' needs an argument", argv[optind - 1]);

@@ -392,6 +392,10 @@ int manager_counting_start(Manager *m, Peer *p) {
         if (p->counting)
                 return 0;
         if (!m->counters) {
+                /* Records already in the buffer were written before: read them out uncounted. */
+                for (unsigned i = 0; i < m->n_cpus; i++)
+                        if (m->readers[i])
+                                (void) reader_flush(m->readers[i]);
                 r = counters_new(&m->counters);
                 if (r < 0)
                         return r;
