@@ -389,13 +389,15 @@ void manager_counting_kernel_losses(Manager *m, uint64_t *ret_overrun, uint64_t 
 int manager_counting_start(Manager *m, Peer *p) {
         int enabled = SD_EVENT_OFF, r;
 
+        /* What the buffers hold was written before this call: read it out now, so that a reply
+         * counts every record written before it (rates between two calls are exact whatever the
+         * flush interval), and the first call counts nothing written before the count started. */
+        for (unsigned i = 0; i < m->n_cpus; i++)
+                if (m->readers[i])
+                        (void) reader_flush(m->readers[i]);
         if (p->counting)
                 return 0;
         if (!m->counters) {
-                /* Records already in the buffer were written before: read them out uncounted. */
-                for (unsigned i = 0; i < m->n_cpus; i++)
-                        if (m->readers[i])
-                                (void) reader_flush(m->readers[i]);
                 r = counters_new(&m->counters);
                 if (r < 0)
                         return r;

@@ -124,9 +124,10 @@ int manager_save_state(Manager *m);
 /* Counts a new stream, and wakes the flush timer that sleeps while there is none. */
 void manager_stream_started(Manager *m);
 
-/* Starts keeping per-event counters for peer p, until it disconnects (GetCounters). Every record
- * read from the kernel is counted from then on, selected by a stream or not; while only counters
- * are asked for, pages are walked for their event ids and pids, not decoded. */
+/* Starts keeping per-event counters for peer p, until it disconnects (GetCounters), after reading
+ * what the buffers hold (each call does). Every record read from the kernel is counted from then
+ * on, selected by a stream or not; while only counters are asked for, pages are walked for their
+ * event ids and pids, not decoded. */
 int manager_counting_start(Manager *m, Peer *p);
 /* The kernel's overrun and dropped events summed over CPUs, since counting started. */
 void manager_counting_kernel_losses(Manager *m, uint64_t *ret_overrun, uint64_t *ret_dropped);
