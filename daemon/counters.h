@@ -60,3 +60,26 @@ void counters_add_lost(Counters *c, uint16_t id, int32_t pid, uint64_t n);
 
 /* Ends an aging period: processes without records since the last call may give up their slots. */
 void counters_age(Counters *c);
+
+/* Records come in runs of one event and pid (a busy process on one CPU): a run is counted once, so
+ * that a record of a run costs two comparisons and an addition. */
+typedef struct CounterRun {
+        Counters *counters;
+        uint16_t id;
+        int32_t pid;
+        uint64_t n;
+} CounterRun;
+
+static inline void counter_run_flush(CounterRun *r) {
+        if (r->n > 0)
+                counters_add(r->counters, r->id, r->pid, r->n);
+        r->n = 0;
+}
+
+static inline void counter_run_add(CounterRun *r, uint16_t id, int32_t pid, uint64_t n) {
+        if (r->n > 0 && (r->id != id || r->pid != pid))
+                counter_run_flush(r);
+        r->id = id;
+        r->pid = pid;
+        r->n += n;
+}

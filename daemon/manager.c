@@ -192,19 +192,22 @@ void manager_flush_clients(Manager *m) {
 }
 
 static void manager_count_record(void *userdata, uint16_t id, int32_t pid) {
-        counters_add(userdata, id, pid, 1);
+        counter_run_add(userdata, id, pid, 1);
 }
 
 /* The records of a decoded batch, and those of events without a format that it counts as lost. */
 static void manager_count_batch(Counters *c, const Batch *b) {
+        CounterRun run = { .counters = c };
+
         for (size_t i = 0; i < b->n_records; i++) {
                 const Record *r = &b->records[i];
 
                 if (r->kind == RECORD_EVENT)
-                        counters_add(c, r->event_id, r->pid, 1);
+                        counter_run_add(&run, r->event_id, r->pid, 1);
                 else if (r->kind == RECORD_LOST_UNKNOWN)
-                        counters_add(c, r->event_id, r->pid, r->lost);
+                        counter_run_add(&run, r->event_id, r->pid, r->lost);
         }
+        counter_run_flush(&run);
 }
 
 static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_pages,
@@ -217,10 +220,14 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
         /* Nobody listens: the pages were drained so that a new stream starts with fresh records,
          * and there is nothing to decode them for; only counted, when someone asks. */
         if (m->n_streams == 0) {
-                if (m->counters)
-                        for (size_t i = 0; i < n_pages; i++)
-                                (void) decoder_page_walk((const uint8_t *) pages + i * page_size, page_size,
-                                                         manager_count_record, m->counters);
+                CounterRun run = { .counters = m->counters };
+
+                if (!m->counters)
+                        return;
+                for (size_t i = 0; i < n_pages; i++)
+                        (void) decoder_page_walk((const uint8_t *) pages + i * page_size, page_size,
+                                                 manager_count_record, &run);
+                counter_run_flush(&run);
                 return;
         }
 

@@ -103,6 +103,37 @@ int main(void) {
         ASSERT(c->n_index <= 65536);
         check_sums(c);
 
+        /* Runs: counted once per run, the same sums as one by one. */
+        {
+                Counters *a = NULL, *b = NULL;
+                CounterRun run;
+
+                ASSERT_INT_EQ(counters_new(&a), 0);
+                ASSERT_INT_EQ(counters_new(&b), 0);
+                run = (CounterRun){ .counters = a };
+                for (int i = 0; i < 10000; i++) {
+                        uint16_t id = (uint16_t) (i % 7 == 0 ? 3 : 4);
+                        int32_t pid = i / 100;
+
+                        counter_run_add(&run, id, pid, 1);
+                        counters_add(b, id, pid, 1);
+                }
+                counter_run_flush(&run);
+                counter_run_flush(&run); /* nothing twice */
+                ASSERT_INT_EQ(a->n_events, b->n_events);
+                for (size_t i = 0; i < a->n_events; i++) {
+                        ASSERT_INT_EQ(a->events[i].id, b->events[i].id);
+                        ASSERT_U64_EQ(a->events[i].records, b->events[i].records);
+                        ASSERT_U64_EQ(a->events[i].other_records, b->events[i].other_records);
+                        ASSERT_INT_EQ(a->events[i].n_pids, b->events[i].n_pids);
+                        for (unsigned j = 0; j < a->events[i].n_pids; j++)
+                                ASSERT_U64_EQ(a->events[i].pids[j].records, b->events[i].pids[j].records);
+                }
+                check_sums(a);
+                counters_free(a);
+                counters_free(b);
+        }
+
         counters_free(c);
         return 0;
 }
