@@ -37,7 +37,7 @@ GETPPID = 'syscalls:sys_enter_getppid'
 PRINT = 'ftrace:print'
 SILENT = 'alarmtimer:alarmtimer_fired'
 RATE = 2000
-BURST = 60000
+BURST = 100_000
 N = 5000
 FLOOD = 300_000
 TOLERANCE = 0.15
@@ -230,33 +230,42 @@ def main(ctx):
         # --- losses by event: a stopped stream's queue fills up; every record it loses is D's, and
         # counted under D's row exactly as GetStatus counts the stream's losses.
         lost0 = tpd.status()['lost']['client']
+        overrun0 = counters(v)['overrun']
         stalled = tpd.stream('-e', GETPPID)
         probes = T.confirm_live([stalled], gen_d.probe)
         stalled.signal(signal.SIGSTOP)
+
+        def d_accounted():
+            # What tpd read of D's records, and what the kernel overwrote before it could (a slow
+            # tpd: a sanitizer build on a loaded machine); nothing else writes meanwhile.
+            got = counters(v)
+            return got, process_records(got, GETPPID, pid_d) + got['overrun'] - overrun0
         try:
             gen_d.go()
             gen_d.wait_done(timeout=60)
             deadline = time.monotonic() + 10 * T.SLOWDOWN
-            while process_records(counters(v), GETPPID, pid_d) < FLOOD + probes and time.monotonic() < deadline:
+            while d_accounted()[1] < FLOOD + probes and time.monotonic() < deadline:
                 time.sleep(0.05)
             time.sleep(0.3)
-            got = counters(v)
+            got, accounted = d_accounted()
             lost = tpd.status()['lost']['client'] - lost0
         finally:
             stalled.signal(signal.SIGCONT)
         stalled.kill()  # its backlog is not the point: it may end mid-line
         e = event_of(got, GETPPID)
         d = [p for p in e['processes'] if p['pid'] == pid_d]
-        check(d and d[0]['records'] == FLOOD + probes, f'D wrote {FLOOD} + {probes} probe records, counted: {d}')
+        check(d and accounted == FLOOD + probes,
+              f'D wrote {FLOOD} + {probes} probe records; counted {d}, overrun {got["overrun"] - overrun0}')
         check(lost > 0, f'the stopped stream lost nothing of {FLOOD} records: the test proves nothing')
         check(e['lost'] == lost and d[0]['lost'] == lost,
               f'the stream lost {lost} records (GetStatus); GetCounters says {e["lost"]} for the event, '
               f'{d[0]["lost"]} for D')
-        log(f'a stopped stream lost {lost} of D\'s {FLOOD} records; counted as lost under D')
+        log(f'a stopped stream lost {lost} of D\'s {FLOOD} records ({got["overrun"] - overrun0} overrun); '
+            f'counted as lost under D')
 
         # While this connection counts, a new one sees the running totals.
         with tpd.varlink() as w:
-            check(event_of(counters(w), GETPPID)['records'] >= 2 * N + FLOOD,
+            check(event_of(counters(w), GETPPID)['records'] >= 2 * N + d[0]['records'],
                   'a second connection did not see the running counts')
 
     # Both connections closed: counting stopped, the next one starts from zero.
@@ -280,26 +289,31 @@ def main(ctx):
         marker.wait_done(timeout=60)
         gen_a.go()
 
-        # The rate of A, on its event's row and on its process row, over five refreshes.
+        # The rate of A, on its event's row and on its process row: the median of five refreshes. A
+        # generator held off its CPU for a while (a loaded machine) catches up in a burst, so a
+        # measurement that misses is repeated, up to three times; a wrong rate misses every time.
         time.sleep(2.5)
-        event_rates, proc_rates = [], []
-        seen = None
-        for _ in range(5):
-            sort, events = wait_screen(tmux, lambda p: p[1] and p[1][0][0] == GETPPID, 5 * T.SLOWDOWN,
-                                       'getppid first by rate')
-            check(sort == 'rate', f'the screen does not say it sorts by rate: {sort!r}')
-            name, rate, total, lost, procs = events[0]
-            event_rates.append(rate)
-            rows = [p for p in procs if p[0] == str(pid_a)]
-            check(rows, f'no row of process {pid_a} under {GETPPID}: {events[0]}')
-            check(rows[0][1] == 'gen-getppid', f'process {pid_a} shows as {rows[0][1]!r}')
-            proc_rates.append(rows[0][2])
-            seen = events
-            time.sleep(1.0)
-        check(all(r is not None for r in event_rates + proc_rates), f'rates not shown: {event_rates}')
-        er, pr = statistics.median(event_rates), statistics.median(proc_rates)
-        log(f'screen: getppid {event_rates} /s (median {er}), process {pid_a} {proc_rates} (median {pr}); '
-            f'paced {RATE}/s')
+        for attempt in range(1, 4):
+            event_rates, proc_rates = [], []
+            seen = None
+            for _ in range(5):
+                sort, events = wait_screen(tmux, lambda p: p[1] and p[1][0][0] == GETPPID, 5 * T.SLOWDOWN,
+                                           'getppid first by rate')
+                check(sort == 'rate', f'the screen does not say it sorts by rate: {sort!r}')
+                name, rate, total, lost, procs = events[0]
+                event_rates.append(rate)
+                rows = [p for p in procs if p[0] == str(pid_a)]
+                check(rows, f'no row of process {pid_a} under {GETPPID}: {events[0]}')
+                check(rows[0][1] == 'gen-getppid', f'process {pid_a} shows as {rows[0][1]!r}')
+                proc_rates.append(rows[0][2])
+                seen = events
+                time.sleep(1.0)
+            check(all(r is not None for r in event_rates + proc_rates), f'rates not shown: {event_rates}')
+            er, pr = statistics.median(event_rates), statistics.median(proc_rates)
+            log(f'screen, attempt {attempt}: getppid {event_rates} /s (median {er}), process {pid_a} '
+                f'{proc_rates} (median {pr}); paced {RATE}/s')
+            if within(er) and within(pr):
+                break
         check(within(er), f'getppid shown at {er}/s (median of {event_rates}), paced at {RATE}/s')
         check(within(pr), f'process {pid_a} shown at {pr}/s (median of {proc_rates}), paced at {RATE}/s')
         order = [e[0] for e in seen]
@@ -333,28 +347,31 @@ def main(ctx):
     finally:
         tmux.close()
 
-    # --- a pipe: three blocks of lines, then exit 0.
-    r = tpd.tpctl('top', '-n', '3', '-d', '1', timeout=30)
-    check(r.returncode == 0, f'tpctl top -n 3 exited with {r.returncode}: {r.stderr!r}')
-    blocks = parse_lines(r.stdout)
-    check(len(blocks) == 3, f'{len(blocks)} blocks for -n 3:\n{r.stdout}')
-    rates = []
-    for i, b in enumerate(blocks):
-        check(abs(float(b['top']['interval']) - 1.0) < 0.25 * T.SLOWDOWN, f'block {i}: interval {b["top"]}')
-        e = b['events'].get(GETPPID)
-        check(e is not None, f'block {i}: no {GETPPID}: {b}')
-        check_sums(e, f'block {i} {GETPPID}')
-        check(int(b['top']['total']) == sum(x['total'] for x in b['events'].values()),
-              f'block {i}: top total is not the sum of the events: {b}')
-        check(any(p['pid'] == pid_a and p['comm'] == 'gen-getppid' for p in e['processes']),
-              f'block {i}: no process line of {pid_a}: {e}')
-        rates.append(e['rate'])
-        if i > 0:
-            check(e['total'] >= blocks[i - 1]['events'][GETPPID]['total'], 'totals went down')
-    log(f'lines: getppid at {rates} /s')
+    # --- a pipe: three blocks of lines, then exit 0 (the rate measured again on a miss, as above).
+    for attempt in range(1, 4):
+        r = tpd.tpctl('top', '-n', '3', '-d', '1', timeout=30 * T.SLOWDOWN)
+        check(r.returncode == 0, f'tpctl top -n 3 exited with {r.returncode}: {r.stderr!r}')
+        blocks = parse_lines(r.stdout)
+        check(len(blocks) == 3, f'{len(blocks)} blocks for -n 3:\n{r.stdout}')
+        rates = []
+        for i, b in enumerate(blocks):
+            check(abs(float(b['top']['interval']) - 1.0) < 0.25 * T.SLOWDOWN, f'block {i}: interval {b["top"]}')
+            e = b['events'].get(GETPPID)
+            check(e is not None, f'block {i}: no {GETPPID}: {b}')
+            check_sums(e, f'block {i} {GETPPID}')
+            check(int(b['top']['total']) == sum(x['total'] for x in b['events'].values()),
+                  f'block {i}: top total is not the sum of the events: {b}')
+            check(any(p['pid'] == pid_a and p['comm'] == 'gen-getppid' for p in e['processes']),
+                  f'block {i}: no process line of {pid_a}: {e}')
+            rates.append(e['rate'])
+            if i > 0:
+                check(e['total'] >= blocks[i - 1]['events'][GETPPID]['total'], 'totals went down')
+        check(SILENT in blocks[-1]['events'] and blocks[-1]['events'][SILENT]['total'] == 0,
+              f'the silent event is missing or not silent: {blocks[-1]}')
+        log(f'lines, attempt {attempt}: getppid at {rates} /s')
+        if within(statistics.median(rates)):
+            break
     check(within(statistics.median(rates)), f'lines: getppid at {rates} /s, paced at {RATE}/s')
-    check(SILENT in blocks[-1]['events'] and blocks[-1]['events'][SILENT]['total'] == 0,
-          f'the silent event is missing or not silent: {blocks[-1]}')
 
     gen_a.kill()
     tpd.stop()
