@@ -18,6 +18,7 @@ Then:
   of another event: records decoded) of N calls each are counted exactly N, under their own pid;
 - a stopped stream's losses are counted under the event and the process whose records it lost,
   exactly as many as GetStatus counts;
+- when tpd stops, top leaves the screen, prints why and exits with 69;
 - counting stops with the last connection that asked: a new connection's first reply is all zeros,
   but not while another counting connection is open.
 """
@@ -373,8 +374,29 @@ def main(ctx):
             break
     check(within(statistics.median(rates)), f'lines: getppid at {rates} /s, paced at {RATE}/s')
 
-    gen_a.kill()
-    tpd.stop()
+    # --- tpd goes away under the screen: top ends with 69 and its message is shown after the screen.
+    status_file = os.path.join(ctx.tmpdir, 'top-status-gone')
+    tmux = Tmux(ctx, f'{tpctl} --socket {tpd.socket} top; echo $? > {status_file}; sleep 60')
+    try:
+        wait_screen(tmux, lambda p: any(e[0] == GETPPID for e in p[1]), 10 * T.SLOWDOWN, 'the screen')
+        gen_a.kill()
+        tpd.stop()
+        deadline = time.monotonic() + 5 * T.SLOWDOWN
+        while not os.path.exists(status_file) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check(os.path.exists(status_file), 'tpctl top did not exit when tpd stopped')
+        time.sleep(0.1)
+        with open(status_file) as f:
+            status = f.read().strip()
+        check(status == '69', f'tpctl top exited with {status!r} when tpd stopped, expected 69')
+        text = tmux.capture() or ''
+        # Which one depends on when tpd closed: before the next call, or while it waited for it.
+        check(('tpctl: cannot send to tpd' in text or 'tpctl: tpd closed the connection' in text or
+               'tpctl: cannot read from tpd' in text) and 'RATE/s' not in text,
+              f'after tpd stopped, the terminal shows:\n{text}')
+        log('tpd stopped: top exited with 69, its message on the normal screen')
+    finally:
+        tmux.close()
 
 
 if __name__ == '__main__':
