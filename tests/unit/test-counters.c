@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Per-event counters for GetCounters: exact sums, and bounds on memory whatever the load. */
+#include <limits.h>
+
 #include "counters.h"
+#include "decode.h"
 #include "tpd-test.h"
 
 static const CounterEvent *event_of(const Counters *c, uint16_t id) {
@@ -31,9 +34,61 @@ static void check_sums(const Counters *c) {
         }
 }
 
-int main(void) {
+static void count_record(void *userdata, uint16_t id, int32_t pid) {
+        counter_run_add(userdata, id, pid, 1);
+}
+
+/* Recorded pages walked without decoding count what the decoder's golden output holds, by pid. */
+static void check_recorded(const char *datadir) {
+        char path[PATH_MAX], *pages, *golden;
+        size_t len = 0, golden_len = 0;
+        Counters *c = NULL;
+        CounterRun run;
+        uint64_t n = 0, lines = 0;
+
+        snprintf(path, sizeof(path), "%s/sched_switch/cpu0.pages", datadir);
+        pages = test_read_file(path, &len);
+        if (!pages)
+                TEST_FAIL("cannot read %s: %m", path);
+        snprintf(path, sizeof(path), "%s/sched_switch/expected.ndjson", datadir);
+        golden = test_read_file(path, &golden_len);
+        if (!golden)
+                TEST_FAIL("cannot read %s: %m", path);
+        ASSERT(len % 4096 == 0);
+
+        ASSERT_INT_EQ(counters_new(&c), 0);
+        run = (CounterRun){ .counters = c };
+        for (size_t i = 0; i < len / 4096; i++) {
+                uint64_t k = decoder_page_walk(pages + i * 4096, 4096, count_record, &run);
+                ASSERT_U64_EQ(k, decoder_page_records(pages + i * 4096, 4096));
+                n += k;
+        }
+        counter_run_flush(&run);
+        ASSERT_INT_EQ(c->n_events, 1);
+        ASSERT_U64_EQ(c->events[0].records, n);
+        check_sums(c);
+        for (const char *l = golden; (l = strstr(l, "\"pid\":")); l++) {
+                const CounterPid *p = pid_of(&c->events[0], (int32_t) strtol(l + 6, NULL, 10));
+                uint64_t want = 0;
+
+                ASSERT(p);
+                for (const char *k = golden; (k = strstr(k, "\"pid\":")); k++)
+                        want += strtol(k + 6, NULL, 10) == p->pid;
+                ASSERT_U64_EQ(p->records, want);
+                lines++;
+        }
+        ASSERT_U64_EQ(lines, n);
+        counters_free(c);
+        free(pages);
+        free(golden);
+}
+
+int main(int argc, char *argv[]) {
         Counters *c = NULL;
         const CounterEvent *e;
+
+        ASSERT(argc == 2);
+        check_recorded(argv[1]);
 
         ASSERT_INT_EQ(counters_new(&c), 0);
 
