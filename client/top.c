@@ -86,8 +86,8 @@ static uint64_t json_u64_of(json_object *o, const char *key) {
         return n < 0 ? 0 : (uint64_t) n;
 }
 
-/* Text from tpd, for a terminal or a key=value line: only printable ASCII other than space, '=' and
- * '\\' passes; the rest becomes \xNN. */
+/* Text from tpd, for a terminal or a key=value line: only printable ASCII other than '=' and '\\'
+ * passes; the rest becomes \xNN. Spaces pass here and are escaped when a line is printed. */
 static char *top_escape(const char *s) {
         char *t = malloc(strlen(s) * 4 + 1), *p = t;
 
@@ -96,7 +96,7 @@ static char *top_escape(const char *s) {
         for (; *s; s++) {
                 unsigned char c = (unsigned char) *s;
 
-                if (c > ' ' && c < 0x7f && c != '=' && c != '\\')
+                if (c >= ' ' && c < 0x7f && c != '=' && c != '\\')
                         *p++ = (char) c;
                 else
                         p += sprintf(p, "\\x%02x", c);
@@ -294,6 +294,15 @@ int top_sort_from_string(const char *s, TopSort *ret) {
 
 /* --- not a terminal: one block of lines per refresh */
 
+/* A value of a key=value line: no spaces. */
+static void print_value(const char *s) {
+        for (; *s; s++)
+                if (*s == ' ')
+                        fputs("\\x20", stdout);
+                else
+                        putchar(*s);
+}
+
 static int top_print_lines(const TopSample *s) {
         struct timespec now;
         struct tm tm;
@@ -326,9 +335,10 @@ static int top_print_lines(const TopSample *s) {
                                                e->name, t->rate, t->total, t->lost);
                                 continue;
                         }
-                        printf("process name=%s pid=%d comm=%s rate=%.1f total=%" PRIu64 " lost=%" PRIu64
-                               "\n",
-                               e->name, t->pid, t->comm, t->rate, t->total, t->lost);
+                        printf("process name=%s pid=%d comm=", e->name, t->pid);
+                        print_value(t->comm);
+                        printf(" rate=%.1f total=%" PRIu64 " lost=%" PRIu64 "\n", t->rate, t->total,
+                               t->lost);
                 }
         }
         if (s->other_records > 0 || s->other_lost > 0)

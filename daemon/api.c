@@ -692,8 +692,17 @@ static json_object *counters_event_json(Manager *m, const CounterEvent *e) {
                 const char *comm = comm_cache_lookup(m->comm, e->pids[i].pid, 0);
 
                 json_object_object_add(p, "pid", json_object_new_int(e->pids[i].pid));
-                if (comm)
-                        json_object_object_add(p, "comm", json_object_new_string(comm));
+                if (comm) {
+                        /* A task names itself: bytes that are not printable ASCII (json-c would
+                         * pass on invalid UTF-8) become '?'. */
+                        char safe[64];
+                        size_t k = 0;
+
+                        for (; comm[k] && k + 1 < sizeof(safe); k++)
+                                safe[k] = comm[k] >= ' ' && comm[k] < 0x7f ? comm[k] : '?';
+                        safe[k] = 0;
+                        json_object_object_add(p, "comm", json_object_new_string(safe));
+                }
                 json_object_object_add(p, "records", json_u64(e->pids[i].records));
                 json_object_object_add(p, "lost", json_u64(e->pids[i].lost));
                 json_object_array_add(procs, p);
