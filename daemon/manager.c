@@ -300,6 +300,9 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
         manager_flush_clients(m);
 }
 
+/* GetCounters reads the partial pages at most this often. */
+#define MANAGER_COUNTING_FLUSH_USEC (50 * 1000ULL)
+
 /* Time sources fire once; a periodic one is set up again from its handler. */
 static int rearm(sd_event_source *s, uint64_t usec) {
         int r = sd_event_source_set_time_relative(s, usec);
@@ -395,13 +398,20 @@ void manager_counting_kernel_losses(Manager *m, uint64_t *ret_overrun, uint64_t 
 
 int manager_counting_start(Manager *m, Peer *p) {
         int enabled = SD_EVENT_OFF, r;
+        uint64_t now = 0;
 
         /* What the buffers hold was written before this call: read it out now, so that a reply
          * counts every record written before it (rates between two calls are exact whatever the
-         * flush interval), and the first call counts nothing written before the count started. */
-        for (unsigned i = 0; i < m->n_cpus; i++)
-                if (m->readers[i])
-                        (void) reader_flush(m->readers[i]);
+         * flush interval), and the first call counts nothing written before the count started.
+         * Partial pages cost more per record than full ones: calls in quick succession (any
+         * member may make them) share one read per MANAGER_COUNTING_FLUSH_USEC. */
+        (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
+        if (!m->counters || now >= m->counting_flushed_usec + MANAGER_COUNTING_FLUSH_USEC) {
+                m->counting_flushed_usec = now;
+                for (unsigned i = 0; i < m->n_cpus; i++)
+                        if (m->readers[i])
+                                (void) reader_flush(m->readers[i]);
+        }
         if (p->counting)
                 return 0;
         if (!m->counters) {

@@ -89,10 +89,11 @@ typedef struct Manager {
 
         /* Per-event counts (GetCounters), kept only while a connection that asked for them lives. */
         Counters *counters;
-        unsigned n_counting;       /* connections that asked */
-        uint64_t counting_usec;    /* CLOCK_MONOTONIC when counting started */
-        uint64_t counting_overrun; /* the kernel's overrun then, summed over CPUs */
-        uint64_t counting_dropped; /* its dropped events likewise */
+        unsigned n_counting;            /* connections that asked */
+        uint64_t counting_usec;         /* CLOCK_MONOTONIC when counting started */
+        uint64_t counting_overrun;      /* the kernel's overrun then, summed over CPUs */
+        uint64_t counting_dropped;      /* its dropped events likewise */
+        uint64_t counting_flushed_usec; /* when a GetCounters call last read the partial pages */
 } Manager;
 
 /* tpd's counters, for GetStatus and STATUS=: one place sums them. */
