@@ -180,6 +180,7 @@ static void hint_events(const char *socket_path, const char *name) {
                 log_hint("Did you mean %s, %s or %s?", similar[0], similar[1], similar[2]);
 }
 
+/* socket_path: where to ask for the names near an unknown one; NULL for none. */
 static void print_error_reply(const char *socket_path, const VarlinkReply *reply) {
         json_object *message = json_object_object_get(reply->parameters, "message");
 
@@ -200,7 +201,7 @@ static void print_error_reply(const char *socket_path, const VarlinkReply *reply
 
                 if (group)
                         hint_access(group);
-        } else if (streq(reply->error, TPD_ERROR_NO_SUCH_EVENT))
+        } else if (streq(reply->error, TPD_ERROR_NO_SUCH_EVENT) && socket_path)
                 hint_events(socket_path,
                             json_object_get_string(json_object_object_get(reply->parameters, "event")));
 }
@@ -221,6 +222,23 @@ int connection_call(Connection *c, const char *socket_path, const char *method, 
 
         if (ret_reply->error) {
                 print_error_reply(socket_path, ret_reply);
+                return 1;
+        }
+        return 0;
+}
+
+int connection_call_again(Connection *c, const char *method, json_object *params, VarlinkReply *ret_reply) {
+        int r;
+
+        r = connection_send(c, method, TAKE_PTR(params), false);
+        if (r >= 0)
+                r = connection_recv(c, ret_reply);
+        if (r < 0)
+                return r;
+
+        if (ret_reply->error) {
+                /* A later call of a connection: no socket path to ask for names with. */
+                print_error_reply(NULL, ret_reply);
                 return 1;
         }
         return 0;

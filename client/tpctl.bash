@@ -14,10 +14,10 @@ _tpctl_events() {
 }
 
 _tpctl() {
-        local commands='list describe enable disable status stream record replay metrics call'
+        local commands='list describe enable disable status stream record replay top metrics call'
         local global='-h --help --version --socket= --json= -j --no-legend --no-pager -q --quiet'
         local methods='io.tpd.tracing.ListEvents io.tpd.tracing.DescribeEvent io.tpd.tracing.Enable
-                io.tpd.tracing.Disable io.tpd.tracing.GetStatus io.tpd.tracing.Stream io.tpd.tracing.Record
+                io.tpd.tracing.Disable io.tpd.tracing.GetStatus io.tpd.tracing.Stream io.tpd.tracing.Record io.tpd.tracing.GetCounters
                 io.tpd.tracing.Configure org.varlink.service.GetInfo
                 org.varlink.service.GetInterfaceDescription'
         # The line up to the cursor, split at blanks only: bash's own words split "sched:x" at ':'.
@@ -95,6 +95,7 @@ _tpctl() {
                 record) opts+=' -o --output= -e --event= -p --pid= -c --cpu= -f --filter= --format= --duration= --size= --rotate-size= --rotate-time= --keep= --file-version= --no-kallsyms' ;;
                 replay) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --print' ;;
                 metrics) opts+=' --openmetrics' ;;
+                top) opts+=' -n --iterations= -d --delay= --sort=' ;;
                 esac
                 mapfile -t reply < <(compgen -W "$opts" -- "$cur")
                 ;;

@@ -24,6 +24,7 @@
 #include "record.h"
 #include "replay.h"
 #include "terminal.h"
+#include "top.h"
 #include "tpd-protocol.h"
 
 static inline void json_object_putp(json_object **j) {
@@ -104,6 +105,9 @@ typedef struct Args {
         size_t n_cpus;
         RecordOptions record;
         const char *format;
+        uint64_t iterations;
+        uint64_t delay_usec;
+        TopSort sort;
 } Args;
 
 static void args_done(Args *a) {
@@ -122,6 +126,9 @@ enum {
         OPT_PRINT = 1 << 5,
         OPT_RECORD = 1 << 6,
         OPT_OPENMETRICS = 1 << 7,
+        OPT_ITERATIONS = 1 << 8,
+        OPT_DELAY = 1 << 9,
+        OPT_SORT = 1 << 10,
 };
 
 static const char *const option_names[] = {
@@ -133,6 +140,9 @@ static const char *const option_names[] = {
         "--print",
         "--output, --duration, --size, --format, --rotate-*, --keep, --file-version, --no-kallsyms",
         "--openmetrics",
+        "--iterations",
+        "--delay",
+        "--sort",
 };
 
 /* Sends method with params (taken over) and prints the reply: as JSON with --json, else with print
@@ -353,6 +363,17 @@ static int verb_replay(const Args *a, char **args, size_t n) {
                                     });
 }
 
+static int verb_top(const Args *a, char **args, size_t n) {
+        TopOptions o = {
+                .socket_path = a->socket_path,
+                .iterations = a->iterations,
+                .delay_usec = a->delay_usec > 0 ? a->delay_usec : 1000000,
+                .sort = a->sort,
+        };
+
+        return top_run(&o);
+}
+
 typedef struct Verb {
         const char *name;
         size_t min_args;
@@ -372,6 +393,7 @@ static const Verb verbs[] = {
         { "record", 0, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_RECORD, verb_record },
         { "replay", 1, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT, verb_replay },
         { "metrics", 0, 0, OPT_OPENMETRICS, verb_metrics },
+        { "top", 0, 0, OPT_ITERATIONS | OPT_DELAY | OPT_SORT, verb_top },
 };
 
 static void help(void) {
@@ -398,6 +420,9 @@ static void help(void) {
                "  call METHOD [PARAMETERS]   Call a Varlink method with a JSON object and print the reply\n"
                "                             as JSON (an error reply whole); bare METHODs are in\n"
                "                             %s\n"
+               "  top                        Show events and their busiest processes by rate, refreshed\n"
+               "                             every second; keys r t l n sort by rate, total, lost, name,\n"
+               "                             q quits; lines of key=value when stdout is no terminal\n"
                "\n"
                "Options:\n"
                "  -h --help                  Show this help\n"
@@ -430,6 +455,9 @@ static void help(void) {
                "     --file-version=6|7      record: trace-cmd file version (7 compresses; default 6)\n"
                "     --no-kallsyms           record: leave kernel symbols out of the file\n"
                "     --openmetrics           metrics: in the OpenMetrics 1.0 text format\n"
+               "  -n --iterations=N          top: refresh N times, then exit\n"
+               "  -d --delay=SECONDS         top: time between refreshes (default 1, at least 0.1)\n"
+               "     --sort=KEY              top: rate (default), total, lost or name\n"
                "\n"
                "Exit status:\n"
                "  0   success; also when a stream ends by SIGINT or SIGTERM, or its reader goes away\n"
@@ -476,6 +504,21 @@ static int parse_megabytes(const char *s, uint64_t *ret) {
         return *ret > 0 ? 0 : -EINVAL;
 }
 
+/* top's delay: seconds as a decimal number ("2", "0.5"), from 0.1 to a day, in microseconds. */
+static int parse_delay(const char *s, uint64_t *ret_usec) {
+        char *end;
+        double v;
+
+        if ((*s < '0' || *s > '9') && *s != '.')
+                return -EINVAL;
+        errno = 0;
+        v = strtod(s, &end);
+        if (errno != 0 || *end || !(v >= 0.1 && v <= 86400))
+                return -EINVAL;
+        *ret_usec = (uint64_t) (v * 1e6 + 0.5);
+        return 0;
+}
+
 /* Returns 1 to run *ret_verb, 0 to exit successfully (--help, --version), negative on usage errors. */
 static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
         enum {
@@ -495,6 +538,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 ARG_NO_PAGER,
                 ARG_NO_LEGEND,
                 ARG_OPENMETRICS,
+                ARG_SORT,
         };
         static const struct option options[] = { { "help", no_argument, NULL, 'h' },
                                                  { "version", no_argument, NULL, ARG_VERSION },
@@ -520,6 +564,9 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                                                    ARG_FILE_VERSION },
                                                  { "no-kallsyms", no_argument, NULL, ARG_NO_KALLSYMS },
                                                  { "quiet", no_argument, NULL, 'q' },
+                                                 { "iterations", required_argument, NULL, 'n' },
+                                                 { "delay", required_argument, NULL, 'd' },
+                                                 { "sort", required_argument, NULL, ARG_SORT },
                                                  {} };
         const Verb *verb = NULL;
         size_t n;
@@ -535,7 +582,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
         /* No '+': options may follow the command (`tpctl stream -e sched:sched_switch`). */
         opterr = 0;
         a->record.kallsyms = true;
-        while ((c = getopt_long(argc, argv, ":hqjf:e:p:c:o:", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, ":hqjf:e:p:c:o:n:d:", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
                         help();
@@ -644,6 +691,24 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 case ARG_NO_KALLSYMS:
                         a->record.kallsyms = false;
                         a->options |= OPT_RECORD;
+                        break;
+                case 'n': {
+                        int v;
+                        if (parse_int(optarg, &v) < 0 || v == 0)
+                                return log_usage("invalid number of iterations '%s'", optarg);
+                        a->iterations = (uint64_t) v;
+                        a->options |= OPT_ITERATIONS;
+                        break;
+                }
+                case 'd':
+                        if (parse_delay(optarg, &a->delay_usec) < 0)
+                                return log_usage("invalid delay '%s': seconds from 0.1 to 86400", optarg);
+                        a->options |= OPT_DELAY;
+                        break;
+                case ARG_SORT:
+                        if (top_sort_from_string(optarg, &a->sort) < 0)
+                                return log_usage("invalid sort key '%s': rate, total, lost or name", optarg);
+                        a->options |= OPT_SORT;
                         break;
                 case ':':
                         return log_usage("option '%s' needs an argument", argv[optind - 1]);

@@ -683,6 +683,87 @@ static int method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
         return peer_reply(c, p);
 }
 
+static json_object *counters_event_json(Manager *m, const CounterEvent *e) {
+        json_object *o = json_object_new_object(), *procs = json_object_new_array();
+        const char *name = decoder_event_name(m->decoder, e->id);
+
+        if (name)
+                json_object_object_add(o, "name", json_object_new_string(name));
+        json_object_object_add(o, "id", json_object_new_int(e->id));
+        json_object_object_add(o, "records", json_u64(e->records));
+        json_object_object_add(o, "lost", json_u64(e->lost));
+        for (uint16_t i = 0; i < e->n_pids; i++) {
+                json_object *p = json_object_new_object();
+                const char *comm = comm_cache_lookup(m->comm, e->pids[i].pid, 0);
+
+                json_object_object_add(p, "pid", json_object_new_int(e->pids[i].pid));
+                if (comm) {
+                        /* A task names itself: bytes that are not printable ASCII (json-c would
+                         * pass on invalid UTF-8) become '?'. */
+                        char safe[64];
+                        size_t k = 0;
+
+                        for (; comm[k] && k + 1 < sizeof(safe); k++)
+                                safe[k] = comm[k] >= ' ' && comm[k] < 0x7f ? comm[k] : '?';
+                        safe[k] = 0;
+                        json_object_object_add(p, "comm", json_object_new_string(safe));
+                }
+                json_object_object_add(p, "records", json_u64(e->pids[i].records));
+                json_object_object_add(p, "lost", json_u64(e->pids[i].lost));
+                json_object_array_add(procs, p);
+        }
+        json_object_object_add(o, "processes", procs);
+        json_object_object_add(o, "other_records", json_u64(e->other_records));
+        json_object_object_add(o, "other_lost", json_u64(e->other_lost));
+        return o;
+}
+
+static int method_get_counters(Manager *m, Peer *c, const VarlinkCall *call) {
+        static const char *const keys[] = { NULL };
+        TracingEvent *const *events;
+        json_object *p, *evs;
+        uint64_t overrun, dropped;
+        struct timespec now;
+        size_t n;
+        int r;
+
+        if (check_keys(c, call, keys) < 0)
+                return 0;
+        r = manager_counting_start(m, c);
+        if (r < 0)
+                return r;
+
+        evs = json_object_new_array();
+        for (size_t i = 0; i < m->counters->n_events; i++)
+                json_object_array_add(evs, counters_event_json(m, &m->counters->events[i]));
+        /* Enabled events that wrote nothing yet are shown too: silent is worth seeing. */
+        events = tracing_events(m->tracing, &n);
+        for (size_t i = 0; i < n; i++) {
+                const TracingEvent *e = events[i];
+                unsigned id;
+
+                if (!e->enabled || !e->format || e->format->id < 0)
+                        continue;
+                id = (unsigned) e->format->id;
+                if (id < m->counters->n_index && m->counters->index[id] != 0)
+                        continue;
+                json_object_array_add(evs, counters_event_json(m, &(CounterEvent){ .id = (uint16_t) id }));
+        }
+
+        manager_counting_kernel_losses(m, &overrun, &dropped);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        p = json_object_new_object();
+        json_object_object_add(p, "usec",
+                               json_u64((uint64_t) now.tv_sec * 1000000ULL + (uint64_t) now.tv_nsec / 1000));
+        json_object_object_add(p, "since_usec", json_u64(m->counting_usec));
+        json_object_object_add(p, "events", evs);
+        json_object_object_add(p, "other_records", json_u64(m->counters->other_records));
+        json_object_object_add(p, "other_lost", json_u64(m->counters->other_lost));
+        json_object_object_add(p, "overrun", json_u64(overrun));
+        json_object_object_add(p, "dropped", json_u64(dropped));
+        return peer_reply(c, p);
+}
+
 static int64_t boot_to_realtime_ns(void) {
         struct timespec rt, bt;
 
@@ -1121,6 +1202,7 @@ static const struct {
         { TPD_METHOD("Enable"), method_enable },
         { TPD_METHOD("Disable"), method_disable },
         { TPD_METHOD("GetStatus"), method_get_status },
+        { TPD_METHOD("GetCounters"), method_get_counters },
         { TPD_METHOD("Stream"), method_stream },
         { TPD_METHOD("Record"), method_record },
 };

@@ -628,6 +628,29 @@ const char *decoder_comm(Decoder *d, int pid, uint64_t ts) {
         return d->cb.comm ? d->cb.comm(d->cb.userdata, pid, ts) : NULL;
 }
 
+typedef struct PageWalkAdapter {
+        DecoderRecordFn fn;
+        void *userdata;
+} PageWalkAdapter;
+
+static void page_walk_record(void *userdata, const PageEntry *e) {
+        PageWalkAdapter *a = userdata;
+        uint16_t id;
+        int32_t pid;
+
+        if (e->size < 8)
+                return;
+        memcpy(&id, e->payload, 2);
+        memcpy(&pid, e->payload + 4, 4); /* common_pid of every format */
+        a->fn(a->userdata, id, pid);
+}
+
+uint64_t decoder_page_walk(const void *page, size_t size, DecoderRecordFn fn, void *userdata) {
+        PageWalkAdapter a = { fn, userdata };
+
+        return page_for_each(page, size, fn ? page_walk_record : NULL, &a);
+}
+
 void *decoder_padded_raw(Decoder *d, const Record *r) {
         size_t n = MIN((size_t) r->raw_size, (size_t) 65536);
 

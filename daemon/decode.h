@@ -69,6 +69,11 @@ int decoder_decode_missed(Decoder *d, uint64_t ts, unsigned cpu, const uint64_t 
 /* Appends the lost record of a pending run of unknown records, if any, and empties the run. */
 int decoder_flush_unknown(DecoderUnknownRun *unknown, Batch *batch, unsigned cpu);
 
+/* The same walk, calling fn with the event id and common_pid of each data record of 8 bytes or more:
+ * what a page holds, for counting without decoding. */
+typedef void (*DecoderRecordFn)(void *userdata, uint16_t id, int32_t pid);
+uint64_t decoder_page_walk(const void *page, size_t size, DecoderRecordFn fn, void *userdata);
+
 /* Makes the variant of record index with the kernel's formatted text added as "print". The
  * record's raw data must still be valid. */
 int decoder_encode_print(Decoder *d, Batch *batch, size_t index);

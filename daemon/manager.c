@@ -59,6 +59,7 @@ Manager *manager_free(Manager *m) {
         tracing_free(m->tracing);
         comm_cache_free(m->comm);
         batch_unref(m->batch);
+        counters_free(m->counters);
         free(m->overrun_reported);
         free(m->dropped_reported);
         free(m->decode_pending);
@@ -212,6 +213,25 @@ void manager_flush_clients(Manager *m) {
         }
 }
 
+static void manager_count_record(void *userdata, uint16_t id, int32_t pid) {
+        counter_run_add(userdata, id, pid, 1);
+}
+
+/* The records of a decoded batch, and those of events without a format that it counts as lost. */
+static void manager_count_batch(Counters *c, const Batch *b) {
+        CounterRun run = { .counters = c };
+
+        for (size_t i = 0; i < b->n_records; i++) {
+                const Record *r = &b->records[i];
+
+                if (r->kind == RECORD_EVENT)
+                        counter_run_add(&run, r->event_id, r->pid, 1);
+                else if (r->kind == RECORD_LOST_UNKNOWN)
+                        counter_run_add(&run, r->event_id, r->pid, r->lost);
+        }
+        counter_run_flush(&run);
+}
+
 static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_pages,
                              size_t page_size) {
         Manager *m = userdata;
@@ -238,10 +258,18 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
         }
 
         /* Nobody listens to records: the pages were drained so that a new stream starts with fresh
-         * records, and there is nothing to decode them for. */
+         * records, and there is nothing to decode them for; only counted, when someone asks. */
         if (m->n_streams == m->n_recordings) {
                 if (m->n_recordings > 0)
                         manager_flush_clients(m);
+                if (m->counters) {
+                        CounterRun run = { .counters = m->counters };
+
+                        for (size_t i = 0; i < n_pages; i++)
+                                (void) decoder_page_walk((const uint8_t *) pages + i * page_size, page_size,
+                                                         manager_count_record, &run);
+                        counter_run_flush(&run);
+                }
                 return;
         }
 
@@ -299,6 +327,8 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
         }
         if (b->n_records == 0)
                 return;
+        if (m->counters)
+                manager_count_batch(m->counters, b);
 
         /* The overrun records of this batch cover the kernel's counter from where the last one
          * ended: a stream started since is charged only with the part after its start. */
@@ -311,6 +341,9 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
         manager_offer(m, b);
         manager_flush_clients(m);
 }
+
+/* GetCounters reads the partial pages at most this often. */
+#define MANAGER_COUNTING_FLUSH_USEC (50 * 1000ULL)
 
 /* Time sources fire once; a periodic one is set up again from its handler. */
 static int rearm(sd_event_source *s, uint64_t usec) {
@@ -340,8 +373,9 @@ static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
                 if (c->stream && c->stream->drops_pending)
                         (void) peer_flush(c);
         }
-        /* Without streams nothing waits for a partial page: sleep until one starts. */
-        if (m->n_streams == 0)
+        /* Without streams nothing waits for a partial page: sleep until one starts (or counting
+         * does: counts must be as fresh as a stream's records). */
+        if (m->n_streams == 0 && m->n_counting == 0)
                 return 0;
         return rearm(s, (uint64_t) m->config.flush_interval_ms * 1000);
 }
@@ -381,10 +415,84 @@ void manager_stream_started(Manager *m) {
                                 (void) stream_set_base(c->stream, cpu, st.overrun, st.dropped);
         }
         for (Peer *c = m->peers; c; c = c->next)
-                if (c->stream)
+                if (c->stream) {
                         c->stream->has_base = true;
+                        c->stream->counters = m->counters;
+                }
         if (sd_event_source_get_enabled(m->flush_timer, &enabled) >= 0 && enabled == SD_EVENT_OFF)
                 (void) rearm(m->flush_timer, (uint64_t) m->config.flush_interval_ms * 1000);
+}
+
+static void manager_kernel_losses(Manager *m, uint64_t *ret_overrun, uint64_t *ret_dropped) {
+        uint64_t overrun = 0, dropped = 0;
+
+        for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
+                TracingCpuStats st;
+                if (tracing_cpu_stats(m->tracing, cpu, &st) < 0)
+                        continue;
+                overrun += st.overrun;
+                dropped += st.dropped;
+        }
+        *ret_overrun = overrun;
+        *ret_dropped = dropped;
+}
+
+void manager_counting_kernel_losses(Manager *m, uint64_t *ret_overrun, uint64_t *ret_dropped) {
+        uint64_t overrun, dropped;
+
+        manager_kernel_losses(m, &overrun, &dropped);
+        /* Setting the trace clock resets the kernel's counters (manager_check_instance()). */
+        if (overrun < m->counting_overrun)
+                m->counting_overrun = overrun;
+        if (dropped < m->counting_dropped)
+                m->counting_dropped = dropped;
+        *ret_overrun = overrun - m->counting_overrun;
+        *ret_dropped = dropped - m->counting_dropped;
+}
+
+int manager_counting_start(Manager *m, Peer *p) {
+        int enabled = SD_EVENT_OFF, r;
+        uint64_t now = 0;
+
+        /* What the buffers hold was written before this call: read it out now, so that a reply
+         * counts every record written before it (rates between two calls are exact whatever the
+         * flush interval), and the first call counts nothing written before the count started.
+         * Partial pages cost more per record than full ones: calls in quick succession (any
+         * member may make them) share one read per MANAGER_COUNTING_FLUSH_USEC. */
+        (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
+        if (!m->counters || now >= m->counting_flushed_usec + MANAGER_COUNTING_FLUSH_USEC) {
+                m->counting_flushed_usec = now;
+                for (unsigned i = 0; i < m->n_cpus; i++)
+                        if (m->readers[i])
+                                (void) reader_flush(m->readers[i]);
+        }
+        if (p->counting)
+                return 0;
+        if (!m->counters) {
+                r = counters_new(&m->counters);
+                if (r < 0)
+                        return r;
+                (void) sd_event_now(m->event, CLOCK_MONOTONIC, &m->counting_usec);
+                manager_kernel_losses(m, &m->counting_overrun, &m->counting_dropped);
+                for (Peer *c = m->peers; c; c = c->next)
+                        if (c->stream)
+                                c->stream->counters = m->counters;
+        }
+        p->counting = true;
+        m->n_counting++;
+        /* Partial pages are read on the flush timer, which sleeps while there is no stream. */
+        if (sd_event_source_get_enabled(m->flush_timer, &enabled) >= 0 && enabled == SD_EVENT_OFF)
+                (void) rearm(m->flush_timer, (uint64_t) m->config.flush_interval_ms * 1000);
+        return 0;
+}
+
+static void manager_counting_stop(Manager *m) {
+        if (--m->n_counting > 0)
+                return;
+        for (Peer *c = m->peers; c; c = c->next)
+                if (c->stream)
+                        c->stream->counters = NULL;
+        m->counters = counters_free(m->counters);
 }
 
 /* STATUS= for systemctl status: what tpd does, in one line. */
@@ -591,6 +699,8 @@ static int manager_on_check_timer(sd_event_source *s, uint64_t usec, void *userd
 
         manager_check_cpus(m);
         manager_check_instance(m);
+        if (m->counters)
+                counters_age(m->counters);
         return rearm(s, CHECK_USEC);
 }
 
@@ -879,6 +989,8 @@ static void manager_on_peer_free(Peer *p, void *userdata) {
                                           p->held[i]->name);
         }
         p->n_held = 0;
+        if (p->counting)
+                manager_counting_stop(m);
 }
 
 static const PeerHandler manager_peer_handler = {

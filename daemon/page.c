@@ -126,28 +126,35 @@ int page_walk_next(PageWalk *w, PageEntry *e) {
         return 0;
 }
 
-uint64_t page_records(const void *page, size_t size) {
+uint64_t page_for_each(const void *page, size_t size, void (*fn)(void *userdata, const PageEntry *e),
+                       void *userdata) {
         PageWalk w;
         PageEntry e;
         uint64_t n = 0;
 
         if (page_walk_init(&w, page, size) < 0) {
-                /* A commit word that overstates the length: count what fits. */
+                /* A commit word that overstates the length: walk what fits. */
                 uint64_t commit;
 
                 if (size < PAGE_HEADER_SIZE)
                         return 0;
                 memcpy(&commit, (const uint8_t *) page + 8, 8);
-                commit = (commit & ~(PAGE_COMMIT_MASK | PAGE_MISSED_STORED)) | (size - PAGE_HEADER_SIZE);
                 memcpy(&w.page_ts, page, 8);
-                w.commit = commit;
+                w.commit = (commit & ~(PAGE_COMMIT_MASK | PAGE_MISSED_STORED)) | (size - PAGE_HEADER_SIZE);
                 w.data = (const uint8_t *) page + PAGE_HEADER_SIZE;
                 w.end = (const uint8_t *) page + size;
                 w.ts = w.page_ts;
         }
-        while (page_walk_next(&w, &e) > 0)
+        while (page_walk_next(&w, &e) > 0) {
+                if (fn)
+                        fn(userdata, &e);
                 n++;
+        }
         return n;
+}
+
+uint64_t page_records(const void *page, size_t size) {
+        return page_for_each(page, size, NULL, NULL);
 }
 
 int page_filter(const void *page, size_t size, PageKeep keep, void *userdata, void *out,

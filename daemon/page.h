@@ -46,8 +46,12 @@ int page_walk_next(PageWalk *w, PageEntry *e);
  * UINT64_MAX when it had no room for one. */
 bool page_missed(const PageWalk *w, uint64_t *ret_count);
 
-/* The number of data records of a page, by a walk of its entry headers: up to the first entry
- * that does not fit. */
+/* Calls fn (if not NULL) for each data record of a page, walking its entry headers up to the
+ * first entry that does not fit (a commit word longer than the page walks the page). Returns the
+ * number of records walked. */
+uint64_t page_for_each(const void *page, size_t size, void (*fn)(void *userdata, const PageEntry *e),
+                       void *userdata);
+/* The number of data records of a page, by page_for_each(). */
 uint64_t page_records(const void *page, size_t size);
 
 /* Decides whether a record stays in a filtered page. */

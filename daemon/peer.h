@@ -64,6 +64,7 @@ struct Peer {
         char *refusal_group; /* PermissionDenied: the access group, sent for the client's hint */
         bool upgraded;
         bool read_closed;
+        bool counting; /* asked for counters (GetCounters): tpd keeps them while it is connected */
 };
 
 /* A control call must arrive whole within this long once its first byte did. */

@@ -4,6 +4,7 @@
 
 #include <traceevent/event-parse.h>
 
+#include "counters.h"
 #include "decode.h"
 #include "filter.h"
 #include "page.h"
@@ -291,6 +292,8 @@ static void stream_drop(Stream *s, const Record *rec, uint64_t n) {
                 s->dropped[cpu] += n;
                 s->dropped_ts[cpu] = rec->ts;
                 s->lost_client += n;
+                if (s->counters && rec->kind == RECORD_EVENT)
+                        counters_add_lost(s->counters, rec->event_id, rec->pid, n);
         } else {
                 CARRIED(s, cpu, rec->kind) += n;
                 s->carried_ts[(size_t) cpu * _RECORD_KIND_MAX + rec->kind] = rec->ts;

@@ -67,6 +67,7 @@ typedef struct Stream {
 
         uint64_t delivered; /* event records queued; lost records are not counted */
         uint64_t lost_client;
+        struct Counters *counters; /* the manager's, while a client asks: losses by event too */
 
         /* A recording's (STREAM_PAGES): */
         uint64_t *missed;       /* per CPU: records lost since its last page went out; UINT64_MAX: unknown */

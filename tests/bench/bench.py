@@ -45,7 +45,7 @@ BUILD_PROGRAMS = {
     'GEN_MARKER': 'tests/integration/gen-marker',
     'GEN_PINGPONG': 'tests/integration/gen-pingpong',
 }
-TRACERS = ('tpd1', 'tpd8', 'tpdcount', 'tpd-record', 'tc-record', 'tc-stream', 'perf')
+TRACERS = ('tpd1', 'tpd8', 'tpdcount', 'tpdtop', 'tpd-record', 'tc-record', 'tc-stream', 'perf')
 WORKLOADS = ('getppid', 'pingpong', 'latency', 'idle', 'startup')
 CLK_TCK = os.sysconf('SC_CLK_TCK')
 NS = 1_000_000_000
@@ -521,7 +521,7 @@ class Bench:
 
     # --- tpd on a bulk load
 
-    def tpd_bulk(self, load, tracer, k, counting):
+    def tpd_bulk(self, load, tracer, k, counting, top=False):
         tpd = self.new_tpd()
         gen, flt = load.spawn(self.ctx)
         tpd.tpctl_ok('enable', load.event, '--filter', flt)
@@ -529,6 +529,10 @@ class Bench:
         procs = [p for p, _ in streams]
         counter = streams[0][1]
         tpd.wait_streams(k, procs)
+        # `tpctl top` keeps tpd's per-event counters on: what they cost tpd is the difference to the
+        # run without it.
+        top_proc = T.Process(self.ctx, 'tpctl-top', [T.env_program('TPCTL'), '--socket', tpd.socket, 'top'],
+                             stdout=subprocess.DEVNULL) if top else None
         stop_profile = self.profile_start(tpd, f'{load.key}-{tracer}-run{self.rep + 1}')
         time.sleep(0.2)
 
@@ -547,6 +551,8 @@ class Bench:
         hwm = proc_status(tpd.process.pid, 'VmHWM')
         stop_profile()
         clients = sum(p.finish(signal.SIGTERM, 10, 'tpctl stream') for p in procs) - clients0
+        if top_proc:
+            top_proc.terminate()
         for p in procs:
             check(p.proc.returncode == 0, f'tpctl stream exited with {p.proc.returncode}: {p.stderr_text()!r}')
         if counter:
@@ -1158,6 +1164,9 @@ def run_all(bench, o):
         if 'tpd8' in o.tracers:
             bench.guarded(f'{load.title}: tpd, {o.streams} streams', bench.tpd_bulk, load,
                           f'tpd, {o.streams} × tpctl stream', o.streams, None)
+        if 'tpdtop' in o.tracers:
+            bench.guarded(f'{load.title}: tpd, 1 stream and tpctl top', bench.tpd_bulk, load,
+                          'tpd, 1 × tpctl stream + tpctl top', 1, None, True)
         if 'tpdcount' in o.tracers:
             bench.guarded(f'{load.title}: tpd, counting consumer', bench.tpd_bulk, load,
                           'tpd, 1 × counting consumer', 1, 'sampled')

@@ -210,6 +210,8 @@ def run(ctx, users):
 
     # --- who gets in
     ok_as('A', 'status')
+    r = ok_as('A', 'top', '-n', '1', '-d', '0.1')   # GetCounters is for members too
+    check(r.stdout.startswith('top time='), f'tpctl top as a member printed {r.stdout[:200]!r}')
     r = tpctl_as('O', 'status')
     check(r.returncode != 0, 'the outsider got in through a 0660 socket')
     os.chmod(tpd.socket, 0o666)     # as if someone else made the socket, or changed its mode
