@@ -233,6 +233,18 @@ const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
                 return NULL;
         }
 
+        /* The task exited since its name was read from /proc: its records up to its exit carry
+         * that name, which the task itself gave. The kernel's table may name it as of an older
+         * switch (before an exec) or not at all. A new task of the same pid would be found in /proc
+         * first. Valid for this generation. */
+        if (had) {
+                memcpy(e->comm, prev, COMM_LEN);
+                e->from_proc = true;
+                e->until_ts = UINT64_MAX;
+                e->timed = false;
+                return e->comm;
+        }
+
         /* The task is gone. The table names it as of its last switch before it was read: a read
          * older than the record may predate a rename (exec, prctl), or the task itself. The table
          * is thousands of lines, so it is reread no more often than before
@@ -248,16 +260,8 @@ const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
                 return e->comm;
         }
 
-        /* The task exited since its name was read from /proc, and the table does not know it (it
-         * names only tasks seen switching): its records up to its exit carry that name. A new
-         * task of the same pid would be found in /proc first. Valid for this generation. */
         e->until_ts = UINT64_MAX;
         e->timed = false;
-        if (had) {
-                memcpy(e->comm, prev, COMM_LEN);
-                e->from_proc = true;
-                return e->comm;
-        }
         /* Unknown, or maybe renamed after the last read: no name rather than a stale one, until
          * the table may be reread. */
         e->known = false;

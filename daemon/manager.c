@@ -166,9 +166,12 @@ static void manager_report_kernel_losses(Manager *m) {
 
                         (void) sd_event_now(m->event, CLOCK_BOOTTIME, &now);
                         for (Peer *c = m->peers; c; c = c->next)
-                                if (c->stream && c->stream->mode == STREAM_PAGES)
+                                if (c->stream && c->stream->mode == STREAM_PAGES) {
                                         stream_note_kernel_losses(c->stream, cpu, st.overrun, st.dropped,
                                                                   now * 1000);
+                                        if (cpu == 0)
+                                                (void) stream_resolve_comms(c->stream, m->decoder);
+                                }
                 }
                 if (m->n_streams == m->n_recordings)
                         continue;

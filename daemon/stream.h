@@ -21,8 +21,10 @@ typedef struct Decoder Decoder;
 
 /* A recording's last command name sent for a pid. */
 typedef struct StreamComm {
-        uint32_t key; /* pid + 1; 0: a free slot */
-        char comm[16];
+        uint32_t key;  /* pid + 1; 0: a free slot */
+        char comm[16]; /* empty: not known yet (see stream_resolve_comms()) */
+        uint64_t ts;   /* while unknown: of the pid's first record */
+        uint8_t tries;
 } StreamComm;
 
 typedef enum StreamMode {
@@ -75,7 +77,8 @@ typedef struct Stream {
         struct StreamComm *comm_pids; /* the command names sent, by pid (see stream_send_comm()) */
         size_t comm_pids_cap;
         size_t n_comm_pids;
-        uint8_t *scratch; /* a frame: header and page */
+        size_t n_comm_pending; /* pids whose name was not known yet */
+        uint8_t *scratch;      /* a frame: header and page */
         size_t scratch_size;
         uint64_t pages; /* queued */
 } Stream;
@@ -127,6 +130,10 @@ int stream_set_base(Stream *s, unsigned cpu, uint64_t overrun, uint64_t dropped)
  * A page that finds the queue full is lost to the stream, and counted. Returns the number of
  * records queued, or a negative errno. */
 int stream_offer_pages(Stream *s, Decoder *d, const PageSource *src, const void *pages, size_t n_pages);
+/* Sends the names of the recording's pids that were not known when their records went out (a task
+ * gone before tpd read its records, named once the kernel's table is reread): from the flush
+ * timer. A pid unknown after a few seconds' tries stays unnamed. */
+int stream_resolve_comms(Stream *s, Decoder *d);
 /* Queues one frame of a recording whatever the queue holds: for the files at its start. */
 int stream_queue_frame(Stream *s, uint32_t type, uint32_t cpu, uint32_t arg, const void *a, size_t na,
                        const void *b, size_t nb);
