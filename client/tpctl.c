@@ -18,6 +18,7 @@
 #include "build-config.h"
 #include "connection.h"
 #include "copy.h"
+#include "export.h"
 #include "log.h"
 #include "output.h"
 #include "tpd-protocol.h"
@@ -89,6 +90,7 @@ typedef struct Args {
         size_t n_pids;
         int *cpus;
         size_t n_cpus;
+        ExportOptions export;
 } Args;
 
 static void args_done(Args *a) {
@@ -105,9 +107,20 @@ enum {
         OPT_PID = 1 << 3,
         OPT_CPU = 1 << 4,
         OPT_PRINT = 1 << 5,
+        OPT_SUBJECT_PREFIX = 1 << 6,
+        OPT_BUFFER_SIZE = 1 << 7,
+        OPT_BATCH_SIZE = 1 << 8,
+        OPT_CREDS = 1 << 9,
+        OPT_TLS_CA = 1 << 10,
+        OPT_CREATE_STREAM = 1 << 11,
+        OPT_REPLICAS = 1 << 12,
+        OPT_STREAM = 1 << 13,
 };
 
-static const char *const option_names[] = { "--filter", "--all", "--event", "--pid", "--cpu", "--print" };
+static const char *const option_names[] = { "--filter",     "--all",   "--event",          "--pid",
+                                            "--cpu",        "--print", "--subject-prefix", "--buffer-size",
+                                            "--batch-size", "--creds", "--tls-ca",         "--create-stream",
+                                            "--replicas",   "--stream" };
 
 /* Sends method with params (taken over) and prints the reply: as JSON with --json, else with print
  * (if any). */
@@ -251,6 +264,33 @@ static int verb_stream(const Args *a, char **args, size_t n) {
         return EXIT_FAILURE;
 }
 
+/* The Stream parameters of stream's options, for export (the same selection as stream). */
+static json_object *stream_params(const Args *a, char **args, size_t n) {
+        json_object *params = json_object_new_object();
+
+        if (!params ||
+            (a->n_events + n > 0 &&
+             json_add_strings(params, "events", a->events, a->n_events, args, n) < 0) ||
+            (a->n_pids > 0 && json_add_ints(params, "pids", a->pids, a->n_pids) < 0) ||
+            (a->n_cpus > 0 && json_add_ints(params, "cpus", a->cpus, a->n_cpus) < 0) ||
+            (a->filter && json_add(params, "filter", json_object_new_string(a->filter)) < 0)) {
+                json_object_put(params);
+                return NULL;
+        }
+        return params;
+}
+
+static int verb_export(const Args *a, char **args, size_t n) {
+        json_object *params;
+
+        if (a->export.create_stream != (a->export.replicas > 0))
+                return usage_error("--create-stream and --replicas N go together");
+        params = stream_params(a, NULL, 0);
+        if (!params)
+                return exit_status(log_oom());
+        return export_run(a->socket_path, params, &a->export);
+}
+
 typedef struct Verb {
         const char *name;
         size_t min_args;
@@ -267,6 +307,10 @@ static const Verb verbs[] = {
         { "status", 0, 0, 0, verb_status },
         { "stream", 0, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT, verb_stream },
         { "call", 1, 2, 0, verb_call },
+        { "export", 1, 1,
+          OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_SUBJECT_PREFIX | OPT_BUFFER_SIZE |
+                  OPT_BATCH_SIZE | OPT_CREDS | OPT_TLS_CA | OPT_CREATE_STREAM | OPT_REPLICAS | OPT_STREAM,
+          verb_export },
 };
 
 static void help(void) {
@@ -286,6 +330,9 @@ static void help(void) {
                "  call METHOD [PARAMETERS]   Call a Varlink method with a JSON object and print the reply\n"
                "                             as JSON (an error reply whole); bare METHODs are in\n"
                "                             %s\n"
+               "  export nats://HOST:PORT[,…]\n"
+               "                             Publish the records into NATS JetStream until interrupted,\n"
+               "                             as PREFIX.HOST.SYSTEM.EVENT and PREFIX.HOST.lost\n"
                "\n"
                "Options:\n"
                "  -h --help                  Show this help\n"
@@ -301,13 +348,27 @@ static void help(void) {
                "  -p --pid=PID               stream: only records of process PID (repeatable)\n"
                "  -c --cpu=CPU               stream: only records of CPU (repeatable)\n"
                "     --print                 stream: add the kernel's formatted text as \"print\"\n"
+               "  export also takes -e, -p, -c and -f (which records), and:\n"
+               "     --subject-prefix=P      first subject token (default: %s)\n"
+               "     --stream=NAME           JetStream stream (default: the prefix in capitals)\n"
+               "     --create-stream --replicas=N\n"
+               "                             create the stream (subjects P.>) if it is missing; without\n"
+               "                             it, a missing stream is an error\n"
+               "     --buffer-size=MB        records held while the cluster does not take them (default\n"
+               "                             %u); beyond it they are counted as lost, cause \"export\"\n"
+               "     --batch-size=KB         bytes of records per message (default %u, at most %u);\n"
+               "                             0: one record per message\n"
+               "     --creds=FILE            NATS credentials file (user JWT and NKey seed)\n"
+               "     --tls-ca=FILE           use TLS, verifying the servers with these CA certificates\n"
                "\n"
                "Exit status:\n"
                "  0   success; also when a stream ends by SIGINT or SIGTERM, or its reader goes away\n"
                "  1   tpd answered with an error, or another failure\n"
                "  2   wrong usage\n"
                "  %d  tpd cannot be reached, or it closed the stream\n",
-               TPD_INTERFACE, TPD_SOCKET_ENV, TPD_SOCKET_DEFAULT, TPD_EXIT_DAEMON_GONE);
+               TPD_INTERFACE, TPD_SOCKET_ENV, TPD_SOCKET_DEFAULT, EXPORT_SUBJECT_PREFIX_DEFAULT,
+               EXPORT_BUFFER_SIZE_DEFAULT >> 20, EXPORT_BATCH_SIZE_DEFAULT >> 10,
+               EXPORT_BATCH_SIZE_MAX >> 10, TPD_EXIT_DAEMON_GONE);
 }
 
 static int parse_int(const char *s, int *ret) {
@@ -332,6 +393,14 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 ARG_JSON,
                 ARG_ALL,
                 ARG_PRINT,
+                ARG_SUBJECT_PREFIX,
+                ARG_BUFFER_SIZE,
+                ARG_BATCH_SIZE,
+                ARG_CREDS,
+                ARG_TLS_CA,
+                ARG_CREATE_STREAM,
+                ARG_REPLICAS,
+                ARG_STREAM,
         };
         static const struct option options[] = { { "help", no_argument, NULL, 'h' },
                                                  { "version", no_argument, NULL, ARG_VERSION },
@@ -343,10 +412,25 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                                                  { "pid", required_argument, NULL, 'p' },
                                                  { "cpu", required_argument, NULL, 'c' },
                                                  { "print", no_argument, NULL, ARG_PRINT },
+                                                 { "subject-prefix", required_argument, NULL,
+                                                   ARG_SUBJECT_PREFIX },
+                                                 { "buffer-size", required_argument, NULL, ARG_BUFFER_SIZE },
+                                                 { "batch-size", required_argument, NULL, ARG_BATCH_SIZE },
+                                                 { "creds", required_argument, NULL, ARG_CREDS },
+                                                 { "tls-ca", required_argument, NULL, ARG_TLS_CA },
+                                                 { "create-stream", no_argument, NULL, ARG_CREATE_STREAM },
+                                                 { "replicas", required_argument, NULL, ARG_REPLICAS },
+                                                 { "stream", required_argument, NULL, ARG_STREAM },
                                                  {} };
         const Verb *verb = NULL;
         size_t n;
-        int c;
+        int c, v;
+
+        a->export = (ExportOptions){
+                .subject_prefix = EXPORT_SUBJECT_PREFIX_DEFAULT,
+                .buffer_size = EXPORT_BUFFER_SIZE_DEFAULT,
+                .batch_size = EXPORT_BATCH_SIZE_DEFAULT,
+        };
 
         /* argc bounds every list, so they never grow. */
         a->events = calloc(argc, sizeof(*a->events));
@@ -397,6 +481,52 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                         a->print = true;
                         a->options |= OPT_PRINT;
                         break;
+                case ARG_SUBJECT_PREFIX:
+                        if (!export_prefix_valid(optarg))
+                                return log_usage("invalid subject prefix '%s': NATS subject tokens of "
+                                                 "letters, digits, '_' and '-', separated by '.'",
+                                                 optarg);
+                        a->export.subject_prefix = optarg;
+                        a->options |= OPT_SUBJECT_PREFIX;
+                        break;
+                case ARG_BUFFER_SIZE:
+                        if (parse_int(optarg, &v) < 0 || v < 1 || v > 65536)
+                                return log_usage("invalid --buffer-size '%s': megabytes, 1 to 65536",
+                                                 optarg);
+                        a->export.buffer_size = (size_t) v << 20;
+                        a->options |= OPT_BUFFER_SIZE;
+                        break;
+                case ARG_BATCH_SIZE:
+                        if (parse_int(optarg, &v) < 0 || v > (int) (EXPORT_BATCH_SIZE_MAX >> 10))
+                                return log_usage("invalid --batch-size '%s': kilobytes, 0 to %u", optarg,
+                                                 EXPORT_BATCH_SIZE_MAX >> 10);
+                        a->export.batch_size = (size_t) v << 10;
+                        a->options |= OPT_BATCH_SIZE;
+                        break;
+                case ARG_CREDS:
+                        a->export.creds = optarg;
+                        a->options |= OPT_CREDS;
+                        break;
+                case ARG_TLS_CA:
+                        a->export.tls_ca = optarg;
+                        a->options |= OPT_TLS_CA;
+                        break;
+                case ARG_CREATE_STREAM:
+                        a->export.create_stream = true;
+                        a->options |= OPT_CREATE_STREAM;
+                        break;
+                case ARG_REPLICAS:
+                        if (parse_int(optarg, &v) < 0 || v < 1 || v > 5)
+                                return log_usage("invalid --replicas '%s': 1 to 5", optarg);
+                        a->export.replicas = v;
+                        a->options |= OPT_REPLICAS;
+                        break;
+                case ARG_STREAM:
+                        if (!*optarg || strpbrk(optarg, ". *>/\\\t"))
+                                return log_usage("invalid stream name '%s'", optarg);
+                        a->export.stream = optarg;
+                        a->options |= OPT_STREAM;
+                        break;
                 case ':':
                         return log_usage("option '%s' needs an argument", argv[optind - 1]);
                 default:
@@ -427,6 +557,8 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 if (a->options & ~verb->options & (1U << i))
                         return log_usage("%s does not apply to %s", option_names[i], verb->name);
 
+        if (verb->run == verb_export)
+                a->export.servers = argv[optind + 1];
         *ret_verb = verb;
         return 1;
 }
