@@ -20,33 +20,19 @@ static int fail(const char *what, natsStatus s) {
         return 1;
 }
 
-static int dump(jsCtx *js, const char *stream, uint64_t last) {
-        natsSubscription *sub = NULL;
-        jsSubOptions so;
-        natsStatus s;
-        uint64_t seq = 0;
-
-        if (last == 0)
-                return 0;
-        jsSubOptions_Init(&so);
-        so.Stream = stream;
-        so.Ordered = true;
-        so.Config.DeliverPolicy = js_DeliverAll;
-        s = js_SubscribeSync(&sub, js, ">", NULL, &so, NULL);
-        if (s != NATS_OK)
-                return fail("cannot subscribe", s);
-        while (seq < last) {
+/* Message by message with js_GetMsg: no consumer state that a leader change could disturb. */
+static int dump(jsCtx *js, const char *stream, uint64_t first, uint64_t last) {
+        for (uint64_t seq = first; seq > 0 && seq <= last; seq++) {
                 natsMsg *msg = NULL;
-                jsMsgMetaData *meta = NULL;
+                jsErrCode jerr = 0;
                 const char *id = "", *p, *end;
+                natsStatus s;
 
-                s = natsSubscription_NextMsg(&msg, sub, 10000);
+                s = js_GetMsg(&msg, js, stream, seq, NULL, &jerr);
+                if (s == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr)
+                        continue; /* deleted */
                 if (s != NATS_OK)
-                        return fail("no next message", s);
-                if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
-                        seq = meta->Sequence.Stream;
-                        jsMsgMetaData_Destroy(meta);
-                }
+                        return fail("cannot get a message", s);
                 (void) natsMsgHeader_Get(msg, "Nats-Msg-Id", &id);
                 p = natsMsg_GetData(msg);
                 end = p + natsMsg_GetDataLength(msg);
@@ -59,7 +45,6 @@ static int dump(jsCtx *js, const char *stream, uint64_t last) {
                 }
                 natsMsg_Destroy(msg);
         }
-        natsSubscription_Destroy(sub);
         return fflush(stdout) == 0 ? 0 : 1;
 }
 
@@ -69,6 +54,8 @@ int main(int argc, char *argv[]) {
         jsStreamInfo *si = NULL;
         jsCtx *js = NULL;
         jsErrCode jerr = 0;
+        const char *urls[16];
+        int n_urls = 0;
         natsStatus s;
         int r = 1;
 
@@ -76,9 +63,12 @@ int main(int argc, char *argv[]) {
                 fprintf(stderr, "usage: nats-consume URLS STREAM dump|leader|count\n");
                 return 2;
         }
+        for (char *save = NULL, *u = strtok_r(argv[1], ",", &save); u && n_urls < 16;
+             u = strtok_r(NULL, ",", &save))
+                urls[n_urls++] = u;
         s = natsOptions_Create(&opts);
         if (s == NATS_OK)
-                s = natsOptions_SetURL(opts, argv[1]);
+                s = natsOptions_SetServers(opts, urls, n_urls);
         if (s == NATS_OK)
                 s = natsConnection_Connect(&nc, opts);
         if (s == NATS_OK)
@@ -96,7 +86,7 @@ int main(int argc, char *argv[]) {
                 printf("%" PRIu64 "\n", si->State.Msgs);
                 r = 0;
         } else if (strcmp(argv[3], "dump") == 0)
-                r = dump(js, argv[2], si->State.LastSeq);
+                r = dump(js, argv[2], si->State.FirstSeq, si->State.LastSeq);
         jsStreamInfo_Destroy(si);
         jsCtx_Destroy(js);
         natsConnection_Destroy(nc);
