@@ -626,6 +626,11 @@ static int stream_check(Exporter *e, const char *stream) {
                 jsStreamInfo_Destroy(si);
                 return 0;
         }
+        if (s == NATS_NO_RESPONDERS) {
+                log_error("no JetStream on the NATS servers (nobody answers its API)");
+                fprintf(stderr, "Enable it in the servers' configuration: 'jetstream { store_dir: … }'.\n");
+                return -EPROTONOSUPPORT;
+        }
         if (jerr != JSStreamNotFoundErr && s != NATS_NOT_FOUND)
                 return log_nats(s, "cannot look up the JetStream stream");
         if (!e->o->create_stream) {
