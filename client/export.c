@@ -80,7 +80,8 @@ typedef struct Exporter {
         pthread_mutex_t lock;
         pthread_cond_t cond;
         /* Everything below is under lock. */
-        Batch *ready; /* sealed, in seq order */
+        Batch *ready;      /* sealed, in seq order */
+        Batch *ready_last; /* its tail: sealing is O(1) however long the backlog */
         Batch *inflight;
         size_t n_inflight;
         size_t held; /* bytes of records in open, ready and in-flight batches */
@@ -135,20 +136,22 @@ static void ready_insert(Exporter *e, Batch *b) {
                 p = &(*p)->next;
         b->next = *p;
         *p = b;
+        if (!b->next)
+                e->ready_last = b;
         pthread_cond_signal(&e->cond);
 }
 
 static void batch_seal(Exporter *e, Subject *s) {
         Batch *b = s->open;
-        Batch **p = &e->ready;
 
         s->open = NULL;
         b->seq = ++e->next_seq;
-        /* The newest batch goes last; walking the list is fine, it is short while the cluster is up. */
-        while (*p)
-                p = &(*p)->next;
         b->next = NULL;
-        *p = b;
+        if (e->ready_last)
+                e->ready_last->next = b;
+        else
+                e->ready = b;
+        e->ready_last = b;
         pthread_cond_signal(&e->cond);
 }
 
@@ -443,6 +446,8 @@ static void *publisher(void *userdata) {
                 }
 
                 e->ready = b->next;
+                if (!e->ready)
+                        e->ready_last = NULL;
                 b->next = e->inflight;
                 e->inflight = b;
                 e->n_inflight++;

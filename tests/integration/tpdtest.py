@@ -971,8 +971,9 @@ class NatsCluster:
         self.procs = [None] * n
         self.runs = [0] * n
         self.urls = ','.join(f'nats://127.0.0.1:{p}' for p in self.client_ports)
+        self.dir = os.path.join(ctx.tmpdir, ctx.unique_name('-nats'))
         for i in range(n):
-            d = os.path.join(ctx.tmpdir, f'nats-{self.names[i]}')
+            d = os.path.join(self.dir, self.names[i])
             os.makedirs(os.path.join(d, 'js'))
             conf = [f'server_name: {self.names[i]}',
                     f'listen: 127.0.0.1:{self.client_ports[i]}',
@@ -986,7 +987,7 @@ class NatsCluster:
                 f.write('\n'.join(conf) + '\n')
 
     def conf(self, i):
-        return os.path.join(self.ctx.tmpdir, f'nats-{self.names[i]}', 'nats.conf')
+        return os.path.join(self.dir, self.names[i], 'nats.conf')
 
     def start(self, nodes=None, timeout=30.0):
         nodes = range(self.n) if nodes is None else nodes
