@@ -668,6 +668,7 @@ static int stream_check(Exporter *e, const char *stream) {
         return 0;
 }
 
+/* After libnats is closed: its threads call on_ack until then, and on_ack walks the lists. */
 static void exporter_done(Exporter *e) {
         for (size_t i = 0; i < e->n_subjects; i++) {
                 batch_free(e->subjects[i]->open);
@@ -685,9 +686,6 @@ static void exporter_done(Exporter *e) {
                 batch_free(b);
         }
         free(e->base);
-        jsCtx_Destroy(e->js);
-        natsConnection_Destroy(e->nc);
-        natsOptions_Destroy(e->nopts);
 }
 
 /* Splits buf into lines; returns the bytes consumed (the partial last line stays). */
@@ -875,10 +873,16 @@ finish:
                           held_records);
         }
         /* libnats' threads may still call back into e until the connection is gone. */
+        pthread_mutex_lock(&e.lock);
+        e.stopping = true;
+        pthread_mutex_unlock(&e.lock);
         if (e.nc)
                 natsConnection_Close(e.nc);
-        exporter_done(&e);
+        jsCtx_Destroy(e.js);
+        natsConnection_Destroy(e.nc);
+        natsOptions_Destroy(e.nopts);
         nats_CloseAndWait(2000);
+        exporter_done(&e);
         pthread_cond_destroy(&e.cond);
         pthread_mutex_destroy(&e.lock);
         return status;
