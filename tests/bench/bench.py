@@ -659,7 +659,7 @@ class Bench:
         export_cpu = (runtime_ns(export.pid) or 0) - export0
         export.finish(signal.SIGTERM, 20, 'tpctl export')
         summary = export.stderr_text().strip().splitlines()[-1]
-        rows = cluster.records(prefix.upper(), full=())
+        rows = cluster.records(prefix.upper(), full=(), timeout=600)
         delivered = sum(1 for _, _, r in rows if r.get('pid') == pid)
         lost = {}
         for _, _, r in rows:

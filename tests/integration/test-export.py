@@ -229,6 +229,32 @@ def outage_run(ctx, cluster):
     tpd.stop()
 
 
+def usage_errors(ctx, cluster):
+    """Bad options exit 2; a missing stream is an error that says how to create it (exit 1)."""
+    tpctl = T.env_program('TPCTL')
+
+    def run(*args):
+        return subprocess.run([tpctl, '--socket', os.path.join(ctx.tmpdir, 'none.sock'), 'export', *args],
+                              capture_output=True, text=True, timeout=30)
+    for args, what in (((cluster.urls, '--create-stream'), '--create-stream without --replicas'),
+                       ((cluster.urls, '--replicas', '3'), '--replicas without --create-stream'),
+                       ((cluster.urls, '--subject-prefix', 'a..b'), 'an empty subject token'),
+                       ((cluster.urls, '--subject-prefix', 'a*'), 'a wildcard in the prefix'),
+                       ((cluster.urls, '--buffer-size', '0'), '--buffer-size 0'),
+                       ((cluster.urls, '--batch-size', '513'), '--batch-size above 512'),
+                       ((cluster.urls, '--print'), '--print'),
+                       ((), 'no server')):
+        r = run(*args)
+        check(r.returncode == 2, f'tpctl export with {what}: exit {r.returncode}, expected 2; {r.stderr.strip()!r}')
+    r = run(cluster.urls, '--stream', 'TPDNONE')
+    check(r.returncode == 1 and "stream 'TPDNONE' does not exist" in r.stderr and '--create-stream' in r.stderr,
+          f'tpctl export to a missing stream: exit {r.returncode}, stderr {r.stderr.strip()!r}')
+    port, = T.free_ports(1)
+    r = run(f'nats://127.0.0.1:{port}')
+    check(r.returncode == 1 and 'cannot connect to NATS' in r.stderr,
+          f'tpctl export to no server: exit {r.returncode}, stderr {r.stderr.strip()!r}')
+
+
 def main(ctx):
     cluster = T.NatsCluster(ctx, 3)
     if not os.environ.get('NATS_CONSUME'):
@@ -236,8 +262,9 @@ def main(ctx):
     t0 = time.monotonic()
     cluster.start()
     log(f'3-node JetStream cluster healthy after {time.monotonic() - t0:.1f} s: {cluster.urls}')
-    phases = os.environ.get('TPD_TEST_EXPORT_PHASES', 'exact,failover,outage').split(',')
-    for name, run in (('exact', exact_run), ('failover', failover_run), ('outage', outage_run)):
+    phases = os.environ.get('TPD_TEST_EXPORT_PHASES', 'usage,exact,failover,outage').split(',')
+    for name, run in (('usage', usage_errors), ('exact', exact_run), ('failover', failover_run),
+                      ('outage', outage_run)):
         if name in phases:
             run(ctx, cluster)
     cluster.stop()

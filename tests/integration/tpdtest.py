@@ -1043,13 +1043,13 @@ class NatsCluster:
 
     _HEAD = re.compile(rb'\{"ts":(\d+),"cpu":(\d+),"event":"([^"]+)","pid":(\d+),')
 
-    def records(self, stream, full=('ftrace:print',)):
+    def records(self, stream, full=('ftrace:print',), timeout=60.0):
         """Every record in the stream: [(subject, msg_id, record dict)], in stream order. Records of
         events not in `full` are parsed only as far as ts, cpu, event and pid (json.loads of a
         million lines costs more than the test's budget)."""
         out = []
         t0 = time.monotonic()
-        data = self.consume(stream, 'dump')
+        data = self.consume(stream, 'dump', timeout)
         t1 = time.monotonic()
         for line in data.splitlines():
             subject, msg_id, rec = line.split(b'\t', 2)
