@@ -595,7 +595,17 @@ static int nats_setup(Exporter *e) {
         s = natsConnection_Connect(&e->nc, e->nopts);
         if (s != NATS_OK) {
                 log_nats(s, "cannot connect to NATS");
-                fprintf(stderr, "Servers: %s\n", e->o->servers);
+                fputs("Servers:", stderr);
+                for (int i = 0; i < n_urls; i++) {
+                        /* Never a password of a URL (nats://USER:PASSWORD@HOST) in a log. */
+                        const char *at = strchr(urls[i], '@'), *scheme = strstr(urls[i], "://");
+
+                        if (at && scheme && scheme < at)
+                                fprintf(stderr, " %.*s…@%s", (int) (scheme + 3 - urls[i]), urls[i], at + 1);
+                        else
+                                fprintf(stderr, " %s", urls[i]);
+                }
+                fputc('\n', stderr);
                 return -ECONNREFUSED;
         }
         e->connected = true;
