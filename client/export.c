@@ -408,17 +408,28 @@ static void on_disconnected(natsConnection *nc, void *userdata) {
                           e->o->buffer_size);
 }
 
+/* A URL for messages: never a password of it (nats://USER:PASSWORD@HOST). */
+static void url_redact(const char *url, char *buf, size_t size) {
+        const char *at = strrchr(url, '@'), *scheme = strstr(url, "://");
+
+        if (at && scheme && scheme < at)
+                (void) snprintf(buf, size, "%.*s…@%s", (int) (scheme + 3 - url), url, at + 1);
+        else
+                (void) snprintf(buf, size, "%s", url);
+}
+
 static void on_reconnected(natsConnection *nc, void *userdata) {
         Exporter *e = userdata;
-        char url[256] = "";
+        char url[256] = "", shown[256];
 
         (void) natsConnection_GetConnectedUrl(nc, url, sizeof(url));
+        url_redact(url, shown, sizeof(shown));
         pthread_mutex_lock(&e->lock);
         e->connected = true;
         e->retry_at = 0;
         pthread_cond_signal(&e->cond);
         pthread_mutex_unlock(&e->lock);
-        log_error("reconnected to NATS at %s", url);
+        log_error("reconnected to NATS at %s", shown);
 }
 
 static int64_t reconnect_delay(natsConnection *nc, int attempts, void *userdata) {
@@ -597,13 +608,10 @@ static int nats_setup(Exporter *e) {
                 log_nats(s, "cannot connect to NATS");
                 fputs("Servers:", stderr);
                 for (int i = 0; i < n_urls; i++) {
-                        /* Never a password of a URL (nats://USER:PASSWORD@HOST) in a log. */
-                        const char *at = strchr(urls[i], '@'), *scheme = strstr(urls[i], "://");
+                        char shown[512];
 
-                        if (at && scheme && scheme < at)
-                                fprintf(stderr, " %.*s…@%s", (int) (scheme + 3 - urls[i]), urls[i], at + 1);
-                        else
-                                fprintf(stderr, " %s", urls[i]);
+                        url_redact(urls[i], shown, sizeof(shown));
+                        fprintf(stderr, " %s", shown);
                 }
                 fputc('\n', stderr);
                 return -ECONNREFUSED;
