@@ -177,7 +177,7 @@ def failover_run(ctx, cluster):
     log(f'killing the stream leader {cluster.names[leader]}')
     cluster.stop([leader], signal.SIGKILL)
     time.sleep(1.0)
-    cluster.start([leader])
+    cluster.start([leader], timeout=60)
     log(f'{cluster.names[leader]} back; leader now {cluster.names[cluster.leader(export.stream)]}')
     gen.wait_done(timeout=60)
     books, count = wait_records(cluster, export.stream, export.prefix, pid, go_ts, n, 60)
@@ -202,7 +202,9 @@ def outage_run(ctx, cluster):
     cluster.stop()
     log('cluster stopped')
     time.sleep(outage)
-    cluster.start()
+    # A whole cluster coming back takes 2 to 25 s here before JetStream is healthy (meta and stream
+    # leaders elected, replicas current), depending on the machine's load.
+    cluster.start(timeout=60)
     log('cluster back')
     gen.wait_done(timeout=60)
     # Written once export caught up after the outage: they must arrive without anyone touching export.
