@@ -18,6 +18,7 @@
 #include "build-config.h"
 #include "connection.h"
 #include "copy.h"
+#include "export.h"
 #include "log.h"
 #include "metrics.h"
 #include "output.h"
@@ -108,6 +109,7 @@ typedef struct Args {
         uint64_t iterations;
         uint64_t delay_usec;
         TopSort sort;
+        ExportOptions export;
 } Args;
 
 static void args_done(Args *a) {
@@ -129,6 +131,14 @@ enum {
         OPT_ITERATIONS = 1 << 8,
         OPT_DELAY = 1 << 9,
         OPT_SORT = 1 << 10,
+        OPT_SUBJECT_PREFIX = 1 << 11,
+        OPT_BUFFER_SIZE = 1 << 12,
+        OPT_BATCH_SIZE = 1 << 13,
+        OPT_CREDS = 1 << 14,
+        OPT_TLS_CA = 1 << 15,
+        OPT_CREATE_STREAM = 1 << 16,
+        OPT_REPLICAS = 1 << 17,
+        OPT_STREAM = 1 << 18,
 };
 
 static const char *const option_names[] = {
@@ -143,6 +153,14 @@ static const char *const option_names[] = {
         "--iterations",
         "--delay",
         "--sort",
+        "--subject-prefix",
+        "--buffer-size",
+        "--batch-size",
+        "--creds",
+        "--tls-ca",
+        "--create-stream",
+        "--replicas",
+        "--stream",
 };
 
 /* Sends method with params (taken over) and prints the reply: as JSON with --json, else with print
@@ -317,9 +335,36 @@ static int verb_stream(const Args *a, char **args, size_t n) {
         return EXIT_FAILURE;
 }
 
+/* The Stream parameters of stream's options, for export (the same selection as stream). */
+static json_object *stream_params(const Args *a, char **args, size_t n) {
+        json_object *params = json_object_new_object();
+
+        if (!params ||
+            (a->n_events + n > 0 &&
+             json_add_strings(params, "events", a->events, a->n_events, args, n) < 0) ||
+            (a->n_pids > 0 && json_add_ints(params, "pids", a->pids, a->n_pids) < 0) ||
+            (a->n_cpus > 0 && json_add_ints(params, "cpus", a->cpus, a->n_cpus) < 0) ||
+            (a->filter && json_add(params, "filter", json_object_new_string(a->filter)) < 0)) {
+                json_object_put(params);
+                return NULL;
+        }
+        return params;
+}
+
+static int verb_export(const Args *a, char **args, size_t n) {
+        json_object *params;
+
+        if (a->export.create_stream != (a->export.replicas > 0))
+                return usage_error("--create-stream and --replicas N go together");
+        params = stream_params(a, NULL, 0);
+        if (!params)
+                return exit_status(log_oom());
+        return export_run(a->socket_path, params, &a->export);
+}
+
 static int verb_record(const Args *a, char **args, size_t n) {
-        _cleanup_(json_object_putp) json_object *params = json_object_new_object();
         RecordOptions o = a->record;
+        json_object *params;
 
         if (!o.output)
                 return usage_error("record needs -o FILE");
@@ -333,14 +378,10 @@ static int verb_record(const Args *a, char **args, size_t n) {
                 return usage_error("--format takes dat or ndjson, not '%s'", a->format);
         if (o.file_version == 0)
                 o.file_version = 6;
-        if (!params ||
-            (a->n_events + n > 0 &&
-             json_add_strings(params, "events", a->events, a->n_events, args, n) < 0) ||
-            (a->n_pids > 0 && json_add_ints(params, "pids", a->pids, a->n_pids) < 0) ||
-            (a->n_cpus > 0 && json_add_ints(params, "cpus", a->cpus, a->n_cpus) < 0) ||
-            (a->filter && json_add(params, "filter", json_object_new_string(a->filter)) < 0))
+        params = stream_params(a, args, n);
+        if (!params)
                 return exit_status(log_oom());
-        return record_run(a->socket_path, TAKE_PTR(params), &o);
+        return record_run(a->socket_path, params, &o);
 }
 
 static int verb_replay(const Args *a, char **args, size_t n) {
@@ -394,6 +435,10 @@ static const Verb verbs[] = {
         { "replay", 1, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT, verb_replay },
         { "metrics", 0, 0, OPT_OPENMETRICS, verb_metrics },
         { "top", 0, 0, OPT_ITERATIONS | OPT_DELAY | OPT_SORT, verb_top },
+        { "export", 1, 1,
+          OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_SUBJECT_PREFIX | OPT_BUFFER_SIZE |
+                  OPT_BATCH_SIZE | OPT_CREDS | OPT_TLS_CA | OPT_CREATE_STREAM | OPT_REPLICAS | OPT_STREAM,
+          verb_export },
 };
 
 static void help(void) {
@@ -423,6 +468,9 @@ static void help(void) {
                "  top                        Show events and their busiest processes by rate, refreshed\n"
                "                             every second; keys r t l n sort by rate, total, lost, name,\n"
                "                             q quits; lines of key=value when stdout is no terminal\n"
+               "  export nats://HOST:PORT[,…]\n"
+               "                             Publish the records into NATS JetStream until interrupted,\n"
+               "                             as PREFIX.HOST.SYSTEM.EVENT and PREFIX.HOST.lost\n"
                "\n"
                "Options:\n"
                "  -h --help                  Show this help\n"
@@ -458,13 +506,27 @@ static void help(void) {
                "  -n --iterations=N          top: refresh N times, then exit\n"
                "  -d --delay=SECONDS         top: time between refreshes (default 1, at least 0.1)\n"
                "     --sort=KEY              top: rate (default), total, lost or name\n"
+               "  export also takes -e, -p, -c and -f (which records), and:\n"
+               "     --subject-prefix=P      first subject token (default: %s)\n"
+               "     --stream=NAME           JetStream stream (default: the prefix in capitals)\n"
+               "     --create-stream --replicas=N\n"
+               "                             create the stream (subjects P.>) if it is missing; without\n"
+               "                             it, a missing stream is an error\n"
+               "     --buffer-size=MB        records held while the cluster does not take them (default\n"
+               "                             %u); beyond it they are counted as lost, cause \"export\"\n"
+               "     --batch-size=KB         bytes of records per message (default %u, at most %u);\n"
+               "                             0: one record per message\n"
+               "     --creds=FILE            NATS credentials file (user JWT and NKey seed)\n"
+               "     --tls-ca=FILE           use TLS, verifying the servers with these CA certificates\n"
                "\n"
                "Exit status:\n"
                "  0   success; also when a stream ends by SIGINT or SIGTERM, or its reader goes away\n"
                "  1   tpd answered with an error, or another failure\n"
                "  2   wrong usage\n"
                "  %d  tpd cannot be reached, or it closed the stream\n",
-               TPD_INTERFACE, TPD_SOCKET_ENV, TPD_SOCKET_DEFAULT, TPD_EXIT_DAEMON_GONE);
+               TPD_INTERFACE, TPD_SOCKET_ENV, TPD_SOCKET_DEFAULT, EXPORT_SUBJECT_PREFIX_DEFAULT,
+               EXPORT_BUFFER_SIZE_DEFAULT >> 20, EXPORT_BATCH_SIZE_DEFAULT >> 10,
+               EXPORT_BATCH_SIZE_MAX >> 10, TPD_EXIT_DAEMON_GONE);
 }
 
 static int parse_int(const char *s, int *ret) {
@@ -539,38 +601,61 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 ARG_NO_LEGEND,
                 ARG_OPENMETRICS,
                 ARG_SORT,
+                ARG_SUBJECT_PREFIX,
+                ARG_BUFFER_SIZE,
+                ARG_BATCH_SIZE,
+                ARG_CREDS,
+                ARG_TLS_CA,
+                ARG_CREATE_STREAM,
+                ARG_REPLICAS,
+                ARG_STREAM,
         };
-        static const struct option options[] = { { "help", no_argument, NULL, 'h' },
-                                                 { "version", no_argument, NULL, ARG_VERSION },
-                                                 { "socket", required_argument, NULL, ARG_SOCKET },
-                                                 { "json", optional_argument, NULL, ARG_JSON },
-                                                 { "no-pager", no_argument, NULL, ARG_NO_PAGER },
-                                                 { "no-legend", no_argument, NULL, ARG_NO_LEGEND },
-                                                 { "openmetrics", no_argument, NULL, ARG_OPENMETRICS },
-                                                 { "filter", required_argument, NULL, 'f' },
-                                                 { "all", no_argument, NULL, ARG_ALL },
-                                                 { "event", required_argument, NULL, 'e' },
-                                                 { "pid", required_argument, NULL, 'p' },
-                                                 { "cpu", required_argument, NULL, 'c' },
-                                                 { "print", no_argument, NULL, ARG_PRINT },
-                                                 { "output", required_argument, NULL, 'o' },
-                                                 { "duration", required_argument, NULL, ARG_DURATION },
-                                                 { "size", required_argument, NULL, ARG_SIZE },
-                                                 { "format", required_argument, NULL, ARG_FORMAT },
-                                                 { "rotate-size", required_argument, NULL, ARG_ROTATE_SIZE },
-                                                 { "rotate-time", required_argument, NULL, ARG_ROTATE_TIME },
-                                                 { "keep", required_argument, NULL, ARG_KEEP },
-                                                 { "file-version", required_argument, NULL,
-                                                   ARG_FILE_VERSION },
-                                                 { "no-kallsyms", no_argument, NULL, ARG_NO_KALLSYMS },
-                                                 { "quiet", no_argument, NULL, 'q' },
-                                                 { "iterations", required_argument, NULL, 'n' },
-                                                 { "delay", required_argument, NULL, 'd' },
-                                                 { "sort", required_argument, NULL, ARG_SORT },
-                                                 {} };
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, ARG_VERSION },
+                { "socket", required_argument, NULL, ARG_SOCKET },
+                { "json", optional_argument, NULL, ARG_JSON },
+                { "no-pager", no_argument, NULL, ARG_NO_PAGER },
+                { "no-legend", no_argument, NULL, ARG_NO_LEGEND },
+                { "openmetrics", no_argument, NULL, ARG_OPENMETRICS },
+                { "filter", required_argument, NULL, 'f' },
+                { "all", no_argument, NULL, ARG_ALL },
+                { "event", required_argument, NULL, 'e' },
+                { "pid", required_argument, NULL, 'p' },
+                { "cpu", required_argument, NULL, 'c' },
+                { "print", no_argument, NULL, ARG_PRINT },
+                { "output", required_argument, NULL, 'o' },
+                { "duration", required_argument, NULL, ARG_DURATION },
+                { "size", required_argument, NULL, ARG_SIZE },
+                { "format", required_argument, NULL, ARG_FORMAT },
+                { "rotate-size", required_argument, NULL, ARG_ROTATE_SIZE },
+                { "rotate-time", required_argument, NULL, ARG_ROTATE_TIME },
+                { "keep", required_argument, NULL, ARG_KEEP },
+                { "file-version", required_argument, NULL, ARG_FILE_VERSION },
+                { "no-kallsyms", no_argument, NULL, ARG_NO_KALLSYMS },
+                { "quiet", no_argument, NULL, 'q' },
+                { "iterations", required_argument, NULL, 'n' },
+                { "delay", required_argument, NULL, 'd' },
+                { "sort", required_argument, NULL, ARG_SORT },
+                { "subject-prefix", required_argument, NULL, ARG_SUBJECT_PREFIX },
+                { "buffer-size", required_argument, NULL, ARG_BUFFER_SIZE },
+                { "batch-size", required_argument, NULL, ARG_BATCH_SIZE },
+                { "creds", required_argument, NULL, ARG_CREDS },
+                { "tls-ca", required_argument, NULL, ARG_TLS_CA },
+                { "create-stream", no_argument, NULL, ARG_CREATE_STREAM },
+                { "replicas", required_argument, NULL, ARG_REPLICAS },
+                { "stream", required_argument, NULL, ARG_STREAM },
+                {}
+        };
         const Verb *verb = NULL;
         size_t n;
-        int c;
+        int c, v;
+
+        a->export = (ExportOptions){
+                .subject_prefix = EXPORT_SUBJECT_PREFIX_DEFAULT,
+                .buffer_size = EXPORT_BUFFER_SIZE_DEFAULT,
+                .batch_size = EXPORT_BATCH_SIZE_DEFAULT,
+        };
 
         /* argc bounds every list, so they never grow. */
         a->events = calloc(argc, sizeof(*a->events));
@@ -693,10 +778,10 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                         a->options |= OPT_RECORD;
                         break;
                 case 'n': {
-                        int v;
-                        if (parse_int(optarg, &v) < 0 || v == 0)
+                        int iterations;
+                        if (parse_int(optarg, &iterations) < 0 || iterations == 0)
                                 return log_usage("invalid number of iterations '%s'", optarg);
-                        a->iterations = (uint64_t) v;
+                        a->iterations = (uint64_t) iterations;
                         a->options |= OPT_ITERATIONS;
                         break;
                 }
@@ -709,6 +794,52 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                         if (top_sort_from_string(optarg, &a->sort) < 0)
                                 return log_usage("invalid sort key '%s': rate, total, lost or name", optarg);
                         a->options |= OPT_SORT;
+                        break;
+                case ARG_SUBJECT_PREFIX:
+                        if (!export_prefix_valid(optarg))
+                                return log_usage("invalid subject prefix '%s': NATS subject tokens of "
+                                                 "letters, digits, '_' and '-', separated by '.'",
+                                                 optarg);
+                        a->export.subject_prefix = optarg;
+                        a->options |= OPT_SUBJECT_PREFIX;
+                        break;
+                case ARG_BUFFER_SIZE:
+                        if (parse_int(optarg, &v) < 0 || v < 1 || v > 65536)
+                                return log_usage("invalid --buffer-size '%s': megabytes, 1 to 65536",
+                                                 optarg);
+                        a->export.buffer_size = (size_t) v << 20;
+                        a->options |= OPT_BUFFER_SIZE;
+                        break;
+                case ARG_BATCH_SIZE:
+                        if (parse_int(optarg, &v) < 0 || v > (int) (EXPORT_BATCH_SIZE_MAX >> 10))
+                                return log_usage("invalid --batch-size '%s': kilobytes, 0 to %u", optarg,
+                                                 EXPORT_BATCH_SIZE_MAX >> 10);
+                        a->export.batch_size = (size_t) v << 10;
+                        a->options |= OPT_BATCH_SIZE;
+                        break;
+                case ARG_CREDS:
+                        a->export.creds = optarg;
+                        a->options |= OPT_CREDS;
+                        break;
+                case ARG_TLS_CA:
+                        a->export.tls_ca = optarg;
+                        a->options |= OPT_TLS_CA;
+                        break;
+                case ARG_CREATE_STREAM:
+                        a->export.create_stream = true;
+                        a->options |= OPT_CREATE_STREAM;
+                        break;
+                case ARG_REPLICAS:
+                        if (parse_int(optarg, &v) < 0 || v < 1 || v > 5)
+                                return log_usage("invalid --replicas '%s': 1 to 5", optarg);
+                        a->export.replicas = v;
+                        a->options |= OPT_REPLICAS;
+                        break;
+                case ARG_STREAM:
+                        if (!*optarg || strpbrk(optarg, ". *>/\\\t"))
+                                return log_usage("invalid stream name '%s'", optarg);
+                        a->export.stream = optarg;
+                        a->options |= OPT_STREAM;
                         break;
                 case ':':
                         return log_usage("option '%s' needs an argument", argv[optind - 1]);
@@ -740,6 +871,8 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 if (a->options & ~verb->options & (1U << i))
                         return log_usage("%s does not apply to %s", option_names[i], verb->name);
 
+        if (verb->run == verb_export)
+                a->export.servers = argv[optind + 1];
         *ret_verb = verb;
         return 1;
 }

@@ -44,9 +44,10 @@ BUILD_PROGRAMS = {
     'GEN_GETPPID': 'tests/integration/gen-getppid',
     'GEN_MARKER': 'tests/integration/gen-marker',
     'GEN_PINGPONG': 'tests/integration/gen-pingpong',
+    'NATS_CONSUME': 'tests/integration/nats-consume',
 }
 TRACERS = ('tpd1', 'tpd8', 'tpdcount', 'tpdtop', 'tpd-record', 'tc-record', 'tc-stream', 'perf')
-WORKLOADS = ('getppid', 'pingpong', 'latency', 'idle', 'startup')
+WORKLOADS = ('getppid', 'pingpong', 'latency', 'idle', 'startup', 'export')
 CLK_TCK = os.sysconf('SC_CLK_TCK')
 NS = 1_000_000_000
 CONSUMER_PIPE_SIZE = 1 << 20
@@ -656,6 +657,77 @@ class Bench:
             f'lost {row.get("lost")}, tracer {fmt(row["tracer_ns_per_event"])} ns/ev, '
             f'client {fmt(row["client_ns_per_event"])} ns/ev {"; ".join(row["notes"] + row["warnings"])}')
 
+    # --- tpctl export into NATS JetStream
+
+    def export_run(self, rate, seconds, nodes, batch_kb):
+        """A paced getppid load exported by `tpctl export` into a JetStream cluster of `nodes` on this
+        machine (stream with as many replicas); delivered = records read back from the stream. tracer:
+        tpd; client: tpctl export; the nats-servers' CPU is in the notes."""
+        n = int(rate * seconds)
+        load = Load('export', f'getppid {n:,} at {rate:,}/s → JetStream ({nodes} node{"s" if nodes > 1 else ""}, '
+                    f'R{nodes})', 'syscalls:sys_enter_getppid')
+        # The servers may use both CPUs, like a cluster of its own would; tpd and export stay on CPU 1.
+        mask = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, set(T.online_cpus()))
+        try:
+            cluster = T.NatsCluster(self.ctx, nodes).start()
+        finally:
+            os.sched_setaffinity(0, mask)
+        tpd = self.new_tpd()
+        gen = self.ctx.gen('GEN_GETPPID', '--count', n, '--cpu', GEN_CPU, '--rate', rate)
+        pid, = gen.pids()
+        tpd.tpctl_ok('enable', load.event, '--filter', f'common_pid == {pid}')
+        prefix = f'bench{nodes}n{batch_kb}b'
+        export = Child(self.ctx, 'tpctl-export', [T.env_program('TPCTL'), '--socket', tpd.socket, 'export',
+                                                  cluster.urls, '--subject-prefix', prefix, '--create-stream',
+                                                  '--replicas', str(nodes), '-e', load.event, '--batch-size',
+                                                  str(batch_kb)],
+                       stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while 'exporting to' not in export.stderr_text():
+            check(export.running() and time.monotonic() < deadline, f'tpctl export did not start: {export.stderr_text()}')
+            time.sleep(0.1)
+        tpd.wait_streams(1, [export])
+        time.sleep(0.5)
+        nats_pids = [p.pid for p in cluster.procs]
+        stats0, cpu0 = tpd.stats(), tpd.cpu_ns()
+        nats0 = sum(tree_cpu_ns(p) for p in nats_pids)
+        export0 = runtime_ns(export.pid) or 0
+        elapsed = load_run_paced(gen, n)
+        # Drained = the stream's message count stops growing.
+        count, since = None, time.monotonic()
+        while time.monotonic() - since < 2.0 and time.monotonic() < deadline + 120:
+            c = cluster.consume(prefix.upper(), 'count')
+            if c != count:
+                count, since = c, time.monotonic()
+            time.sleep(0.2)
+        cpu1, stats1 = tpd.cpu_ns(), tpd.stats()
+        nats1 = sum(tree_cpu_ns(p) for p in nats_pids)
+        export_cpu = (runtime_ns(export.pid) or 0) - export0
+        export.finish(signal.SIGTERM, 20, 'tpctl export')
+        summary = export.stderr_text().strip().splitlines()[-1]
+        rows = cluster.records(prefix.upper(), full=(), timeout=600)
+        delivered = sum(1 for _, _, r in rows if r.get('pid') == pid)
+        lost = {}
+        for _, _, r in rows:
+            if 'lost' in r:
+                lost[r['cause']] = lost.get(r['cause'], 0) + r['lost']
+        messages = len({m for _, m, _ in rows})
+        tpd.stop(clear_pins=False)
+        cluster.stop()
+        delta = T.stats_delta(stats0, stats1)
+        row = self.row(load, f'tpd + tpctl export --batch-size {batch_kb}', T.written(delta), elapsed)
+        row.update({'streams': 1, 'delivered': delivered, 'delivered_source': 'records read back from JetStream',
+                    'lost': sum(lost.values()), 'lost_detail': lost, 'tracer_cpu_ns': cpu1 - cpu0,
+                    'client_cpu_ns': export_cpu, 'nats_cpu_ns': nats1 - nats0, 'messages': messages})
+        row['nats_ns_per_event'] = (nats1 - nats0) / delivered if delivered else None
+        row['notes'].append(f'{messages} messages ({delivered / messages if messages else 0:.0f} records each); '
+                            f'nats-server × {nodes}: {fmt(row["nats_ns_per_event"])} ns per record; lost {lost or 0}; '
+                            f'export says: {summary.removeprefix("tpctl: ")}')
+        if delivered + sum(lost.values()) != row['generated']:
+            row['warnings'].append(f'COUNT MISMATCH: delivered {delivered} + lost {lost} != written {row["generated"]}')
+        self.add(row)
+
     # --- trace-cmd
 
     def trace_cmd(self, load, mode):
@@ -859,6 +931,13 @@ class Bench:
                                   'rss_kb': proc_status(tpd.process.pid, 'VmRSS')})
             tpd.stop(clear_pins=False)
             time.sleep(0.1)
+
+
+def load_run_paced(gen, n):
+    gen.go()
+    _, count, elapsed_ns = gen.wait_done(timeout=120 + n / 20_000)
+    check(count == n, f'gen-getppid made {count} calls, expected {n}')
+    return elapsed_ns / NS
 
 
 class Load:
@@ -1117,6 +1196,9 @@ def parse_args():
     ap.add_argument('--profile', metavar='DIR', help='record `perf record --call-graph dwarf` of tpd during each '
                     'tpd run into DIR (with a perf report summary next to it); perf then shares CPU 1 with tpd, '
                     'so the costs of those runs are inflated')
+    ap.add_argument('--export-rate', type=int, default=100_000, help='getppid calls per second of the export runs '
+                    '(default 100,000)')
+    ap.add_argument('--export-seconds', type=float, help='length of the export runs (default 10; --quick 5)')
     ap.add_argument('--workloads', default=','.join(WORKLOADS), help=f'subset of {",".join(WORKLOADS)}')
     ap.add_argument('--tracers', default=','.join(TRACERS), help=f'subset of {",".join(TRACERS)}')
     o = ap.parse_args()
@@ -1126,6 +1208,7 @@ def parse_args():
     o.latency_seconds = o.latency_seconds or (5 if q else 10)
     o.idle_seconds = o.idle_seconds if o.idle_seconds is not None else (5 if q else 30)
     o.starts = o.starts if o.starts is not None else (3 if q else 5)
+    o.export_seconds = o.export_seconds or (5 if q else 10)
     o.repeat = max(1, o.repeat or (1 if q else 3))
     o.workloads = o.workloads.split(',')
     o.tracers = o.tracers.split(',')
@@ -1191,6 +1274,14 @@ def run_all(bench, o):
         bench.guarded(f'idle: {o.idle_seconds:g} s', bench.idle_run, o.idle_seconds)
     if 'startup' in o.workloads:
         bench.guarded(f'start-up: {o.starts} starts', bench.startup, o.starts)
+    if 'export' in o.workloads:
+        if not T.shutil.which('nats-server') and not os.path.exists('/usr/sbin/nats-server'):
+            bench.missing.add('nats-server is not installed (Debian package nats-server)')
+        else:
+            for nodes, batch in ((3, 64), (1, 64), (1, 0)):
+                bench.guarded(f'export: getppid at {o.export_rate}/s into a {nodes}-node JetStream cluster, '
+                              f'--batch-size {batch}', bench.export_run, o.export_rate, o.export_seconds, nodes,
+                              batch)
 
 
 class Interrupted(BaseException):
