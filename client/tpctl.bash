@@ -14,7 +14,7 @@ _tpctl_events() {
 }
 
 _tpctl() {
-        local commands='list describe enable disable status stream record replay top metrics call'
+        local commands='list describe enable disable status stream record replay top export metrics call'
         local global='-h --help --version --socket= --json= -j --no-legend --no-pager -q --quiet'
         local methods='io.tpd.tracing.ListEvents io.tpd.tracing.DescribeEvent io.tpd.tracing.Enable
                 io.tpd.tracing.Disable io.tpd.tracing.GetStatus io.tpd.tracing.Stream io.tpd.tracing.Record io.tpd.tracing.GetCounters
@@ -96,6 +96,7 @@ _tpctl() {
                 replay) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --print' ;;
                 metrics) opts+=' --openmetrics' ;;
                 top) opts+=' -n --iterations= -d --delay= --sort=' ;;
+                export) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --subject-prefix= --stream= --create-stream --replicas= --buffer-size= --batch-size= --creds= --tls-ca=' ;;
                 esac
                 mapfile -t reply < <(compgen -W "$opts" -- "$cur")
                 ;;
