@@ -105,6 +105,10 @@ def main(ctx):
     tag = f'tpdmetrics-{ctx.rand}'
     stream = tpd.stream()
     T.confirm_live([stream], lambda: tpd.marker('tpdtest-probe'))
+    # The books start once the stream is live: a probe written before tpd had the stream was
+    # drained with nobody to deliver it to.
+    stream.drain(lambda: True, timeout=5)
+    st0 = tpd.call('io.tpd.tracing.GetStatus')['parameters']
     gen = ctx.gen('GEN_MARKER', '--instance', tpd.instance, '--count', MARKERS, '--rate', 50000, tag)
     gen.pids()
     gen.wait_done(timeout=60)
@@ -160,11 +164,13 @@ def main(ctx):
         check(value('tpd_kernel_entries', cpu=cpu) == c['entries'], f'cpu {cpu} entries differ')
         for key in ('written', 'read', 'overrun', 'dropped'):
             check(value(f'tpd_kernel_{key}_total', cpu=cpu) == c[key], f'cpu {cpu} {key} differs')
-    written = sum(c['written'] for c in st['cpus'])
-    # One stream of everything: every record the kernel wrote was delivered or counted lost.
-    lost_total = sum(st['lost'][k] for k in ('overrun', 'client', 'unknown'))
-    check(written == st['delivered'] + lost_total and written >= MARKERS,
-          f'kernel written {written} != delivered {st["delivered"]} + lost {lost_total}')
+    written = sum(c['written'] for c in st['cpus']) - sum(c['written'] for c in st0['cpus'])
+    # One stream of everything: every record the kernel wrote since it was live was delivered or
+    # counted lost.
+    lost_total = sum(st['lost'][k] - st0['lost'][k] for k in ('overrun', 'client', 'unknown'))
+    delivered = st['delivered'] - st0['delivered']
+    check(written == delivered + lost_total and written >= MARKERS,
+          f'kernel written {written} != delivered {delivered} + lost {lost_total} since the stream was live')
     # The stream's connection and the caller's (tpctl metrics then, GetStatus now): both root's.
     check(value('tpd_connections', uid='0') == len(st['connections']) == 2,
           f'connections: {value("tpd_connections", uid="0")} vs {st["connections"]}')
