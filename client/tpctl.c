@@ -81,6 +81,7 @@ typedef struct Args {
         bool json;
         bool all;
         bool print;
+        bool symbolic;
         const char *filter;
         unsigned options; /* Option bits given, to check them against the command */
         char **events;
@@ -105,9 +106,11 @@ enum {
         OPT_PID = 1 << 3,
         OPT_CPU = 1 << 4,
         OPT_PRINT = 1 << 5,
+        OPT_SYMBOLIC = 1 << 6,
 };
 
-static const char *const option_names[] = { "--filter", "--all", "--event", "--pid", "--cpu", "--print" };
+static const char *const option_names[] = { "--filter", "--all",   "--event",   "--pid",
+                                            "--cpu",    "--print", "--symbolic" };
 
 /* Sends method with params (taken over) and prints the reply: as JSON with --json, else with print
  * (if any). */
@@ -226,7 +229,8 @@ static int verb_stream(const Args *a, char **args, size_t n) {
             (a->n_pids > 0 && json_add_ints(params, "pids", a->pids, a->n_pids) < 0) ||
             (a->n_cpus > 0 && json_add_ints(params, "cpus", a->cpus, a->n_cpus) < 0) ||
             (a->filter && json_add(params, "filter", json_object_new_string(a->filter)) < 0) ||
-            (a->print && json_add(params, "print", json_object_new_boolean(true)) < 0))
+            (a->print && json_add(params, "print", json_object_new_boolean(true)) < 0) ||
+            (a->symbolic && json_add(params, "symbolic", json_object_new_boolean(true)) < 0))
                 return exit_status(log_oom());
 
         /* A closed stdout (| head) must show up as EPIPE, to end quietly with 0. */
@@ -265,7 +269,8 @@ static const Verb verbs[] = {
         { "enable", 1, SIZE_MAX, OPT_FILTER, verb_enable },
         { "disable", 0, SIZE_MAX, OPT_ALL, verb_disable },
         { "status", 0, 0, 0, verb_status },
-        { "stream", 0, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT, verb_stream },
+        { "stream", 0, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT | OPT_SYMBOLIC,
+          verb_stream },
         { "call", 1, 2, 0, verb_call },
 };
 
@@ -301,6 +306,8 @@ static void help(void) {
                "  -p --pid=PID               stream: only records of process PID (repeatable)\n"
                "  -c --cpu=CPU               stream: only records of CPU (repeatable)\n"
                "     --print                 stream: add the kernel's formatted text as \"print\"\n"
+               "     --symbolic              stream: add \"sym\", readable forms of flags, symbols,\n"
+               "                             system calls and errnos (\"prev_state\":\"S\")\n"
                "\n"
                "Exit status:\n"
                "  0   success; also when a stream ends by SIGINT or SIGTERM, or its reader goes away\n"
@@ -332,6 +339,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 ARG_JSON,
                 ARG_ALL,
                 ARG_PRINT,
+                ARG_SYMBOLIC,
         };
         static const struct option options[] = { { "help", no_argument, NULL, 'h' },
                                                  { "version", no_argument, NULL, ARG_VERSION },
@@ -343,6 +351,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                                                  { "pid", required_argument, NULL, 'p' },
                                                  { "cpu", required_argument, NULL, 'c' },
                                                  { "print", no_argument, NULL, ARG_PRINT },
+                                                 { "symbolic", no_argument, NULL, ARG_SYMBOLIC },
                                                  {} };
         const Verb *verb = NULL;
         size_t n;
@@ -396,6 +405,10 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 case ARG_PRINT:
                         a->print = true;
                         a->options |= OPT_PRINT;
+                        break;
+                case ARG_SYMBOLIC:
+                        a->symbolic = true;
+                        a->options |= OPT_SYMBOLIC;
                         break;
                 case ':':
                         return log_usage("option '%s' needs an argument", argv[optind - 1]);

@@ -722,7 +722,7 @@ static int stream_slot_check(Manager *m, Peer *c) {
 }
 
 static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
-        static const char *const keys[] = { "events", "pids", "cpus", "filter", "print", NULL };
+        static const char *const keys[] = { "events", "pids", "cpus", "filter", "print", "symbolic", NULL };
         _cleanup_free_ char **names = NULL;
         _cleanup_free_ TracingEvent **events = NULL;
         _cleanup_free_ int64_t *pids = NULL, *cpus = NULL;
@@ -734,7 +734,7 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
         const char *filter = NULL;
         Stream *s = NULL;
         json_object *p;
-        bool print = false;
+        bool print = false, symbolic;
         int r;
 
         if (check_keys(c, call, keys) < 0)
@@ -753,6 +753,11 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
                 return invalid_parameter(c, "filter");
         if (varlink_param_bool(call->parameters, "print", &print) < 0)
                 return invalid_parameter(c, "print");
+        /* Absent (or null): the configuration's default. */
+        symbolic = m->config.symbolic;
+        if (json_object_object_get_ex(call->parameters, "symbolic", &p) && p &&
+            varlink_param_bool(call->parameters, "symbolic", &symbolic) < 0)
+                return invalid_parameter(c, "symbolic");
         for (size_t i = 0; i < n_cpus; i++)
                 if (cpus[i] < 0 || cpus[i] >= (int64_t) m->n_cpus)
                         return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "cpus",
@@ -777,6 +782,7 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
         if (r < 0)
                 return r;
         s->print = print;
+        s->symbolic = symbolic;
         for (size_t i = 0; i < n && r >= 0; i++)
                 r = stream_select_event(s, (unsigned) events[i]->format->id);
         for (size_t i = 0; i < n_pids && r >= 0; i++)

@@ -72,6 +72,7 @@ typedef struct Record {
         uint32_t cpu;
         uint16_t event_id;
         uint8_t kind;
+        uint8_t variant; /* what print_offset's line adds: DECODER_VARIANT_* bits (decode.h) */
         uint64_t lost;
         /* Of a lost record of the kernel's (overrun, dropped): its counter before these losses,
          * so that a stream started since is charged only with what came after its start. */

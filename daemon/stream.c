@@ -353,6 +353,11 @@ int stream_report_drops(Stream *s) {
         return r;
 }
 
+/* What the stream's lines add to the plain ones (DECODER_VARIANT_* bits). */
+static unsigned stream_variant(const Stream *s) {
+        return (s->print ? DECODER_VARIANT_PRINT : 0) | (s->symbolic ? DECODER_VARIANT_SYM : 0);
+}
+
 /* The part of a kernel's loss record that falls after the stream's start. */
 static uint64_t stream_loss_share(const Stream *s, const Record *rec) {
         uint64_t base, end = rec->lost_base + rec->lost;
@@ -384,8 +389,8 @@ static int stream_take(Stream *s, Decoder *d, Batch *b, size_t index, bool share
                 }
         }
 
-        if (s->print && rec->kind == RECORD_EVENT) {
-                r = decoder_encode_print(d, b, index);
+        if (stream_variant(s) && rec->kind == RECORD_EVENT) {
+                r = decoder_encode_variant(d, b, index, stream_variant(s));
                 if (r < 0)
                         return r;
                 rec = &b->records[index];
@@ -428,7 +433,7 @@ int stream_offer(Stream *s, Decoder *d, Batch *b, size_t index) {
 
 /* Whether the stream selects every record of the batch without looking at each. */
 static bool stream_takes_all(const Stream *s, const Batch *b) {
-        if (s->mode != STREAM_RAW || s->print || s->filter || s->n_pids > 0 || s->drops_pending)
+        if (s->mode != STREAM_RAW || stream_variant(s) || s->filter || s->n_pids > 0 || s->drops_pending)
                 return false;
         if (s->cpus && !bitmap_test(s->cpus, s->cpus_bits, b->records[0].cpu))
                 return false;
@@ -488,8 +493,8 @@ int stream_offer_batch(Stream *s, Decoder *d, Batch *b) {
 
                 if (!stream_matches(s, d, rec))
                         continue;
-                if (s->print && rec->kind == RECORD_EVENT) {
-                        r = decoder_encode_print(d, b, i);
+                if (stream_variant(s) && rec->kind == RECORD_EVENT) {
+                        r = decoder_encode_variant(d, b, i, stream_variant(s));
                         if (r < 0)
                                 return r;
                         rec = &b->records[i];

@@ -34,6 +34,7 @@ typedef struct Stream {
         size_t cpus_bits;
         struct tep_event_filter *filter;
         bool print;
+        bool symbolic; /* add "sym", the readable forms of integer fields */
 
         Queue queue;
         size_t max_bytes;
