@@ -819,6 +819,7 @@ typedef enum SymKind {
 typedef struct SymEntry {
         uint64_t value;
         const char *name; /* owned by the tep handle's format, which outlives the plan */
+        size_t len;
 } SymEntry;
 
 typedef struct SymNode {
@@ -828,6 +829,7 @@ typedef struct SymNode {
         uint16_t offset;
         uint64_t value;
         const char *text;
+        size_t text_len;
         struct SymNode *a, *b, *c;
         SymEntry *entries;
         size_t n_entries;
@@ -850,6 +852,10 @@ struct SymField {
         SymNode *args[SYM_ARGS_MAX];
         unsigned n_args;
         bool has_table; /* an argument goes through __print_flags or __print_symbolic */
+        /* The longest text the arguments can make, and whether all of their text is printable
+         * ASCII that JSON takes as it is: then it is written straight into the line. */
+        size_t max_len;
+        bool plain;
 };
 
 static SymNode *sym_node_free(SymNode *n) {
@@ -1018,7 +1024,7 @@ static int sym_compile_table(const struct tep_print_flag_sym *list, SymNode *n) 
                         continue;
                 if (!sym_parse_number(f->value, &v))
                         return -EOPNOTSUPP;
-                n->entries[n->n_entries++] = (SymEntry){ v, f->str };
+                n->entries[n->n_entries++] = (SymEntry){ v, f->str, strlen(f->str) };
         }
         return 0;
 }
@@ -1117,12 +1123,14 @@ static int sym_compile_text(SymCompile *sc, const struct tep_print_arg *arg, Sym
                 if (!(n = sym_node_new(SYM_TEXT)))
                         return -ENOMEM;
                 n->text = arg->atom.atom ?: "";
+                n->text_len = strlen(n->text);
                 break;
         case TEP_PRINT_FLAGS:
         case TEP_PRINT_SYMBOL:
                 if (!(n = sym_node_new(arg->type == TEP_PRINT_FLAGS ? SYM_FLAGS : SYM_SYMBOL)))
                         return -ENOMEM;
                 n->text = arg->type == TEP_PRINT_FLAGS ? arg->flags.delim : NULL;
+                n->text_len = n->text ? strlen(n->text) : 0;
                 r = sym_compile_num(sc, arg->type == TEP_PRINT_FLAGS ? arg->flags.field : arg->symbol.field,
                                     &n->a);
                 if (r >= 0)
@@ -1204,6 +1212,42 @@ static int sym_field_cmp(const void *a, const void *b) {
         const SymField *x = a, *y = b;
 
         return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static bool sym_is_plain(const char *s, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (s[i] < 0x20 || s[i] > 0x7e || s[i] == '"' || s[i] == '\\')
+                        return false;
+        return true;
+}
+
+/* The longest text a node can make ("0x" and 16 digits for a number no name covers), and whether
+ * all of it is plain (see SymField). */
+static size_t sym_node_max_len(const SymNode *n, bool *plain) {
+        size_t max = 0, sum = 0;
+
+        switch (n->kind) {
+        case SYM_TEXT:
+                *plain = *plain && sym_is_plain(n->text, n->text_len);
+                return n->text_len;
+        case SYM_COND:
+                return MAX(sym_node_max_len(n->b, plain), sym_node_max_len(n->c, plain));
+        case SYM_FLAGS:
+                *plain = *plain && sym_is_plain(n->text ?: "", n->text_len);
+                for (size_t i = 0; i < n->n_entries; i++) {
+                        *plain = *plain && sym_is_plain(n->entries[i].name, n->entries[i].len);
+                        sum += n->entries[i].len + n->text_len;
+                }
+                return sum + 18 + n->text_len;
+        case SYM_SYMBOL:
+                for (size_t i = 0; i < n->n_entries; i++) {
+                        *plain = *plain && sym_is_plain(n->entries[i].name, n->entries[i].len);
+                        max = MAX(max, n->entries[i].len);
+                }
+                return MAX(max, (size_t) 18);
+        default:
+                return 0;
+        }
 }
 
 static int plan_compile_sym(EventPlan *p) {
@@ -1299,6 +1343,16 @@ static int plan_compile_sym(EventPlan *p) {
                 jsonbuf_putc(&key, ':');
                 sf->key = key.data;
                 sf->key_len = key.len;
+                /* System call and errno names are C identifiers. */
+                sf->plain = true;
+                sf->max_len = 64;
+                if (sf->kind == SYMF_PRINT) {
+                        sf->max_len = 0;
+                        for (unsigned j = 0; j < sf->n_args; j++)
+                                sf->max_len += sym_node_max_len(sf->args[j], &sf->plain);
+                        if (sf->max_len > SYM_TEXT_MAX)
+                                sf->plain = false;
+                }
         }
         for (size_t i = 0; i < n; i++)
                 if (fields[i].key)
@@ -1309,7 +1363,8 @@ static int plan_compile_sym(EventPlan *p) {
         p->sym_max = 16;
         p->sym_end = 0;
         for (size_t i = 0; i < n; i++) {
-                p->sym_max += fields[i].key_len + JSON_STRING_MAX_LEN(SYM_TEXT_MAX) + 1;
+                p->sym_max += fields[i].key_len + 1 +
+                              (fields[i].plain ? fields[i].max_len + 2 : JSON_STRING_MAX_LEN(SYM_TEXT_MAX));
                 p->sym_end =
                         MAX(p->sym_end, (size_t) fields[i].field->offset + (size_t) fields[i].field->size);
         }
@@ -1321,14 +1376,16 @@ fail:
         return r;
 }
 
+/* Where a field's text goes: straight into the line when it is plain (room for max_len made),
+ * else into a buffer of SYM_TEXT_MAX bytes, cut there, and escaped afterwards. */
 typedef struct SymText {
-        char buf[SYM_TEXT_MAX];
+        char *buf;
         size_t len;
+        size_t cap;
 } SymText;
 
-static void sym_text_put(SymText *t, const char *s) {
-        size_t n = MIN(strlen(s), SYM_TEXT_MAX - t->len);
-
+static inline void sym_text_putn(SymText *t, const char *s, size_t n) {
+        n = MIN(n, t->cap - t->len);
         memcpy(t->buf + t->len, s, n);
         t->len += n;
 }
@@ -1336,8 +1393,7 @@ static void sym_text_put(SymText *t, const char *s) {
 static void sym_text_hex(SymText *t, uint64_t v) {
         char hex[24];
 
-        snprintf(hex, sizeof(hex), "0x%" PRIx64, v);
-        sym_text_put(t, hex);
+        sym_text_putn(t, hex, (size_t) snprintf(hex, sizeof(hex), "0x%" PRIx64, v));
 }
 
 static void sym_text(const SymNode *n, const uint8_t *data, SymText *t) {
@@ -1346,7 +1402,7 @@ static void sym_text(const SymNode *n, const uint8_t *data, SymText *t) {
 
         switch (n->kind) {
         case SYM_TEXT:
-                sym_text_put(t, n->text);
+                sym_text_putn(t, n->text, n->text_len);
                 return;
         case SYM_COND:
                 sym_text(sym_eval(n->a, data) ? n->b : n->c, data, t);
@@ -1359,15 +1415,15 @@ static void sym_text(const SymNode *n, const uint8_t *data, SymText *t) {
 
                         if ((v & m) != m)
                                 continue;
-                        if (!first && n->text)
-                                sym_text_put(t, n->text);
-                        sym_text_put(t, n->entries[i].name);
+                        if (!first && n->text_len > 0)
+                                sym_text_putn(t, n->text, n->text_len);
+                        sym_text_putn(t, n->entries[i].name, n->entries[i].len);
                         first = false;
                         v &= ~m;
                 }
                 if (v) {
-                        if (!first && n->text)
-                                sym_text_put(t, n->text);
+                        if (!first && n->text_len > 0)
+                                sym_text_putn(t, n->text, n->text_len);
                         sym_text_hex(t, v);
                 }
                 return;
@@ -1376,7 +1432,7 @@ static void sym_text(const SymNode *n, const uint8_t *data, SymText *t) {
                 v = sym_eval(n->a, data);
                 for (size_t i = 0; i < n->n_entries; i++)
                         if (n->entries[i].value == v) {
-                                sym_text_put(t, n->entries[i].name);
+                                sym_text_putn(t, n->entries[i].name, n->entries[i].len);
                                 return;
                         }
                 sym_text_hex(t, v);
@@ -1388,16 +1444,26 @@ static void sym_text(const SymNode *n, const uint8_t *data, SymText *t) {
 
 /* Appends `,"sym":{…}` for a record of plan p (room reserved by the caller: p->sym_max). */
 static void sym_put(const EventPlan *p, JsonBuf *b, const uint8_t *data, size_t size) {
+        char buf[SYM_TEXT_MAX];
         bool first = true;
 
         jsonbuf_put(b, ",\"sym\":{", 8);
         for (size_t i = 0; size >= p->sym_end && i < p->n_sym; i++) {
                 const SymField *sf = &p->sym[i];
+                size_t start = b->len;
                 const char *name = NULL;
                 SymText t;
                 int64_t v;
 
-                t.len = 0;
+                if (!first)
+                        jsonbuf_putc(b, ',');
+                jsonbuf_put(b, sf->key, sf->key_len);
+                if (sf->plain) {
+                        jsonbuf_putc(b, '"');
+                        t = (SymText){ b->data + b->len, 0, sf->max_len };
+                } else
+                        t = (SymText){ buf, 0, sizeof(buf) };
+
                 switch (sf->kind) {
                 case SYMF_PRINT:
                         for (unsigned k = 0; k < sf->n_args; k++)
@@ -1416,15 +1482,19 @@ static void sym_put(const EventPlan *p, JsonBuf *b, const uint8_t *data, size_t 
                         break;
                 }
                 if (sf->kind != SYMF_PRINT) {
-                        if (!name)
+                        if (!name) {
+                                /* No name: no key either. */
+                                b->len = start;
                                 continue;
-                        sym_text_put(&t, name);
+                        }
+                        sym_text_putn(&t, name, strlen(name));
                 }
-                if (!first)
-                        jsonbuf_putc(b, ',');
+                if (sf->plain) {
+                        b->len += t.len;
+                        jsonbuf_putc(b, '"');
+                } else
+                        json_put_string(b, t.buf, t.len);
                 first = false;
-                jsonbuf_put(b, sf->key, sf->key_len);
-                json_put_string(b, t.buf, t.len);
         }
         jsonbuf_putc(b, '}');
 }

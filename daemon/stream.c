@@ -431,9 +431,11 @@ int stream_offer(Stream *s, Decoder *d, Batch *b, size_t index) {
         return stream_take(s, d, b, index, false);
 }
 
-/* Whether the stream selects every record of the batch without looking at each. */
-static bool stream_takes_all(const Stream *s, const Batch *b) {
-        if (s->mode != STREAM_RAW || stream_variant(s) || s->filter || s->n_pids > 0 || s->drops_pending)
+/* Whether the stream selects every record of the batch without looking at each; with variant_ok,
+ * also when it wants a variant of each line. */
+static bool stream_takes_all(const Stream *s, const Batch *b, bool variant_ok) {
+        if (s->mode != STREAM_RAW || (stream_variant(s) && !variant_ok) || s->filter || s->n_pids > 0 ||
+            s->drops_pending)
                 return false;
         if (s->cpus && !bitmap_test(s->cpus, s->cpus_bits, b->records[0].cpu))
                 return false;
@@ -452,6 +454,41 @@ static bool stream_takes_all(const Stream *s, const Batch *b) {
         return true;
 }
 
+/* A stream that takes every record of the batch in a variant (--symbolic, --print): the variants,
+ * made one after another at the end of the batch's buffer, go out as one slice (the queue merges
+ * slices that continue each other), without the per-record checks of stream_take(). Returns the
+ * number of records queued, 0 to leave them to the per-record path (no room), or a negative errno. */
+static int stream_take_variants(Stream *s, Decoder *d, Batch *b) {
+        unsigned variant = stream_variant(s);
+        int r;
+
+        for (size_t i = 0; i < b->n_records; i++) {
+                r = decoder_encode_variant(d, b, i, variant);
+                if (r < 0)
+                        return r;
+        }
+        if (s->queue.held + queue_charge_for(&s->queue, b) > s->max_bytes)
+                return 0;
+        for (size_t i = 0; i < b->n_records; i++) {
+                const Record *rec = &b->records[i];
+                bool event = rec->kind == RECORD_EVENT;
+
+                r = queue_reserve(&s->queue, 1);
+                if (r >= 0)
+                        r = queue_push_batch(&s->queue, b, event ? rec->print_offset : rec->offset,
+                                             event ? rec->print_length : rec->length);
+                if (r == -ENOMEM) {
+                        stream_drop(s, rec, event ? 1 : rec->lost);
+                        continue;
+                }
+                if (r < 0)
+                        return r;
+                if (event)
+                        s->delivered++;
+        }
+        return (int) b->n_records;
+}
+
 int stream_offer_batch(Stream *s, Decoder *d, Batch *b) {
         size_t start, queued = 0, n_sel = 0, sel_bytes = 0;
         bool share;
@@ -461,13 +498,19 @@ int stream_offer_batch(Stream *s, Decoder *d, Batch *b) {
                 return 0;
 
         start = b->records[0].offset;
-        if (stream_takes_all(s, b) && s->queue.held + queue_charge_for(&s->queue, b) <= s->max_bytes &&
+        if (stream_takes_all(s, b, false) &&
+            s->queue.held + queue_charge_for(&s->queue, b) <= s->max_bytes &&
             queue_reserve(&s->queue, 1) >= 0) {
                 r = queue_push_batch(&s->queue, b, (uint32_t) start, (uint32_t) (b->plain_end - start));
                 if (r < 0)
                         return r;
                 s->delivered += b->n_records - b->n_lost;
                 return (int) b->n_records;
+        }
+        if (stream_variant(s) && stream_takes_all(s, b, true)) {
+                r = stream_take_variants(s, d, b);
+                if (r != 0)
+                        return r;
         }
 
         if (s->sel_cap < b->n_records) {
