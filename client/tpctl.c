@@ -18,6 +18,7 @@
 #include "build-config.h"
 #include "connection.h"
 #include "copy.h"
+#include "lines.h"
 #include "log.h"
 #include "output.h"
 #include "tpd-protocol.h"
@@ -82,6 +83,11 @@ typedef struct Args {
         bool all;
         bool print;
         bool symbolic;
+        uint64_t count;         /* stream: stop after this many records */
+        uint64_t duration_usec; /* stream: stop after this long */
+        LinesTime time;
+        bool ordered;
+        uint64_t order_delay_ms; /* 0: from tpd's flush interval */
         const char *filter;
         unsigned options; /* Option bits given, to check them against the command */
         char **events;
@@ -107,10 +113,15 @@ enum {
         OPT_CPU = 1 << 4,
         OPT_PRINT = 1 << 5,
         OPT_SYMBOLIC = 1 << 6,
+        OPT_COUNT = 1 << 7,
+        OPT_DURATION = 1 << 8,
+        OPT_TIME = 1 << 9,
+        OPT_ORDERED = 1 << 10,
 };
 
-static const char *const option_names[] = { "--filter", "--all",   "--event",   "--pid",
-                                            "--cpu",    "--print", "--symbolic" };
+static const char *const option_names[] = { "--filter",   "--all",   "--event",    "--pid",
+                                            "--cpu",      "--print", "--symbolic", "--count",
+                                            "--duration", "--time",  "--ordered" };
 
 /* Sends method with params (taken over) and prints the reply: as JSON with --json, else with print
  * (if any). */
@@ -215,6 +226,49 @@ static void stream_on_signal(int sig) {
         _exit(EXIT_SUCCESS);
 }
 
+static int64_t json_int(json_object *o, const char *key, bool *ret_found) {
+        json_object *v;
+
+        *ret_found = json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_int);
+        return *ret_found ? json_object_get_int64(v) : 0;
+}
+
+/* What the stream's lines need from the options and tpd's reply: the trace clock, its offset to
+ * the wall clock, the flush interval and the CPUs. */
+static LinesOptions stream_lines_options(const Args *a, json_object *reply) {
+        LinesOptions o = {
+                .count = a->count,
+                .duration_usec = a->duration_usec,
+                .time = a->time,
+                .ordered = a->ordered,
+        };
+        const char *clock = NULL;
+        json_object *v;
+        bool found;
+        int64_t i;
+
+        if (json_object_object_get_ex(reply, "clock", &v) && json_object_is_type(v, json_type_string))
+                clock = json_object_get_string(v);
+        o.have_clock = lines_clock_id(clock, &o.clock_id) >= 0;
+        o.realtime_offset_ns = json_int(reply, "realtime_offset_ns", &o.have_offset);
+        if (!o.have_offset && clock && streq(clock, "boot"))
+                o.realtime_offset_ns = json_int(reply, "boot_to_realtime_ns", &o.have_offset);
+        /* The stream began when tpd took the call. */
+        i = json_int(reply, "ts", &found);
+        o.start_ts = found && i > 0 ? (uint64_t) i : 0;
+        i = json_int(reply, "cpus", &found);
+        o.n_cpus = found && i > 0 && i <= 8192 ? (unsigned) i : 0;
+        /* tpd delivers a partly filled page within its flush interval: wait that long again, and
+         * at least 50 ms, for what another CPU may still hold. */
+        i = json_int(reply, "flush_interval_ms", &found);
+        if (!found || i <= 0)
+                i = 100;
+        o.order_delay_ns =
+                (a->order_delay_ms > 0 ? a->order_delay_ms : (uint64_t) i + MAX((uint64_t) i, 50)) *
+                1000000ULL;
+        return o;
+}
+
 static int verb_stream(const Args *a, char **args, size_t n) {
         _cleanup_(connection_done) Connection c = CONNECTION_NULL;
         _cleanup_(varlink_reply_done) VarlinkReply reply = {};
@@ -230,7 +284,8 @@ static int verb_stream(const Args *a, char **args, size_t n) {
             (a->n_cpus > 0 && json_add_ints(params, "cpus", a->cpus, a->n_cpus) < 0) ||
             (a->filter && json_add(params, "filter", json_object_new_string(a->filter)) < 0) ||
             (a->print && json_add(params, "print", json_object_new_boolean(true)) < 0) ||
-            (a->symbolic && json_add(params, "symbolic", json_object_new_boolean(true)) < 0))
+            (a->symbolic && json_add(params, "symbolic", json_object_new_boolean(true)) < 0) ||
+            (a->time == LINES_TIME_ISO && json_add(params, "realtime", json_object_new_boolean(true)) < 0))
                 return exit_status(log_oom());
 
         /* A closed stdout (| head) must show up as EPIPE, to end quietly with 0. */
@@ -241,10 +296,21 @@ static int verb_stream(const Args *a, char **args, size_t n) {
         r = connection_call(&c, a->socket_path, TPD_METHOD("Stream"), TAKE_PTR(params), true, &reply);
         if (r != 0)
                 return exit_status(r);
-        varlink_reply_done(&reply);
 
         /* What came with the reply in the same read() is already stream data. */
-        r = copy_stream(c.fd, STDOUT_FILENO, c.in.data + c.in.consumed, varlink_buffer_pending(&c.in));
+        if (a->count > 0 || a->duration_usec > 0 || a->time != LINES_TIME_BOOT || a->ordered) {
+                LinesOptions o = stream_lines_options(a, reply.parameters);
+
+                varlink_reply_done(&reply);
+                r = lines_stream(c.fd, STDOUT_FILENO, c.in.data + c.in.consumed,
+                                 varlink_buffer_pending(&c.in), &o);
+                if (r == 1 || r == -EPIPE)
+                        return EXIT_SUCCESS;
+        } else {
+                varlink_reply_done(&reply);
+                r = copy_stream(c.fd, STDOUT_FILENO, c.in.data + c.in.consumed,
+                                varlink_buffer_pending(&c.in));
+        }
         if (r == 0 || r == -ECONNRESET) {
                 log_error("tpd closed the stream");
                 return TPD_EXIT_DAEMON_GONE;
@@ -269,7 +335,9 @@ static const Verb verbs[] = {
         { "enable", 1, SIZE_MAX, OPT_FILTER, verb_enable },
         { "disable", 0, SIZE_MAX, OPT_ALL, verb_disable },
         { "status", 0, 0, 0, verb_status },
-        { "stream", 0, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT | OPT_SYMBOLIC,
+        { "stream", 0, SIZE_MAX,
+          OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT | OPT_SYMBOLIC | OPT_COUNT | OPT_DURATION |
+                  OPT_TIME | OPT_ORDERED,
           verb_stream },
         { "call", 1, 2, 0, verb_call },
 };
@@ -308,6 +376,13 @@ static void help(void) {
                "     --print                 stream: add the kernel's formatted text as \"print\"\n"
                "     --symbolic              stream: add \"sym\", readable forms of flags, symbols,\n"
                "                             system calls and errnos (\"prev_state\":\"S\")\n"
+               "  -n --count=N               stream: stop after N event records\n"
+               "     --duration=SECONDS      stream: stop after SECONDS (fractions allowed)\n"
+               "     --time=boot|iso|relative\n"
+               "                             stream: add \"time\" after \"ts\": iso, the wall clock in\n"
+               "                             RFC 3339 with ns; relative, seconds since the start\n"
+               "     --ordered[=MS]          stream: merge the CPUs' records in ts order, holding\n"
+               "                             each up to MS (default: tpd's flush interval + 100 ms)\n"
                "\n"
                "Exit status:\n"
                "  0   success; also when a stream ends by SIGINT or SIGTERM, or its reader goes away\n"
@@ -331,6 +406,37 @@ static int parse_int(const char *s, int *ret) {
         return 0;
 }
 
+static int parse_u64(const char *s, uint64_t *ret) {
+        char *end;
+        unsigned long long v;
+
+        if (*s < '0' || *s > '9')
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno != 0 || *end)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+/* "10", "0.5", "1e-3": positive seconds, to microseconds, at most a year. */
+static int parse_seconds(const char *s, uint64_t *ret_usec) {
+        char *end;
+        double v;
+
+        if ((*s < '0' || *s > '9') && *s != '.')
+                return -EINVAL;
+        errno = 0;
+        v = strtod(s, &end);
+        if (errno != 0 || *end || !(v > 0) || v > 366.0 * 24 * 3600)
+                return -EINVAL;
+        *ret_usec = (uint64_t) (v * 1e6);
+        if (*ret_usec == 0)
+                *ret_usec = 1;
+        return 0;
+}
+
 /* Returns 1 to run *ret_verb, 0 to exit successfully (--help, --version), negative on usage errors. */
 static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
         enum {
@@ -340,6 +446,9 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 ARG_ALL,
                 ARG_PRINT,
                 ARG_SYMBOLIC,
+                ARG_DURATION,
+                ARG_TIME,
+                ARG_ORDERED,
         };
         static const struct option options[] = { { "help", no_argument, NULL, 'h' },
                                                  { "version", no_argument, NULL, ARG_VERSION },
@@ -352,6 +461,10 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                                                  { "cpu", required_argument, NULL, 'c' },
                                                  { "print", no_argument, NULL, ARG_PRINT },
                                                  { "symbolic", no_argument, NULL, ARG_SYMBOLIC },
+                                                 { "count", required_argument, NULL, 'n' },
+                                                 { "duration", required_argument, NULL, ARG_DURATION },
+                                                 { "time", required_argument, NULL, ARG_TIME },
+                                                 { "ordered", optional_argument, NULL, ARG_ORDERED },
                                                  {} };
         const Verb *verb = NULL;
         size_t n;
@@ -366,7 +479,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
 
         /* No '+': options may follow the command (`tpctl stream -e sched:sched_switch`). */
         opterr = 0;
-        while ((c = getopt_long(argc, argv, ":hf:e:p:c:", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, ":hf:e:p:c:n:", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
                         help();
@@ -409,6 +522,35 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 case ARG_SYMBOLIC:
                         a->symbolic = true;
                         a->options |= OPT_SYMBOLIC;
+                        break;
+                case 'n':
+                        if (parse_u64(optarg, &a->count) < 0 || a->count == 0)
+                                return log_usage("invalid count '%s': a number of records from 1", optarg);
+                        a->options |= OPT_COUNT;
+                        break;
+                case ARG_DURATION:
+                        if (parse_seconds(optarg, &a->duration_usec) < 0)
+                                return log_usage("invalid duration '%s': seconds, like 10 or 0.5", optarg);
+                        a->options |= OPT_DURATION;
+                        break;
+                case ARG_TIME:
+                        if (streq(optarg, "boot"))
+                                a->time = LINES_TIME_BOOT;
+                        else if (streq(optarg, "iso"))
+                                a->time = LINES_TIME_ISO;
+                        else if (streq(optarg, "relative"))
+                                a->time = LINES_TIME_RELATIVE;
+                        else
+                                return log_usage("invalid --time '%s': boot, iso or relative", optarg);
+                        a->options |= OPT_TIME;
+                        break;
+                case ARG_ORDERED:
+                        a->ordered = true;
+                        if (optarg && (parse_u64(optarg, &a->order_delay_ms) < 0 || a->order_delay_ms == 0 ||
+                                       a->order_delay_ms > 3600 * 1000))
+                                return log_usage("invalid --ordered delay '%s': milliseconds from 1",
+                                                 optarg);
+                        a->options |= OPT_ORDERED;
                         break;
                 case ':':
                         return log_usage("option '%s' needs an argument", argv[optind - 1]);

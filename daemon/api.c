@@ -722,7 +722,8 @@ static int stream_slot_check(Manager *m, Peer *c) {
 }
 
 static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
-        static const char *const keys[] = { "events", "pids", "cpus", "filter", "print", "symbolic", NULL };
+        static const char *const keys[] = { "events", "pids",     "cpus",     "filter",
+                                            "print",  "symbolic", "realtime", NULL };
         _cleanup_free_ char **names = NULL;
         _cleanup_free_ TracingEvent **events = NULL;
         _cleanup_free_ int64_t *pids = NULL, *cpus = NULL;
@@ -734,7 +735,8 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
         const char *filter = NULL;
         Stream *s = NULL;
         json_object *p;
-        bool print = false, symbolic;
+        bool print = false, symbolic, realtime = false;
+        int64_t offset;
         int r;
 
         if (check_keys(c, call, keys) < 0)
@@ -758,6 +760,8 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
         if (json_object_object_get_ex(call->parameters, "symbolic", &p) && p &&
             varlink_param_bool(call->parameters, "symbolic", &symbolic) < 0)
                 return invalid_parameter(c, "symbolic");
+        if (varlink_param_bool(call->parameters, "realtime", &realtime) < 0)
+                return invalid_parameter(c, "realtime");
         for (size_t i = 0; i < n_cpus; i++)
                 if (cpus[i] < 0 || cpus[i] >= (int64_t) m->n_cpus)
                         return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "cpus",
@@ -783,6 +787,7 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
                 return r;
         s->print = print;
         s->symbolic = symbolic;
+        s->realtime = realtime;
         for (size_t i = 0; i < n && r >= 0; i++)
                 r = stream_select_event(s, (unsigned) events[i]->format->id);
         for (size_t i = 0; i < n_pids && r >= 0; i++)
@@ -862,6 +867,14 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
         p = json_object_new_object();
         json_object_object_add(p, "clock", json_object_new_string(clock ?: "boot"));
         json_object_object_add(p, "boot_to_realtime_ns", json_object_new_int64(boot_to_realtime_ns()));
+        /* The offset for the trace clock in use, when the system has that clock; what the
+         * stream's clock records update. */
+        if (manager_realtime_offset(m, &offset, NULL) >= 0)
+                json_object_object_add(p, "realtime_offset_ns", json_object_new_int64(offset));
+        json_object_object_add(p, "flush_interval_ms",
+                               json_object_new_int((int) m->config.flush_interval_ms));
+        json_object_object_add(p, "cpus", json_object_new_int((int) m->n_cpus));
+        json_object_object_add(p, "ts", json_object_new_int64((int64_t) manager_trace_clock_now_ns(m)));
         r = call->upgrade ? peer_reply(c, p) : peer_reply_more(c, p);
         if (r < 0) {
                 release_holds(m, held, n_held);

@@ -283,6 +283,34 @@ static void stream_drop(Stream *s, const Record *rec, uint64_t n) {
         s->drops_pending = true;
 }
 
+int stream_queue_clock(Stream *s, uint64_t ts, const char *clock, int64_t offset_ns) {
+        static const char key_clock[] = ",\"clock\":", key_offset[] = ",\"realtime_offset_ns\":";
+        Batch *b = batch_new();
+        JsonBuf *j;
+        int r;
+
+        if (!b)
+                return -ENOMEM;
+        j = &b->buf;
+        r = jsonbuf_reserve(j, 8 + JSON_U64_MAX_LEN + sizeof(key_clock));
+        if (r >= 0) {
+                jsonbuf_put(j, "{\"ts\":", 6);
+                json_put_u64(j, ts);
+                jsonbuf_put(j, key_clock, sizeof(key_clock) - 1);
+                r = json_append_string(j, clock, strlen(clock));
+        }
+        if (r >= 0)
+                r = jsonbuf_reserve(j, sizeof(key_offset) + JSON_I64_MAX_LEN + 2);
+        if (r >= 0) {
+                jsonbuf_put(j, key_offset, sizeof(key_offset) - 1);
+                json_put_i64(j, offset_ns);
+                jsonbuf_put(j, "}\n", 2);
+                r = stream_queue(s, b, 0, (uint32_t) j->len, true);
+        }
+        batch_unref(b);
+        return r;
+}
+
 int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *message) {
         static const char key_notice[] = ",\"notice\":", key_message[] = ",\"message\":";
         Batch *b = batch_new();
