@@ -477,9 +477,12 @@ static int encode_fields(JsonBuf *b, const EventPlan *p, const uint8_t *data, si
         return 0;
 }
 
+static void sym_put(const EventPlan *p, JsonBuf *b, const uint8_t *data, size_t size);
+static int plan_compile_sym(EventPlan *p);
+
 static int encode_record(Decoder *d, Batch *batch, const uint8_t *data, size_t size, uint64_t ts,
                          unsigned cpu) {
-        const EventPlan *p;
+        EventPlan *p;
         size_t start = batch->buf.len;
         JsonBuf *b = &batch->buf;
         const char *comm = NULL;
@@ -519,13 +522,27 @@ static int encode_record(Decoder *d, Batch *batch, const uint8_t *data, size_t s
         }
         jsonbuf_put(b, ",\"fields\":{", 11);
         r = encode_fields(b, p, data, size);
+        if (r >= 0 && (batch->variant & DECODER_VARIANT_SYM)) {
+                /* Every stream wants "sym": it goes into the plain line, without a copy. */
+                if (!p->sym_compiled) {
+                        r = plan_compile_sym(p);
+                        p->sym_compiled = r >= 0;
+                }
+                if (r >= 0)
+                        r = jsonbuf_reserve(b, p->sym_max + 3);
+                if (r >= 0) {
+                        jsonbuf_putc(b, '}');
+                        sym_put(p, b, data, size);
+                        jsonbuf_put(b, "}\n", 2);
+                }
+        } else if (r >= 0)
+                jsonbuf_put(b, "}}\n", 3);
         if (r < 0) {
                 /* Drop the half-written record. */
                 batch->n_records--;
                 b->len = start;
                 return r;
         }
-        jsonbuf_put(b, "}}\n", 3);
 
         *rec = (Record){
                 .ts = ts,
@@ -806,7 +823,7 @@ extern const size_t syscall_names_count;
 
 typedef enum SymKind {
         SYM_NUM,    /* value */
-        SYM_FIELD,  /* the unsigned integer at offset, of size bytes, as libtraceevent reads it */
+        SYM_FIELD,  /* the unsigned integer at offset, of size bytes, as libtraceevent reads it, & value */
         SYM_CAST,   /* a & value */
         SYM_UNARY,  /* op a */
         SYM_BINARY, /* a op b */
@@ -903,7 +920,7 @@ static uint64_t sym_eval(const SymNode *n, const uint8_t *data) {
         case SYM_NUM:
                 return n->value;
         case SYM_FIELD:
-                return load_unsigned(data + n->offset, n->size);
+                return load_unsigned(data + n->offset, n->size) & n->value;
         case SYM_CAST:
                 return sym_eval(n->a, data) & n->value;
         case SYM_COND:
@@ -996,8 +1013,35 @@ static SymNode *sym_node_new(SymKind kind) {
         return n;
 }
 
-/* Folds a node of constants into a constant. */
+/* Folds a node of constants into a constant, and a field masked by a constant (a cast, or
+ * `field & MASK` as in sched_switch's prev_state) into the field: one load and one AND a record. */
 static void sym_fold(SymNode *n) {
+        SymNode *field = NULL;
+        uint64_t mask = 0;
+
+        if (n->kind == SYM_CAST && n->a->kind == SYM_FIELD) {
+                field = n->a;
+                mask = n->value;
+                n->a = NULL;
+        } else if (n->kind == SYM_BINARY && streq(n->op, "&") && n->a->kind == SYM_FIELD &&
+                   n->b->kind == SYM_NUM) {
+                field = n->a;
+                mask = n->b->value;
+                n->a = NULL;
+        } else if (n->kind == SYM_BINARY && streq(n->op, "&") && n->b->kind == SYM_FIELD &&
+                   n->a->kind == SYM_NUM) {
+                field = n->b;
+                mask = n->a->value;
+                n->b = NULL;
+        }
+        if (field) {
+                sym_node_free(n->a);
+                sym_node_free(n->b);
+                *n = *field;
+                n->value &= mask;
+                free(field);
+                return;
+        }
         if ((n->a && n->a->kind != SYM_NUM) || (n->b && n->b->kind != SYM_NUM) ||
             (n->c && n->c->kind != SYM_NUM))
                 return;
@@ -1054,6 +1098,7 @@ static int sym_compile_num(SymCompile *sc, const struct tep_print_arg *arg, SymN
                         return -ENOMEM;
                 n->offset = (uint16_t) f->offset;
                 n->size = (uint8_t) f->size;
+                n->value = UINT64_MAX;
                 break;
         case TEP_PRINT_TYPE:
                 if (!(n = sym_node_new(SYM_CAST)))
@@ -1396,6 +1441,13 @@ static void sym_text_hex(SymText *t, uint64_t v) {
         sym_text_putn(t, hex, (size_t) snprintf(hex, sizeof(hex), "0x%" PRIx64, v));
 }
 
+/* sym_eval(), with the common case inline: a (masked) field. */
+static inline uint64_t sym_value(const SymNode *n, const uint8_t *data) {
+        if (n->kind == SYM_FIELD)
+                return load_unsigned(data + n->offset, n->size) & n->value;
+        return sym_eval(n, data);
+}
+
 static void sym_text(const SymNode *n, const uint8_t *data, SymText *t) {
         uint64_t v;
         bool first = true;
@@ -1405,11 +1457,11 @@ static void sym_text(const SymNode *n, const uint8_t *data, SymText *t) {
                 sym_text_putn(t, n->text, n->text_len);
                 return;
         case SYM_COND:
-                sym_text(sym_eval(n->a, data) ? n->b : n->c, data, t);
+                sym_text(sym_value(n->a, data) ? n->b : n->c, data, t);
                 return;
         case SYM_FLAGS:
                 /* The kernel's trace_print_flags_seq(): table order, until no bit is left. */
-                v = sym_eval(n->a, data);
+                v = sym_value(n->a, data);
                 for (size_t i = 0; i < n->n_entries && v; i++) {
                         uint64_t m = n->entries[i].value;
 
@@ -1429,7 +1481,7 @@ static void sym_text(const SymNode *n, const uint8_t *data, SymText *t) {
                 return;
         case SYM_SYMBOL:
                 /* The kernel's trace_print_symbols_seq(): the first equal value, else the number. */
-                v = sym_eval(n->a, data);
+                v = sym_value(n->a, data);
                 for (size_t i = 0; i < n->n_entries; i++)
                         if (n->entries[i].value == v) {
                                 sym_text_putn(t, n->entries[i].name, n->entries[i].len);
@@ -1506,11 +1558,12 @@ int decoder_encode_variant(Decoder *d, Batch *batch, size_t index, unsigned vari
         size_t start, need;
         int r;
 
-        if (rec->kind != RECORD_EVENT || variant == 0 || (rec->print_length > 0 && rec->variant == variant))
+        if (rec->kind != RECORD_EVENT || (variant & ~(unsigned) batch->variant) == 0 ||
+            (rec->print_length > 0 && rec->variant == variant))
                 return 0;
 
         need = rec->length + 16;
-        if (variant & DECODER_VARIANT_SYM) {
+        if ((variant & DECODER_VARIANT_SYM) && !(batch->variant & DECODER_VARIANT_SYM)) {
                 p = plan_get(d, rec->event_id);
                 if (p && !p->sym_compiled) {
                         r = plan_compile_sym(p);
@@ -1542,7 +1595,7 @@ int decoder_encode_variant(Decoder *d, Batch *batch, size_t index, unsigned vari
         start = b->len;
         /* The plain line ends in "}\n": reuse all but those two bytes. */
         jsonbuf_put(b, b->data + rec->offset, rec->length - 2);
-        if (variant & DECODER_VARIANT_SYM) {
+        if ((variant & DECODER_VARIANT_SYM) && !(batch->variant & DECODER_VARIANT_SYM)) {
                 if (p)
                         sym_put(p, b, rec->raw, rec->raw_size);
                 else

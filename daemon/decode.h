@@ -62,7 +62,9 @@ enum {
 
 /* Makes the variant of record index that adds what the DECODER_VARIANT_* bits say, at
  * print_offset/print_length with variant set (a record keeps the variant made last; another one
- * is made anew). The record's raw data must still be valid. variant 0 does nothing. */
+ * is made anew). The record's raw data must still be valid. Nothing is made when the batch's plain
+ * lines carry all of variant already (Batch.variant: DECODER_VARIANT_SYM is written into the plain
+ * lines while decoding when set there). */
 int decoder_encode_variant(Decoder *d, Batch *batch, size_t index, unsigned variant);
 
 /* The record's raw data copied into a buffer with enough zeros after it that libtraceevent, which

@@ -97,6 +97,9 @@ typedef struct Batch {
         uint32_t n_lost; /* lost records among the records */
         /* The plain lines end here; "print" variants made later are appended after. */
         size_t plain_end;
+        /* What the plain lines carry beyond the plain record, DECODER_VARIANT_* bits (decode.h):
+         * set by who fills the batch, when every stream wants that part. */
+        uint8_t variant;
 } Batch;
 
 Batch *batch_new(void);

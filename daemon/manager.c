@@ -194,6 +194,20 @@ void manager_flush_clients(Manager *m) {
         }
 }
 
+/* The parts every stream wants in its lines go into the plain lines while decoding: when all
+ * streams are --symbolic, "sym" costs no copy of the line. */
+static uint8_t manager_inline_variant(Manager *m) {
+        bool any = false;
+
+        for (Peer *c = m->peers; c; c = c->next)
+                if (c->stream) {
+                        if (!c->stream->symbolic)
+                                return 0;
+                        any = true;
+                }
+        return any ? DECODER_VARIANT_SYM : 0;
+}
+
 static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_pages,
                              size_t page_size) {
         Manager *m = userdata;
@@ -216,6 +230,7 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
                         return;
         }
         b = m->batch;
+        b->variant = manager_inline_variant(m);
 
         overrun_before = cpu < m->n_cpus ? m->overrun_reported[cpu] : 0;
 

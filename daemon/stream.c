@@ -386,6 +386,11 @@ static unsigned stream_variant(const Stream *s) {
         return (s->print ? DECODER_VARIANT_PRINT : 0) | (s->symbolic ? DECODER_VARIANT_SYM : 0);
 }
 
+/* Whether the stream needs a variant of b's lines: it wants more than they carry. */
+static bool stream_needs_variant(const Stream *s, const Batch *b) {
+        return (stream_variant(s) & ~(unsigned) b->variant) != 0;
+}
+
 /* The part of a kernel's loss record that falls after the stream's start. */
 static uint64_t stream_loss_share(const Stream *s, const Record *rec) {
         uint64_t base, end = rec->lost_base + rec->lost;
@@ -417,7 +422,7 @@ static int stream_take(Stream *s, Decoder *d, Batch *b, size_t index, bool share
                 }
         }
 
-        if (stream_variant(s) && rec->kind == RECORD_EVENT) {
+        if (stream_needs_variant(s, b) && rec->kind == RECORD_EVENT) {
                 r = decoder_encode_variant(d, b, index, stream_variant(s));
                 if (r < 0)
                         return r;
@@ -462,8 +467,8 @@ int stream_offer(Stream *s, Decoder *d, Batch *b, size_t index) {
 /* Whether the stream selects every record of the batch without looking at each; with variant_ok,
  * also when it wants a variant of each line. */
 static bool stream_takes_all(const Stream *s, const Batch *b, bool variant_ok) {
-        if (s->mode != STREAM_RAW || (stream_variant(s) && !variant_ok) || s->filter || s->n_pids > 0 ||
-            s->drops_pending)
+        if (s->mode != STREAM_RAW || (stream_needs_variant(s, b) && !variant_ok) || s->filter ||
+            s->n_pids > 0 || s->drops_pending)
                 return false;
         if (s->cpus && !bitmap_test(s->cpus, s->cpus_bits, b->records[0].cpu))
                 return false;
@@ -535,7 +540,7 @@ int stream_offer_batch(Stream *s, Decoder *d, Batch *b) {
                 s->delivered += b->n_records - b->n_lost;
                 return (int) b->n_records;
         }
-        if (stream_variant(s) && stream_takes_all(s, b, true)) {
+        if (stream_needs_variant(s, b) && stream_takes_all(s, b, true)) {
                 r = stream_take_variants(s, d, b);
                 if (r != 0)
                         return r;
@@ -564,7 +569,7 @@ int stream_offer_batch(Stream *s, Decoder *d, Batch *b) {
 
                 if (!stream_matches(s, d, rec))
                         continue;
-                if (stream_variant(s) && rec->kind == RECORD_EVENT) {
+                if (stream_needs_variant(s, b) && rec->kind == RECORD_EVENT) {
                         r = decoder_encode_variant(d, b, i, stream_variant(s));
                         if (r < 0)
                                 return r;

@@ -51,6 +51,8 @@ static struct tep_handle *tep_load(const char *dir, const char *const *formats) 
 }
 
 /* Decodes every page of cpuN.pages into one batch. */
+static size_t len_pages;
+
 static Batch *decode_all(Decoder *d, const char *dir, unsigned cpu, uint8_t **ret_pages) {
         char path[PATH_MAX + 16];
         uint8_t *pages;
@@ -65,6 +67,7 @@ static Batch *decode_all(Decoder *d, const char *dir, unsigned cpu, uint8_t **re
                 ASSERT(decoder_decode_page(d, pages + i * PAGE, PAGE, cpu, b) >= 0);
         b->plain_end = b->buf.len;
         *ret_pages = pages;
+        len_pages = len;
         return b;
 }
 
@@ -161,6 +164,39 @@ static void test_sched_switch(const char *datadir) {
                 json_object_put(plain);
         }
         printf("sched_switch: %zu records, \"sym\" equal to the kernel's prev_state text\n", n);
+
+        /* "sym" written into the plain lines while decoding (every stream wants it): the same text,
+         * no variant needed for it, and "print" added after it once. */
+        {
+                Batch *inl = batch_new();
+
+                ASSERT(inl);
+                inl->variant = DECODER_VARIANT_SYM;
+                for (size_t i = 0; i < len_pages / PAGE; i++)
+                        ASSERT(decoder_decode_page(d, pages + i * PAGE, PAGE, 0, inl) >= 0);
+                ASSERT_INT_EQ(inl->n_records, n);
+                for (size_t i = 0; i < inl->n_records; i++) {
+                        json_object *plain = json_tokener_parse(strndupa(
+                                inl->buf.data + inl->records[i].offset, inl->records[i].length - 1));
+                        json_object *both;
+                        const char *line;
+
+                        ASSERT(plain);
+                        ASSERT_STR_EQ(sym_of(plain, "prev_state"), states[i]);
+                        ASSERT_INT_EQ(decoder_encode_variant(d, inl, i, DECODER_VARIANT_SYM), 0);
+                        ASSERT_INT_EQ(inl->records[i].print_length, 0);
+                        both = variant_json(d, inl, i, DECODER_VARIANT_SYM | DECODER_VARIANT_PRINT);
+                        ASSERT_STR_EQ(sym_of(both, "prev_state"), states[i]);
+                        ASSERT(json_object_object_get_ex(both, "print", NULL));
+                        line = strndupa(inl->buf.data + inl->records[i].print_offset,
+                                        inl->records[i].print_length);
+                        ASSERT(strstr(line, "\"sym\"") && !strstr(strstr(line, "\"sym\"") + 1, "\"sym\""));
+                        json_object_put(plain);
+                        json_object_put(both);
+                }
+                batch_unref(inl);
+                printf("sched_switch: \"sym\" in the plain lines equal too; \"print\" added after it\n");
+        }
 
         /* Crafted values in the first record's prev_state. */
         field = tep_find_field(tep_find_event_by_name(tep, "sched", "sched_switch"), "prev_state");
