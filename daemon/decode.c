@@ -819,7 +819,7 @@ void *decoder_padded_raw(Decoder *d, const Record *r) {
  * <sys/syscall.h>); NULL for unused numbers. */
 extern const char *const syscall_names[];
 extern const size_t syscall_names_count;
-#define SYM_ARGS_MAX 4U
+#define SYM_ARGS_MAX 16U
 
 typedef enum SymKind {
         SYM_NUM,    /* value */
@@ -847,6 +847,7 @@ typedef struct SymNode {
         uint64_t value;
         const char *text;
         size_t text_len;
+        char *owned; /* text of the format between two arguments */
         struct SymNode *a, *b, *c;
         SymEntry *entries;
         size_t n_entries;
@@ -868,7 +869,8 @@ struct SymField {
         const struct tep_format_field *field;
         SymNode *args[SYM_ARGS_MAX];
         unsigned n_args;
-        bool has_table; /* an argument goes through __print_flags or __print_symbolic */
+        bool has_table;    /* an argument goes through __print_flags or __print_symbolic */
+        unsigned last_arg; /* index of the last print argument taken */
         /* The longest text the arguments can make, and whether all of their text is printable
          * ASCII that JSON takes as it is: then it is written straight into the line. */
         size_t max_len;
@@ -882,6 +884,7 @@ static SymNode *sym_node_free(SymNode *n) {
         sym_node_free(n->b);
         sym_node_free(n->c);
         free(n->entries);
+        free(n->owned);
         free(n);
         return NULL;
 }
@@ -998,12 +1001,28 @@ static uint64_t sym_cast_mask(const char *type) {
 
 typedef struct SymCompile {
         struct tep_event *event;
-        const struct tep_format_field *field; /* the one field the argument reads */
+        const struct tep_format_field *field; /* the one field whose value the argument renders */
+        /* Fields read only to choose (the condition of a ternary: kvm_exit's isa, ext4's found):
+         * the argument's field when it renders no other. */
+        const struct tep_format_field *cond_field;
+        bool cond_many;
+        bool in_cond;
         bool has_table;
 } SymCompile;
 
 static int sym_compile_num(SymCompile *sc, const struct tep_print_arg *arg, SymNode **ret);
 static int sym_compile_text(SymCompile *sc, const struct tep_print_arg *arg, SymNode **ret);
+
+/* A condition: its fields choose, they are not what is rendered. */
+static int sym_compile_cond(SymCompile *sc, const struct tep_print_arg *arg, SymNode **ret) {
+        bool was = sc->in_cond;
+        int r;
+
+        sc->in_cond = true;
+        r = sym_compile_num(sc, arg, ret);
+        sc->in_cond = was;
+        return r;
+}
 
 static SymNode *sym_node_new(SymKind kind) {
         SymNode *n = calloc(1, sizeof(SymNode));
@@ -1089,11 +1108,16 @@ static int sym_compile_num(SymCompile *sc, const struct tep_print_arg *arg, SymN
                 break;
         case TEP_PRINT_FIELD:
                 f = arg->field.field ?: tep_find_any_field(sc->event, arg->field.name);
-                if (!f || (sc->field && sc->field != f) ||
+                if (!f || (!sc->in_cond && sc->field && sc->field != f) ||
                     f->flags & (TEP_FIELD_IS_ARRAY | TEP_FIELD_IS_DYNAMIC | TEP_FIELD_IS_STRING) ||
                     !(f->size == 1 || f->size == 2 || f->size == 4 || f->size == 8))
                         return -EOPNOTSUPP;
-                sc->field = f;
+                if (!sc->in_cond)
+                        sc->field = f;
+                else if (sc->cond_field && sc->cond_field != f)
+                        sc->cond_many = true;
+                else
+                        sc->cond_field = f;
                 if (!(n = sym_node_new(SYM_FIELD)))
                         return -ENOMEM;
                 n->offset = (uint16_t) f->offset;
@@ -1121,7 +1145,7 @@ static int sym_compile_num(SymCompile *sc, const struct tep_print_arg *arg, SymN
                                 return -EOPNOTSUPP;
                         if (!(n = sym_node_new(SYM_COND)))
                                 return -ENOMEM;
-                        r = sym_compile_num(sc, arg->op.left, &n->a);
+                        r = sym_compile_cond(sc, arg->op.left, &n->a);
                         if (r >= 0)
                                 r = sym_compile_num(sc, alt->op.left, &n->b);
                         if (r >= 0)
@@ -1193,7 +1217,7 @@ static int sym_compile_text(SymCompile *sc, const struct tep_print_arg *arg, Sym
                         return -EOPNOTSUPP;
                 if (!(n = sym_node_new(SYM_COND)))
                         return -ENOMEM;
-                r = sym_compile_num(sc, arg->op.left, &n->a);
+                r = sym_compile_cond(sc, arg->op.left, &n->a);
                 if (r >= 0)
                         r = sym_compile_text(sc, alt->op.left, &n->b);
                 if (r >= 0)
@@ -1295,11 +1319,59 @@ static size_t sym_node_max_len(const SymNode *n, bool *plain) {
         }
 }
 
+/* Where each conversion of a print format is, by the argument it takes: the text between two
+ * conversions is what the kernel writes between their arguments. */
+typedef struct SymSpan {
+        size_t start;
+        size_t end;
+} SymSpan;
+
+static bool sym_format_spans(const char *fmt, SymSpan *spans, size_t n) {
+        size_t k = 0;
+
+        for (const char *p = fmt; p && *p; p++) {
+                const char *start = p;
+
+                if (*p != '%')
+                        continue;
+                if (p[1] == '%') {
+                        p++;
+                        continue;
+                }
+                p++;
+                p += strspn(p, "-+ #0");
+                for (int part = 0; part < 2; part++) {
+                        /* A '*' width or precision takes an argument of its own. */
+                        if (*p == '*') {
+                                if (k >= n)
+                                        return false;
+                                spans[k++] = (SymSpan){ (size_t) (start - fmt), (size_t) (start - fmt) };
+                                p++;
+                        } else
+                                p += strspn(p, "0123456789");
+                        if (part == 0 && *p == '.')
+                                p++;
+                        else
+                                break;
+                }
+                p += strspn(p, "hlLqjzt");
+                if (!*p || k >= n)
+                        return false;
+                if (*p == 'p') /* %pS, %pI4, ...: the kernel's extensions */
+                        while (isalnum((unsigned char) p[1]))
+                                p++;
+                spans[k++] = (SymSpan){ (size_t) (start - fmt), (size_t) (p + 1 - fmt) };
+        }
+        return k == n;
+}
+
 static int plan_compile_sym(EventPlan *p) {
         struct tep_event *event = p->event;
         struct tep_format_field *f;
+        _cleanup_free_ SymSpan *spans = NULL;
         SymField *fields;
         size_t n = 0, max = 0, k = 0;
+        bool spans_ok;
         bool raw_syscalls = streq(event->system, "raw_syscalls");
         bool sys_exit = (raw_syscalls && streq(event->name, "sys_exit")) ||
                         (streq(event->system, "syscalls") && strncmp(event->name, "sys_exit_", 9) == 0);
@@ -1333,9 +1405,18 @@ static int plan_compile_sym(EventPlan *p) {
                 n++;
         }
 
-        for (struct tep_print_arg *a = event->print_fmt.args; a; a = a->next) {
+        spans = calloc(MAX(max, (size_t) 1), sizeof(SymSpan));
+        if (!spans) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        spans_ok = sym_format_spans(event->print_fmt.format, spans, max - 2);
+
+        k = 0;
+        for (struct tep_print_arg *a = event->print_fmt.args; a; a = a->next, k++) {
                 SymCompile sc = { .event = event };
-                SymNode *node = NULL;
+                const struct tep_format_field *field;
+                SymNode *node = NULL, *literal = NULL;
                 SymField *sf;
 
                 if (!sym_arg_is_text(a))
@@ -1343,24 +1424,51 @@ static int plan_compile_sym(EventPlan *p) {
                 r = sym_compile_text(&sc, a, &node);
                 if (r == -ENOMEM)
                         goto fail;
+                field = sc.field ?: sc.cond_many ? NULL : sc.cond_field;
                 /* Text of no field, or of a common one: nothing to add to "fields". */
-                if (!sc.field || sym_field_index(event, sc.field) == UINT_MAX) {
+                if (!field || sym_field_index(event, field) == UINT_MAX) {
                         sym_node_free(node);
                         continue;
                 }
-                sf = sym_field_get(fields, &n, event, sc.field);
-                if (sf->kind != SYMF_PRINT) {
+                sf = sym_field_get(fields, &n, event, field);
+                if (sf->kind != SYMF_PRINT || sf->n_args == UINT_MAX) {
                         sym_node_free(node);
                         continue;
+                }
+                /* One text is one run of conversions next to each other, with what the format
+                 * writes between them ("(%s|%s)"); a later one of the same field is left out. */
+                if (sf->n_args > 0 && sf->last_arg + 1 != k) {
+                        sym_node_free(node);
+                        continue;
+                }
+                if (sf->n_args > 0 && spans_ok && r >= 0) {
+                        const char *lit = event->print_fmt.format + spans[k - 1].end;
+                        size_t lit_len = spans[k].start - spans[k - 1].end;
+
+                        if (lit_len > 0) {
+                                literal = sym_node_new(SYM_TEXT);
+                                if (!literal || !(literal->owned = strndup(lit, lit_len))) {
+                                        sym_node_free(literal);
+                                        sym_node_free(node);
+                                        r = -ENOMEM;
+                                        goto fail;
+                                }
+                                literal->text = literal->owned;
+                                literal->text_len = lit_len;
+                        }
                 }
                 /* An argument we cannot evaluate leaves the field without a readable form: a part
                  * of its text would be wrong. */
-                if (r < 0 || sf->n_args >= SYM_ARGS_MAX) {
+                if (r < 0 || sf->n_args + 2 > SYM_ARGS_MAX) {
+                        sym_node_free(literal);
                         sym_node_free(node);
                         sf->n_args = UINT_MAX;
                         continue;
                 }
+                if (literal)
+                        sf->args[sf->n_args++] = literal;
                 sf->args[sf->n_args++] = node;
+                sf->last_arg = k;
                 sf->has_table = sf->has_table || sc.has_table;
         }
         r = 0;
@@ -1399,6 +1507,7 @@ static int plan_compile_sym(EventPlan *p) {
                                 sf->plain = false;
                 }
         }
+        k = 0;
         for (size_t i = 0; i < n; i++)
                 if (fields[i].key)
                         fields[k++] = fields[i];

@@ -280,10 +280,94 @@ static void test_syscalls(const char *datadir) {
         tep_free(tep);
 }
 
+/* A format with what kernels write: a field rendered by several conversions with text between
+ * them, a table chosen by a condition on another field, flags with bits no name covers. */
+static const char synthetic_format[] =
+        "name: tpdsym\n"
+        "ID: 900\n"
+        "format:\n"
+        "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+        "\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"
+        "\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n"
+        "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n"
+        "\n"
+        "\tfield:unsigned int icr;\toffset:8;\tsize:4;\tsigned:0;\n"
+        "\tfield:unsigned int isa;\toffset:12;\tsize:4;\tsigned:0;\n"
+        "\tfield:unsigned int reason;\toffset:16;\tsize:4;\tsigned:0;\n"
+        "\tfield:unsigned long flags;\toffset:24;\tsize:8;\tsigned:0;\n"
+        "\n"
+        "print fmt: \"icr %x (%s|%s) reason %s flags=%s\", REC->icr, "
+        "__print_symbolic((REC->icr >> 8 & 0x7), {0x0, \"Fixed\"}, {0x1, \"LowPrio\"}), "
+        "(REC->icr & 0x800) ? \"logical\" : \"physical\", "
+        "(REC->isa == 1) ? __print_symbolic(REC->reason & 0xffff, { 0, \"A0\" }, { 1, \"A1\" }) : "
+        "__print_symbolic(REC->reason, { 0, \"B0\" }, { 1, \"B1\" }), "
+        "__print_flags(REC->flags, \"|\", { 0x1, \"ONE\" }, { 0x4, \"FOUR\" })\n";
+
+static void test_synthetic(const char *datadir) {
+        static const struct {
+                uint32_t icr, isa, reason;
+                uint64_t flags;
+                const char *icr_text, *reason_text, *flags_text;
+        } cases[] = {
+                { 0x900, 1, 0x10001, 0x7, "LowPrio|logical", "A1", "ONE|FOUR|0x2" },
+                { 0x100, 0, 0x1, 0x4, "LowPrio|physical", "B1", "FOUR" },
+                { 0x0, 0, 0x7, 0x0, "Fixed|physical", "0x7", "" },
+                { 0x700, 1, 0x5, 0x1, "0x7|physical", "0x5", "ONE" },
+        };
+        char dir[PATH_MAX];
+        static const char *const none[] = { NULL };
+        struct tep_handle *tep;
+        Decoder *d = NULL;
+
+        snprintf(dir, sizeof(dir), "%s/sched_switch", datadir);
+        tep = tep_load(dir, none);
+        ASSERT_INT_EQ(tep_parse_event(tep, synthetic_format, sizeof(synthetic_format) - 1, "tpdtest"),
+                      TEP_ERRNO__SUCCESS);
+        ASSERT_INT_EQ(decoder_new(tep, NULL, &d), 0);
+        for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
+                uint8_t page[PAGE] = {};
+                uint8_t *payload = page + 16 + 4;
+                uint64_t commit = 4 + 32;
+                uint32_t header = 32 / 4; /* type_len: the payload's 4-byte words, delta 0 */
+                uint16_t id = 900;
+                json_object *o, *print;
+                char want[128];
+                Batch *b = batch_new();
+
+                ASSERT(b);
+                memcpy(page + 8, &commit, 8);
+                memcpy(page + 16, &header, 4);
+                memcpy(payload, &id, 2);
+                memcpy(payload + 8, &cases[k].icr, 4);
+                memcpy(payload + 12, &cases[k].isa, 4);
+                memcpy(payload + 16, &cases[k].reason, 4);
+                memcpy(payload + 24, &cases[k].flags, 8);
+                ASSERT_INT_EQ(decoder_decode_page(d, page, PAGE, 0, b), 1);
+                o = variant_json(d, b, 0, DECODER_VARIANT_SYM | DECODER_VARIANT_PRINT);
+                ASSERT_STR_EQ(sym_of(o, "icr"), cases[k].icr_text);
+                ASSERT_STR_EQ(sym_of(o, "reason"), cases[k].reason_text);
+                ASSERT_STR_EQ(sym_of(o, "flags"), cases[k].flags_text);
+                ASSERT(!sym_of(o, "isa"));
+                /* The same text as libtraceevent's whole line. */
+                ASSERT(json_object_object_get_ex(o, "print", &print));
+                snprintf(want, sizeof(want), "icr %x (%s) reason %s flags=%s", cases[k].icr,
+                         cases[k].icr_text, cases[k].reason_text, cases[k].flags_text);
+                ASSERT_STR_EQ(json_object_get_string(print), want);
+                json_object_put(o);
+                batch_unref(b);
+        }
+        printf("synthetic: %zu records, texts of several conversions, of tables chosen by another field, "
+               "of leftover flags\n",
+               ELEMENTSOF(cases));
+        decoder_free(d);
+        tep_free(tep);
+}
+
 int main(int argc, char *argv[]) {
         if (argc != 2)
                 TEST_FAIL("usage: test-symbolic DATADIR");
         test_sched_switch(argv[1]);
         test_syscalls(argv[1]);
+        test_synthetic(argv[1]);
         return 0;
 }
