@@ -1071,6 +1071,26 @@ static void sym_fold(SymNode *n) {
         n->c = sym_node_free(n->c);
 }
 
+/* The names that older kernels leave in their tables and libtraceevent knows (its eval_flag()):
+ * other names have no number in the format, and no readable form here either. */
+static int sym_known_name(const char *name, uint64_t *ret) {
+        static const char *const softirqs[] = { "HI_SOFTIRQ",      "TIMER_SOFTIRQ", "NET_TX_SOFTIRQ",
+                                                "NET_RX_SOFTIRQ",  "BLOCK_SOFTIRQ", "IRQ_POLL_SOFTIRQ",
+                                                "TASKLET_SOFTIRQ", "SCHED_SOFTIRQ", "HRTIMER_SOFTIRQ",
+                                                "RCU_SOFTIRQ" };
+
+        for (size_t i = 0; i < ELEMENTSOF(softirqs); i++)
+                if (streq(name, softirqs[i])) {
+                        *ret = i;
+                        return 0;
+                }
+        if (streq(name, "HRTIMER_NORESTART") || streq(name, "HRTIMER_RESTART")) {
+                *ret = streq(name, "HRTIMER_RESTART");
+                return 0;
+        }
+        return -ENOENT;
+}
+
 static int sym_compile_table(const struct tep_print_flag_sym *list, SymNode *n) {
         size_t k = 0;
 
@@ -1085,7 +1105,7 @@ static int sym_compile_table(const struct tep_print_flag_sym *list, SymNode *n) 
                 /* The kernel's tables end in { 0, NULL }, which libtraceevent may keep. */
                 if (!f->str || !f->value || streq(f->str, "((void *)0)"))
                         continue;
-                if (!sym_parse_number(f->value, &v))
+                if (!sym_parse_number(f->value, &v) && sym_known_name(f->value, &v) < 0)
                         return -EOPNOTSUPP;
                 n->entries[n->n_entries++] = (SymEntry){ v, f->str, strlen(f->str) };
         }
