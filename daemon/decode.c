@@ -477,7 +477,7 @@ static int encode_fields(JsonBuf *b, const EventPlan *p, const uint8_t *data, si
         return 0;
 }
 
-static void sym_put(const EventPlan *p, JsonBuf *b, const uint8_t *data, size_t size);
+static void sym_put(EventPlan *p, JsonBuf *b, const uint8_t *data, size_t size);
 static int plan_compile_sym(EventPlan *p);
 
 static int encode_record(Decoder *d, Batch *batch, const uint8_t *data, size_t size, uint64_t ts,
@@ -853,6 +853,16 @@ typedef struct SymNode {
         size_t n_entries;
 } SymNode;
 
+#define SYM_CACHE_SLOTS 16U
+#define SYM_CACHE_TEXT 62U
+
+typedef struct SymCacheSlot {
+        uint64_t value;
+        uint8_t valid;
+        uint8_t len;
+        char text[SYM_CACHE_TEXT]; /* `"name":"text"` */
+} SymCacheSlot;
+
 typedef enum SymFieldKind {
         SYMF_PRINT,   /* through the print format's arguments */
         SYMF_SYSCALL, /* a system call number of raw_syscalls */
@@ -875,6 +885,10 @@ struct SymField {
          * ASCII that JSON takes as it is: then it is written straight into the line. */
         size_t max_len;
         bool plain;
+        /* The text depends on the field's value alone (no condition reads another field): the
+         * last texts made are kept by value, so a value seen before costs a look-up and a copy. */
+        bool multi;
+        SymCacheSlot *cache;
 };
 
 static SymNode *sym_node_free(SymNode *n) {
@@ -896,6 +910,7 @@ static inline void sym_node_freep(SymNode **n) {
 static void sym_fields_free(SymField *f, size_t n) {
         for (size_t i = 0; i < n; i++) {
                 free(f[i].key);
+                free(f[i].cache);
                 for (unsigned k = 0; k < f[i].n_args && k < SYM_ARGS_MAX; k++)
                         sym_node_free(f[i].args[k]);
         }
@@ -1489,6 +1504,7 @@ static int plan_compile_sym(EventPlan *p) {
                         sf->args[sf->n_args++] = literal;
                 sf->args[sf->n_args++] = node;
                 sf->last_arg = k;
+                sf->multi = sf->multi || sc.cond_many || (sc.cond_field && sc.cond_field != field);
                 sf->has_table = sf->has_table || sc.has_table;
         }
         r = 0;
@@ -1516,6 +1532,13 @@ static int plan_compile_sym(EventPlan *p) {
                 jsonbuf_putc(&key, ':');
                 sf->key = key.data;
                 sf->key_len = key.len;
+                if (!sf->multi) {
+                        sf->cache = calloc(SYM_CACHE_SLOTS, sizeof(SymCacheSlot));
+                        if (!sf->cache) {
+                                r = -ENOMEM;
+                                goto fail;
+                        }
+                }
                 /* System call and errno names are C identifiers. */
                 sf->plain = true;
                 sf->max_len = 64;
@@ -1624,20 +1647,37 @@ static void sym_text(const SymNode *n, const uint8_t *data, SymText *t) {
 }
 
 /* Appends `,"sym":{…}` for a record of plan p (room reserved by the caller: p->sym_max). */
-static void sym_put(const EventPlan *p, JsonBuf *b, const uint8_t *data, size_t size) {
+static void sym_put(EventPlan *p, JsonBuf *b, const uint8_t *data, size_t size) {
         char buf[SYM_TEXT_MAX];
         bool first = true;
 
         jsonbuf_put(b, ",\"sym\":{", 8);
         for (size_t i = 0; size >= p->sym_end && i < p->n_sym; i++) {
-                const SymField *sf = &p->sym[i];
-                size_t start = b->len;
+                SymField *sf = &p->sym[i];
+                SymCacheSlot *slot = NULL;
+                size_t start = b->len, from;
                 const char *name = NULL;
+                uint64_t value = 0;
                 SymText t;
                 int64_t v;
 
+                if (sf->cache) {
+                        value = load_unsigned(data + sf->field->offset, (unsigned) sf->field->size);
+                        slot = &sf->cache[(value ^ (value >> 8)) % SYM_CACHE_SLOTS];
+                        if (slot->valid && slot->value == value) {
+                                if (slot->len > 0) {
+                                        if (!first)
+                                                jsonbuf_putc(b, ',');
+                                        jsonbuf_put(b, slot->text, slot->len);
+                                        first = false;
+                                }
+                                continue;
+                        }
+                }
+
                 if (!first)
                         jsonbuf_putc(b, ',');
+                from = b->len;
                 jsonbuf_put(b, sf->key, sf->key_len);
                 if (sf->plain) {
                         jsonbuf_putc(b, '"');
@@ -1662,20 +1702,26 @@ static void sym_put(const EventPlan *p, JsonBuf *b, const uint8_t *data, size_t 
                                 name = strerrorname_np((int) -v);
                         break;
                 }
-                if (sf->kind != SYMF_PRINT) {
-                        if (!name) {
-                                /* No name: no key either. */
-                                b->len = start;
-                                continue;
-                        }
-                        sym_text_putn(&t, name, strlen(name));
+                if (sf->kind != SYMF_PRINT && !name) {
+                        /* No name: no key either. */
+                        b->len = start;
+                        from = start;
+                } else {
+                        if (sf->kind != SYMF_PRINT)
+                                sym_text_putn(&t, name, strlen(name));
+                        if (sf->plain) {
+                                b->len += t.len;
+                                jsonbuf_putc(b, '"');
+                        } else
+                                json_put_string(b, t.buf, t.len);
+                        first = false;
                 }
-                if (sf->plain) {
-                        b->len += t.len;
-                        jsonbuf_putc(b, '"');
-                } else
-                        json_put_string(b, t.buf, t.len);
-                first = false;
+                if (slot && b->len - from <= SYM_CACHE_TEXT) {
+                        memcpy(slot->text, b->data + from, b->len - from);
+                        slot->len = (uint8_t) (b->len - from);
+                        slot->value = value;
+                        slot->valid = 1;
+                }
         }
         jsonbuf_putc(b, '}');
 }
