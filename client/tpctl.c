@@ -82,7 +82,7 @@ typedef struct Args {
         bool json;
         bool all;
         bool print;
-        bool symbolic;
+        int symbolic;           /* -1: tpd's default (Symbolic=) */
         uint64_t count;         /* stream: stop after this many records */
         uint64_t duration_usec; /* stream: stop after this long */
         LinesTime time;
@@ -284,7 +284,7 @@ static int verb_stream(const Args *a, char **args, size_t n) {
             (a->n_cpus > 0 && json_add_ints(params, "cpus", a->cpus, a->n_cpus) < 0) ||
             (a->filter && json_add(params, "filter", json_object_new_string(a->filter)) < 0) ||
             (a->print && json_add(params, "print", json_object_new_boolean(true)) < 0) ||
-            (a->symbolic && json_add(params, "symbolic", json_object_new_boolean(true)) < 0) ||
+            (a->symbolic >= 0 && json_add(params, "symbolic", json_object_new_boolean(a->symbolic)) < 0) ||
             (a->time == LINES_TIME_ISO && json_add(params, "realtime", json_object_new_boolean(true)) < 0))
                 return exit_status(log_oom());
 
@@ -374,7 +374,7 @@ static void help(void) {
                "  -p --pid=PID               stream: only records of process PID (repeatable)\n"
                "  -c --cpu=CPU               stream: only records of CPU (repeatable)\n"
                "     --print                 stream: add the kernel's formatted text as \"print\"\n"
-               "     --symbolic              stream: add \"sym\", readable forms of flags, symbols,\n"
+               "     --symbolic[=yes|no]     stream: add \"sym\", readable forms of flags, symbols,\n"
                "                             system calls and errnos (\"prev_state\":\"S\")\n"
                "  -n --count=N               stream: stop after N event records\n"
                "     --duration=SECONDS      stream: stop after SECONDS (fractions allowed)\n"
@@ -382,7 +382,7 @@ static void help(void) {
                "                             stream: add \"time\" after \"ts\": iso, the wall clock in\n"
                "                             RFC 3339 with ns; relative, seconds since the start\n"
                "     --ordered[=MS]          stream: merge the CPUs' records in ts order, holding\n"
-               "                             each up to MS (default: tpd's flush interval + 100 ms)\n"
+               "                             each up to MS (default: twice tpd's flush interval)\n"
                "\n"
                "Exit status:\n"
                "  0   success; also when a stream ends by SIGINT or SIGTERM, or its reader goes away\n"
@@ -460,7 +460,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                                                  { "pid", required_argument, NULL, 'p' },
                                                  { "cpu", required_argument, NULL, 'c' },
                                                  { "print", no_argument, NULL, ARG_PRINT },
-                                                 { "symbolic", no_argument, NULL, ARG_SYMBOLIC },
+                                                 { "symbolic", optional_argument, NULL, ARG_SYMBOLIC },
                                                  { "count", required_argument, NULL, 'n' },
                                                  { "duration", required_argument, NULL, ARG_DURATION },
                                                  { "time", required_argument, NULL, ARG_TIME },
@@ -520,7 +520,12 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                         a->options |= OPT_PRINT;
                         break;
                 case ARG_SYMBOLIC:
-                        a->symbolic = true;
+                        if (!optarg || streq(optarg, "yes"))
+                                a->symbolic = 1;
+                        else if (streq(optarg, "no"))
+                                a->symbolic = 0;
+                        else
+                                return log_usage("invalid --symbolic '%s': yes or no", optarg);
                         a->options |= OPT_SYMBOLIC;
                         break;
                 case 'n':
@@ -587,7 +592,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
 }
 
 int main(int argc, char *argv[]) {
-        _cleanup_(args_done) Args a = {};
+        _cleanup_(args_done) Args a = { .symbolic = -1 };
         const Verb *verb = NULL;
         int r;
 

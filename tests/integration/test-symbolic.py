@@ -337,23 +337,28 @@ def check_default(ctx):
     settings = tpd.status().get('settings', {})
     check(settings.get('symbolic') in (True, 'yes'), f'GetStatus settings: symbolic is {settings.get("symbolic")!r}')
     on = tpd.stream('-e', 'ftrace:print')
+    off = tpd.stream('-e', 'ftrace:print', '--symbolic=no')
     with tpd.varlink() as v:
         v.send('io.tpd.tracing.Stream', {'events': ['ftrace:print'], 'symbolic': False}, upgrade=True)
         reply = v.recv()
         check('error' not in reply, f'Stream with "symbolic":false failed: {reply}')
-        T.confirm_live([on], lambda: tpd.marker('symbolic default'))
+        T.confirm_live([on, off], lambda: tpd.marker('symbolic default'))
         tpd.marker('one more')
         on.wait_for(lambda: on.nlines >= 2, 10, 'two ftrace:print records')
+        off.wait_for(lambda: off.nlines >= 2, 10, 'two ftrace:print records')
         data = v.buf
         deadline = time.monotonic() + 10
         while data.count(b'\n') < 2 and time.monotonic() < deadline:
             v.sock.settimeout(max(0.1, deadline - time.monotonic()))
             data += v.sock.recv(65536)
     on.stop()
+    off.stop()
+    check(all('sym' not in r for r in off.records()), 'Symbolic=yes: tpctl stream --symbolic=no still has "sym"')
     check(all('sym' in r for r in on.records()), 'Symbolic=yes: a stream that does not ask has no "sym"')
     lines = [json.loads(l) for l in data.split(b'\n') if l.strip()]
     check(lines and all('sym' not in r for r in lines), f'"symbolic":false still gives "sym": {lines[:2]}')
-    log('Symbolic=yes is the default of streams, shown in GetStatus; "symbolic":false overrides it')
+    log('Symbolic=yes is the default of streams, shown in GetStatus; "symbolic":false (--symbolic=no) '
+        'overrides it')
     tpd.stop()
 
 
