@@ -376,7 +376,7 @@ static void help(void) {
                "     --print                 stream: add the kernel's formatted text as \"print\"\n"
                "     --symbolic[=yes|no]     stream: add \"sym\", readable forms of flags, symbols,\n"
                "                             system calls and errnos (\"prev_state\":\"S\")\n"
-               "  -n --count=N               stream: stop after N event records\n"
+               "     --count=N               stream: stop after N event records\n"
                "     --duration=SECONDS      stream: stop after SECONDS (fractions allowed)\n"
                "     --time=boot|iso|relative\n"
                "                             stream: add \"time\" after \"ts\": iso, the wall clock in\n"
@@ -421,7 +421,7 @@ static int parse_u64(const char *s, uint64_t *ret) {
 }
 
 /* "10", "0.5", "1e-3": positive seconds, to microseconds, at most a year. */
-static int parse_seconds(const char *s, uint64_t *ret_usec) {
+static int parse_duration_usec(const char *s, uint64_t *ret_usec) {
         char *end;
         double v;
 
@@ -446,6 +446,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 ARG_ALL,
                 ARG_PRINT,
                 ARG_SYMBOLIC,
+                ARG_COUNT,
                 ARG_DURATION,
                 ARG_TIME,
                 ARG_ORDERED,
@@ -461,7 +462,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                                                  { "cpu", required_argument, NULL, 'c' },
                                                  { "print", no_argument, NULL, ARG_PRINT },
                                                  { "symbolic", optional_argument, NULL, ARG_SYMBOLIC },
-                                                 { "count", required_argument, NULL, 'n' },
+                                                 { "count", required_argument, NULL, ARG_COUNT },
                                                  { "duration", required_argument, NULL, ARG_DURATION },
                                                  { "time", required_argument, NULL, ARG_TIME },
                                                  { "ordered", optional_argument, NULL, ARG_ORDERED },
@@ -479,7 +480,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
 
         /* No '+': options may follow the command (`tpctl stream -e sched:sched_switch`). */
         opterr = 0;
-        while ((c = getopt_long(argc, argv, ":hf:e:p:c:n:", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, ":hf:e:p:c:", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
                         help();
@@ -528,13 +529,13 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                                 return log_usage("invalid --symbolic '%s': yes or no", optarg);
                         a->options |= OPT_SYMBOLIC;
                         break;
-                case 'n':
+                case ARG_COUNT:
                         if (parse_u64(optarg, &a->count) < 0 || a->count == 0)
                                 return log_usage("invalid count '%s': a number of records from 1", optarg);
                         a->options |= OPT_COUNT;
                         break;
                 case ARG_DURATION:
-                        if (parse_seconds(optarg, &a->duration_usec) < 0)
+                        if (parse_duration_usec(optarg, &a->duration_usec) < 0)
                                 return log_usage("invalid duration '%s': seconds, like 10 or 0.5", optarg);
                         a->options |= OPT_DURATION;
                         break;

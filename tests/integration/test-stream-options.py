@@ -47,7 +47,7 @@ def check_count_duration(ctx, tpd):
               f'stream --count 500 printed {len(recs)} lines, {sum("event" in x for x in recs)} of them events')
         log(f'--count 500: 500 records, exit 0, {took:.2f} s')
 
-        r, took = run_tpctl(tpd, 'stream', '-e', 'ftrace:print', '-n', '50', '--duration', '20')
+        r, took = run_tpctl(tpd, 'stream', '-e', 'ftrace:print', '--count', '50', '--duration', '20')
         check(r.returncode == 0 and len(events_of(r.stdout)) == 50 and took < 10,
               f'--count 50 --duration 20: exit {r.returncode}, {len(events_of(r.stdout))} lines, {took:.1f} s')
 
