@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <grp.h>
+#include <pwd.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include "connection.h"
 #include "log.h"
+#include "suggest.h"
 #include "tpd-protocol.h"
 
 /*
@@ -16,11 +20,44 @@
 #define CONNECTION_REPLY_MAX (16U * 1024U * 1024U)
 #define CONNECTION_READ_SIZE (64U * 1024U)
 
-#define HINT_ACCESS "tpd accepts root and members of its access group (default 'tracing').\n"
+/* tpd's default access group (AccessGroup=), for a hint when the socket does not name another. */
+#define CONNECTION_GROUP_DEFAULT "tracing"
 
 void connection_done(Connection *c) {
         c->fd = safe_close(c->fd);
         varlink_buffer_done(&c->in);
+}
+
+/* What a user refused by tpd can do: join its access group, or start a session that has it. */
+static void hint_access(const char *group) {
+        const struct passwd *pw = getpwuid(getuid());
+        const struct group *gr = getgrnam(group);
+        bool member = false;
+
+        if (pw && gr) {
+                member = pw->pw_gid == gr->gr_gid;
+                for (char **m = gr->gr_mem; m && *m && !member; m++)
+                        member = streq(*m, pw->pw_name);
+        }
+        if (member)
+                log_hint("You are in the '%s' group, but this session is not: log in again (or run 'newgrp "
+                         "%s').",
+                         group, group);
+        else
+                log_hint("add yourself to the '%s' group: usermod -aG %s %s, then log in again", group,
+                         group, pw ? pw->pw_name : "USER");
+}
+
+/* The access group of a socket tpd made (mode 0660, group AccessGroup=); a socket of root's group
+ * (tpd found no access group) says nothing, so the default is named. */
+static void hint_access_socket(const char *path) {
+        const struct group *gr;
+        struct stat st;
+
+        if (stat(path, &st) >= 0 && st.st_gid != 0 && (gr = getgrgid(st.st_gid)))
+                hint_access(gr->gr_name);
+        else
+                hint_access(CONNECTION_GROUP_DEFAULT);
 }
 
 static int connection_connect(Connection *c, const char *path) {
@@ -40,12 +77,11 @@ static int connection_connect(Connection *c, const char *path) {
 
                 log_error_errno(r, "cannot connect to tpd at '%s': %m", path);
                 if (r == -EACCES || r == -EPERM)
-                        fputs(HINT_ACCESS, stderr);
-                else
-                        fprintf(stderr,
-                                "Is tpd running? Start it with 'systemctl start tpd' or "
-                                "'tpd --socket %s', or point tpctl at it with --socket or $%s.\n",
-                                path, TPD_SOCKET_ENV);
+                        hint_access_socket(path);
+                else if (r == -ENOENT || r == -ECONNREFUSED)
+                        log_hint("tpd is not running; start it: systemctl start tpd.socket "
+                                 "(or 'tpd --socket %s'; another socket: --socket or $%s)",
+                                 path, TPD_SOCKET_ENV);
                 return r;
         }
         varlink_buffer_init(&c->in, CONNECTION_REPLY_MAX);
@@ -98,10 +134,15 @@ static int connection_recv(Connection *c, VarlinkReply *ret) {
                 n = read(c->fd, p, CONNECTION_READ_SIZE);
                 if (n < 0 && errno == EINTR)
                         continue;
+                if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+                        /* Under socket activation the connection waits in the socket's backlog for
+                         * tpd; a tpd that fails to start leaves it to be reset or closed unanswered. */
+                        log_error_errno(-ECONNRESET, "tpd closed the connection without replying");
+                        log_hint("tpd failed to start, or stopped; see journalctl -u tpd");
+                        return -ECONNRESET;
+                }
                 if (n < 0)
                         return log_error_errno(-errno, "cannot read from tpd: %m");
-                if (n == 0)
-                        return log_error_errno(-ECONNRESET, "tpd closed the connection without replying");
                 varlink_buffer_advance(&c->in, (size_t) n);
         }
 
@@ -113,7 +154,34 @@ static int connection_recv(Connection *c, VarlinkReply *ret) {
         return 0;
 }
 
-static void print_error_reply(const VarlinkReply *reply) {
+/* "Did you mean" for an unknown event, from tpd's own list (a second call, quiet if it fails). */
+static void hint_events(const char *socket_path, const char *name) {
+        _cleanup_(connection_done) Connection c = CONNECTION_NULL;
+        _cleanup_(varlink_reply_done) VarlinkReply reply = {};
+        const char *similar[SUGGEST_MAX];
+        bool muted = log_muted;
+        size_t n;
+        int r;
+
+        if (log_quiet || !name || strpbrk(name, "*?[") || strlen(name) > TPD_EVENT_NAME_MAX)
+                return;
+        log_muted = true;
+        r = connection_call(&c, socket_path, TPD_METHOD("ListEvents"), json_object_new_object(), false,
+                            &reply);
+        log_muted = muted;
+        if (r != 0)
+                return;
+        n = suggest_events(json_object_object_get(reply.parameters, "events"), name, similar);
+        if (n == 1)
+                log_hint("Did you mean %s?", similar[0]);
+        else if (n == 2)
+                log_hint("Did you mean %s or %s?", similar[0], similar[1]);
+        else if (n == 3)
+                log_hint("Did you mean %s, %s or %s?", similar[0], similar[1], similar[2]);
+}
+
+/* socket_path: where to ask for the names near an unknown one; NULL for none. */
+static void print_error_reply(const char *socket_path, const VarlinkReply *reply) {
         json_object *message = json_object_object_get(reply->parameters, "message");
 
         if (json_object_is_type(message, json_type_string) && json_object_get_string_len(message) > 0)
@@ -124,10 +192,18 @@ static void print_error_reply(const VarlinkReply *reply) {
         else
                 log_error("%s", reply->error);
 
-        if (streq(reply->error, VARLINK_ERROR_PERMISSION_DENIED))
-                fputs(HINT_ACCESS, stderr);
-        else if (streq(reply->error, TPD_ERROR_NO_SUCH_EVENT))
-                fputs("'tpctl list' shows the events this kernel has.\n", stderr);
+        /* tpd's messages say what to do already; the hints add what only the client knows. Refusals
+         * of a connection name the access group; other PermissionDenied (others' pins and filters,
+         * root-only calls) do not, and joining the group would not help. */
+        if (streq(reply->error, VARLINK_ERROR_PERMISSION_DENIED)) {
+                const char *group =
+                        json_object_get_string(json_object_object_get(reply->parameters, "group"));
+
+                if (group)
+                        hint_access(group);
+        } else if (streq(reply->error, TPD_ERROR_NO_SUCH_EVENT) && socket_path)
+                hint_events(socket_path,
+                            json_object_get_string(json_object_object_get(reply->parameters, "event")));
 }
 
 int connection_call(Connection *c, const char *socket_path, const char *method, json_object *params,
@@ -145,7 +221,24 @@ int connection_call(Connection *c, const char *socket_path, const char *method, 
                 return r;
 
         if (ret_reply->error) {
-                print_error_reply(ret_reply);
+                print_error_reply(socket_path, ret_reply);
+                return 1;
+        }
+        return 0;
+}
+
+int connection_call_again(Connection *c, const char *method, json_object *params, VarlinkReply *ret_reply) {
+        int r;
+
+        r = connection_send(c, method, TAKE_PTR(params), false);
+        if (r >= 0)
+                r = connection_recv(c, ret_reply);
+        if (r < 0)
+                return r;
+
+        if (ret_reply->error) {
+                /* A later call of a connection: no socket path to ask for names with. */
+                print_error_reply(NULL, ret_reply);
                 return 1;
         }
         return 0;

@@ -29,3 +29,7 @@ void connection_done(Connection *c);
  */
 int connection_call(Connection *c, const char *socket_path, const char *method, json_object *params,
                     bool upgrade, VarlinkReply *ret_reply);
+
+/* Another call on the connection connection_call() opened, once its previous reply was read: same
+ * returns. */
+int connection_call_again(Connection *c, const char *method, json_object *params, VarlinkReply *ret_reply);

@@ -16,20 +16,6 @@ static inline void close_pairp(int (*p)[2]) {
         safe_close((*p)[1]);
 }
 
-static int write_all(int fd, const char *p, size_t n) {
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return -errno;
-                p += k;
-                n -= (size_t) k;
-        }
-        return 0;
-}
-
 /* Moves n bytes that are already in a pipe to out with read() and write(). */
 static int pipe_drain(int in, int out, size_t n, char *buf, size_t size) {
         while (n > 0) {

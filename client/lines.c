@@ -104,20 +104,6 @@ static uint64_t now_ns(clockid_t id) {
         return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
 }
 
-static int write_all(int fd, const char *p, size_t n) {
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return -errno;
-                p += k;
-                n -= (size_t) k;
-        }
-        return 0;
-}
-
 static void out_flush(Lines *l) {
         if (l->olen > 0 && l->error == 0)
                 l->error = write_all(l->out, l->obuf, l->olen);

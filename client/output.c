@@ -10,7 +10,10 @@
 #include <string.h>
 
 #include "output.h"
+#include "terminal.h"
 #include "util.h"
+
+bool output_legend = true;
 
 #define TABLE_COLUMNS_MAX 8
 
@@ -62,8 +65,14 @@ static const char *cell(json_object *o, const char *key) {
 }
 
 void print_json(json_object *o) {
-        puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-                                                       JSON_C_TO_STRING_NOSLASHESCAPE));
+        print_json_as(o, true);
+}
+
+void print_json_as(json_object *o, bool pretty) {
+        puts(json_object_to_json_string_ext(o, pretty ? JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                                JSON_C_TO_STRING_NOSLASHESCAPE
+                                                      : JSON_C_TO_STRING_PLAIN |
+                                                                JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
 typedef struct Column {
@@ -93,7 +102,7 @@ static void print_table(const char *indent, json_object *rows, const Column *col
                 abort();
         for (size_t c = 0; c < n; c++) {
                 cells[c] = cols[c].header;
-                width[c] = strlen(cols[c].header);
+                width[c] = output_legend ? strlen(cols[c].header) : 0;
         }
         for (size_t i = 0; i < array_length(rows); i++) {
                 json_object *row = json_object_array_get_idx(rows, i);
@@ -102,7 +111,8 @@ static void print_table(const char *indent, json_object *rows, const Column *col
                         width[c] = MAX(width[c], strlen(cell(row, cols[c].key)));
         }
 
-        print_row(indent, cols, n, cells, width);
+        if (output_legend)
+                print_row(indent, cols, n, cells, width);
         for (size_t i = 0; i < array_length(rows); i++) {
                 json_object *row = json_object_array_get_idx(rows, i);
 
@@ -119,7 +129,9 @@ void print_list(json_object *p) {
                 json_object *e = json_object_array_get_idx(events, i);
                 bool enabled = json_object_get_boolean(json_object_object_get(e, "enabled"));
 
-                printf("%s%s\n", cell(e, "name"), enabled ? " (enabled)" : "");
+                printf("%s%s%s%s\n", cell(e, "name"),
+                       enabled ? terminal_color(STDOUT_FILENO, ANSI_GREEN) : "", enabled ? " (enabled)" : "",
+                       enabled ? terminal_color(STDOUT_FILENO, ANSI_NORMAL) : "");
         }
 }
 
@@ -170,6 +182,19 @@ static json_object *events_with_holders(json_object *events) {
         return rows;
 }
 
+/* A loss count, highlighted when not 0 (on a terminal). */
+static const char *lost_cell(json_object *lost, const char *key) {
+        static char ring[4][64];
+        static unsigned next;
+        const char *v = cell(lost, key);
+        char *buf = ring[next++ % ELEMENTSOF(ring)];
+
+        if (streq(v, "0") || streq(v, "-") || !terminal_colors(STDOUT_FILENO))
+                return v;
+        snprintf(buf, sizeof(ring[0]), "%s%.20s%s", ANSI_YELLOW, v, ANSI_NORMAL);
+        return buf;
+}
+
 void print_status(json_object *p) {
         static const Column cpu_cols[] = {
                 { "CPU", "cpu", true },         { "ONLINE", "online" },   { "ENTRIES", "entries", true },
@@ -185,9 +210,9 @@ void print_status(json_object *p) {
                 { "FILTER", "filter" },
         };
         static const Column conn_cols[] = {
-                { "UID", "uid", true },
-                { "PID", "pid", true },
-                { "STREAMING", "streaming" },
+                { "UID", "uid", true },          { "PID", "pid", true },
+                { "STREAMING", "streaming" },    { "DELIVERED", "delivered", true },
+                { "LOST", "lost_client", true },
         };
         json_object *rows;
         json_object *lost = json_object_object_get(p, "lost");
@@ -202,12 +227,13 @@ void print_status(json_object *p) {
         printf("Streams:        %s\n", cell(p, "streams"));
         printf("Delivered:      %s\n", cell(p, "delivered"));
         printf("Lost:           %s overrun, %s client, %s unknown; %s pages not decoded\n",
-               cell(lost, "overrun"), cell(lost, "client"), cell(lost, "unknown"),
-               cell(lost, "decode_pages"));
+               lost_cell(lost, "overrun"), lost_cell(lost, "client"), lost_cell(lost, "unknown"),
+               lost_cell(lost, "decode_pages"));
         /* Enable does not wait for the disk: a failing save of the pins shows here. */
         if (json_object_object_get(p, "state_error"))
-                printf("State:          NOT SAVED: %s (pins made since will not survive a restart)\n",
-                       cell(p, "state_error"));
+                printf("State:          %sNOT SAVED: %s (pins made since will not survive a restart)%s\n",
+                       terminal_color(STDOUT_FILENO, ANSI_RED), cell(p, "state_error"),
+                       terminal_color(STDOUT_FILENO, ANSI_NORMAL));
 
         fputc('\n', stdout);
         print_table("", json_object_object_get(p, "cpus"), cpu_cols, ELEMENTSOF(cpu_cols));

@@ -2,10 +2,17 @@
 #pragma once
 
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Pretty JSON of o and a newline on stdout. */
 void print_json(json_object *o);
+
+/* JSON of o on one line (short) or indented (pretty), and a newline, on stdout. */
+void print_json_as(json_object *o, bool pretty);
+
+/* --no-legend: tables without their header line. */
+extern bool output_legend;
 
 /* Replies' parameters as text, by method: ListEvents, DescribeEvent, GetStatus. */
 void print_list(json_object *params);

@@ -623,6 +623,10 @@ static int method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
                 json_object_object_add(o, "uid", json_object_new_int64(k->uid));
                 json_object_object_add(o, "pid", json_object_new_int64(k->pid));
                 json_object_object_add(o, "streaming", json_object_new_boolean(k->stream != NULL));
+                if (k->stream) {
+                        json_object_object_add(o, "delivered", json_u64(k->stream->delivered));
+                        json_object_object_add(o, "lost_client", json_u64(k->stream->lost_client));
+                }
                 json_object_array_add(conns, o);
         }
 
@@ -668,6 +672,7 @@ static int method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
         json_object_object_add(p, "clients", json_object_new_int((int) m->n_peers));
         json_object_object_add(p, "streams", json_object_new_int((int) m->n_streams));
         json_object_object_add(p, "connections", conns);
+        json_object_object_add(p, "records", json_u64(counters.records));
         json_object_object_add(p, "delivered", json_u64(counters.delivered));
         json_object_object_add(p, "lost", lost);
         /* Enable replies before the state reaches the disk: a failed save shows here. */
@@ -675,6 +680,87 @@ static int method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
         if (m->state_error != 0)
                 json_object_object_add(p, "state_error", json_object_new_string(strerror(-m->state_error)));
         json_object_object_add(p, "settings", settings);
+        return peer_reply(c, p);
+}
+
+static json_object *counters_event_json(Manager *m, const CounterEvent *e) {
+        json_object *o = json_object_new_object(), *procs = json_object_new_array();
+        const char *name = decoder_event_name(m->decoder, e->id);
+
+        if (name)
+                json_object_object_add(o, "name", json_object_new_string(name));
+        json_object_object_add(o, "id", json_object_new_int(e->id));
+        json_object_object_add(o, "records", json_u64(e->records));
+        json_object_object_add(o, "lost", json_u64(e->lost));
+        for (uint16_t i = 0; i < e->n_pids; i++) {
+                json_object *p = json_object_new_object();
+                const char *comm = comm_cache_lookup(m->comm, e->pids[i].pid, 0);
+
+                json_object_object_add(p, "pid", json_object_new_int(e->pids[i].pid));
+                if (comm) {
+                        /* A task names itself: bytes that are not printable ASCII (json-c would
+                         * pass on invalid UTF-8) become '?'. */
+                        char safe[64];
+                        size_t k = 0;
+
+                        for (; comm[k] && k + 1 < sizeof(safe); k++)
+                                safe[k] = comm[k] >= ' ' && comm[k] < 0x7f ? comm[k] : '?';
+                        safe[k] = 0;
+                        json_object_object_add(p, "comm", json_object_new_string(safe));
+                }
+                json_object_object_add(p, "records", json_u64(e->pids[i].records));
+                json_object_object_add(p, "lost", json_u64(e->pids[i].lost));
+                json_object_array_add(procs, p);
+        }
+        json_object_object_add(o, "processes", procs);
+        json_object_object_add(o, "other_records", json_u64(e->other_records));
+        json_object_object_add(o, "other_lost", json_u64(e->other_lost));
+        return o;
+}
+
+static int method_get_counters(Manager *m, Peer *c, const VarlinkCall *call) {
+        static const char *const keys[] = { NULL };
+        TracingEvent *const *events;
+        json_object *p, *evs;
+        uint64_t overrun, dropped;
+        struct timespec now;
+        size_t n;
+        int r;
+
+        if (check_keys(c, call, keys) < 0)
+                return 0;
+        r = manager_counting_start(m, c);
+        if (r < 0)
+                return r;
+
+        evs = json_object_new_array();
+        for (size_t i = 0; i < m->counters->n_events; i++)
+                json_object_array_add(evs, counters_event_json(m, &m->counters->events[i]));
+        /* Enabled events that wrote nothing yet are shown too: silent is worth seeing. */
+        events = tracing_events(m->tracing, &n);
+        for (size_t i = 0; i < n; i++) {
+                const TracingEvent *e = events[i];
+                unsigned id;
+
+                if (!e->enabled || !e->format || e->format->id < 0)
+                        continue;
+                id = (unsigned) e->format->id;
+                if (id < m->counters->n_index && m->counters->index[id] != 0)
+                        continue;
+                json_object_array_add(evs, counters_event_json(m, &(CounterEvent){ .id = (uint16_t) id }));
+        }
+
+        manager_counting_kernel_losses(m, &overrun, &dropped);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        p = json_object_new_object();
+        json_object_object_add(p, "usec",
+                               json_u64((uint64_t) now.tv_sec * 1000000ULL + (uint64_t) now.tv_nsec / 1000));
+        json_object_object_add(p, "since_usec", json_u64(m->counting_usec));
+        json_object_object_add(p, "events", evs);
+        json_object_object_add(p, "other_records", json_u64(m->counters->other_records));
+        json_object_object_add(p, "other_lost", json_u64(m->counters->other_lost));
+        json_object_object_add(p, "overrun", json_u64(overrun));
+        json_object_object_add(p, "dropped", json_u64(dropped));
         return peer_reply(c, p);
 }
 
@@ -721,71 +807,103 @@ static int stream_slot_check(Manager *m, Peer *c) {
         return r < 0 ? r : 1;
 }
 
-static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
-        static const char *const keys[] = { "events", "pids",     "cpus",     "filter",
-                                            "print",  "symbolic", "realtime", NULL };
+/* What a Stream or Record call set up: its stream, and the events it holds for its lifetime. */
+typedef struct StreamSetup {
+        Stream *stream;
+        TracingEvent **events; /* selected by name; the held ones */
+        size_t n_events;
+        bool filtered;
+        bool print;
+} StreamSetup;
+
+static void stream_setup_done(Manager *m, StreamSetup *st, bool release) {
+        if (release)
+                release_holds(m, st->events, st->n_events);
+        st->stream = stream_free(st->stream);
+        st->events = mfree(st->events);
+        st->n_events = 0;
+}
+
+/* Parses a Stream or Record call's selection, checks it, and sets up its stream and holds. Returns
+ * 0 with *ret set, 1 when an error reply was queued, or a negative errno. With all_enabled, no
+ * named events select the events enabled now (a recording's file describes the events it holds). */
+static int stream_setup(Manager *m, Peer *c, const VarlinkCall *call, const char *const *keys,
+                        StreamMode mode, bool all_enabled, StreamSetup *ret) {
         _cleanup_free_ char **names = NULL;
         _cleanup_free_ TracingEvent **events = NULL;
         _cleanup_free_ int64_t *pids = NULL, *cpus = NULL;
         _cleanup_free_ const char **filter_events = NULL;
-        _cleanup_free_ char *clock = NULL;
         size_t n_names, n = 0, n_pids, n_cpus, n_filter = 0;
         _cleanup_free_ TracingEvent **held = NULL;
         size_t n_held = 0;
         const char *filter = NULL;
         Stream *s = NULL;
-        json_object *p;
         bool print = false, symbolic, realtime = false;
-        int64_t offset;
+        json_object *p;
         int r;
 
         if (check_keys(c, call, keys) < 0)
-                return 0;
-        if (!call->more && !call->upgrade)
-                return peer_errorf(c, VARLINK_ERROR_EXPECTED_MORE, NULL, NULL,
-                                   "Stream needs \"more\" or \"upgrade\" set in the call.");
+                return 1;
         if (varlink_param_strv(call->parameters, "events", API_EVENTS_MAX, &names, &n_names) < 0)
-                return invalid_parameter(c, "events");
+                return invalid_parameter(c, "events") < 0 ? -ENOMEM : 1;
         if (varlink_param_intv(call->parameters, "pids", API_PIDS_MAX, &pids, &n_pids) < 0)
-                return invalid_parameter(c, "pids");
+                return invalid_parameter(c, "pids") < 0 ? -ENOMEM : 1;
         if (varlink_param_intv(call->parameters, "cpus", API_CPUS_MAX, &cpus, &n_cpus) < 0)
-                return invalid_parameter(c, "cpus");
+                return invalid_parameter(c, "cpus") < 0 ? -ENOMEM : 1;
         if (varlink_param_string(call->parameters, "filter", true, &filter) < 0 ||
             (filter && strlen(filter) > TPD_FILTER_MAX))
-                return invalid_parameter(c, "filter");
+                return invalid_parameter(c, "filter") < 0 ? -ENOMEM : 1;
         if (varlink_param_bool(call->parameters, "print", &print) < 0)
-                return invalid_parameter(c, "print");
-        /* Absent (or null): the configuration's default. */
-        symbolic = m->config.symbolic;
+                return invalid_parameter(c, "print") < 0 ? -ENOMEM : 1;
+        /* Absent (or null): the configuration's default, for streams of records. */
+        symbolic = mode != STREAM_PAGES && m->config.symbolic;
         if (json_object_object_get_ex(call->parameters, "symbolic", &p) && p &&
             varlink_param_bool(call->parameters, "symbolic", &symbolic) < 0)
-                return invalid_parameter(c, "symbolic");
+                return invalid_parameter(c, "symbolic") < 0 ? -ENOMEM : 1;
         if (varlink_param_bool(call->parameters, "realtime", &realtime) < 0)
-                return invalid_parameter(c, "realtime");
+                return invalid_parameter(c, "realtime") < 0 ? -ENOMEM : 1;
         for (size_t i = 0; i < n_cpus; i++)
-                if (cpus[i] < 0 || cpus[i] >= (int64_t) m->n_cpus)
-                        return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "cpus",
-                                           "There is no CPU %lld: this machine has CPUs 0 to %u.",
-                                           (long long) cpus[i], m->n_cpus - 1);
+                if (cpus[i] < 0 || cpus[i] >= (int64_t) m->n_cpus) {
+                        r = peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "cpus",
+                                        "There is no CPU %lld: this machine has CPUs 0 to %u.",
+                                        (long long) cpus[i], m->n_cpus - 1);
+                        return r < 0 ? r : 1;
+                }
         for (size_t i = 0; i < n_pids; i++)
                 if (pids[i] < 0 || pids[i] > INT32_MAX)
-                        return invalid_parameter(c, "pids");
+                        return invalid_parameter(c, "pids") < 0 ? -ENOMEM : 1;
 
         r = stream_slot_check(m, c);
         if (r != 0)
-                return r < 0 ? r : 0;
+                return r < 0 ? r : 1;
 
         if (n_names > 0) {
                 r = resolve_events(m, c, names, n_names, true, &events, &n);
                 if (r != 0)
-                        return r < 0 ? r : 0;
+                        return r < 0 ? r : 1;
+        } else if (all_enabled) {
+                size_t n_known;
+                TracingEvent *const *known = tracing_events(m->tracing, &n_known);
+
+                events = calloc(n_known + 1, sizeof(TracingEvent *));
+                if (!events)
+                        return -ENOMEM;
+                for (size_t i = 0; i < n_known; i++)
+                        if (known[i]->enabled && !known[i]->always_on)
+                                events[n++] = known[i];
+                if (n == 0) {
+                        r = peer_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", "",
+                                        "No event is enabled: name the events to record.");
+                        return r < 0 ? r : 1;
+                }
         }
 
-        r = stream_new(call->upgrade ? STREAM_RAW : STREAM_MORE, m->n_cpus,
-                       (size_t) m->config.client_queue_kb * 1024, &s);
+        r = stream_new(mode, m->n_cpus, (size_t) m->config.client_queue_kb * 1024, &s);
         if (r < 0)
                 return r;
         s->print = print;
+        s->symbolic = symbolic;
+        s->realtime = realtime;
         s->symbolic = symbolic;
         s->realtime = realtime;
         for (size_t i = 0; i < n && r >= 0; i++)
@@ -818,9 +936,10 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
                                 r = tracing_filter_verify(m->tracing, events[i], filter, &message);
                                 if (r < 0) {
                                         stream_free(s);
-                                        return peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event",
-                                                           events[i]->name, "Invalid filter for '%s': %s",
-                                                           events[i]->name, strempty(message));
+                                        r = peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event",
+                                                        events[i]->name, "Invalid filter for '%s': %s",
+                                                        events[i]->name, strempty(message));
+                                        return r < 0 ? r : 1;
                                 }
                                 filter_events[n_filter++] = events[i]->name;
                         }
@@ -835,11 +954,13 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
                                                       n_filter, &message);
                 if (r < 0) {
                         stream_free(s);
-                        if (r == -EINVAL)
-                                return peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event",
-                                                   n_filter > 0 ? filter_events[0] : "",
-                                                   "Invalid stream filter: %s",
-                                                   message ? message : "it applies to no enabled event");
+                        if (r == -EINVAL) {
+                                r = peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event",
+                                                n_filter > 0 ? filter_events[0] : "",
+                                                "Invalid stream filter: %s",
+                                                message ? message : "it applies to no enabled event");
+                                return r < 0 ? r : 1;
+                        }
                         return r;
                 }
         }
@@ -860,8 +981,45 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
         if (r < 0) {
                 release_holds(m, held, n_held);
                 stream_free(s);
-                return tracefs_error(c, r, "enable the event");
+                r = tracefs_error(c, r, "enable the event");
+                return r < 0 ? r : 1;
         }
+
+        *ret = (StreamSetup){
+                .stream = s,
+                .events = TAKE_PTR(held),
+                .n_events = n_held,
+                .filtered = filter != NULL,
+                .print = print,
+        };
+        return 0;
+}
+
+/* The stream is running: the connection takes it over, and its holds. */
+static void stream_setup_commit(Manager *m, Peer *c, StreamSetup *st, bool upgraded) {
+        c->held = TAKE_PTR(st->events);
+        c->n_held = st->n_events;
+        c->stream = TAKE_PTR(st->stream);
+        c->upgraded = upgraded;
+        manager_stream_started(m);
+}
+
+static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
+        static const char *const keys[] = { "events", "pids",     "cpus",     "filter",
+                                            "print",  "symbolic", "realtime", NULL };
+        _cleanup_free_ char *clock = NULL;
+        StreamSetup st = {};
+        json_object *p;
+        int64_t offset;
+        size_t n_pids;
+        int r;
+
+        if (!call->more && !call->upgrade)
+                return peer_errorf(c, VARLINK_ERROR_EXPECTED_MORE, NULL, NULL,
+                                   "Stream needs \"more\" or \"upgrade\" set in the call.");
+        r = stream_setup(m, c, call, keys, call->upgrade ? STREAM_RAW : STREAM_MORE, false, &st);
+        if (r != 0)
+                return r < 0 ? r : 0;
 
         (void) tracing_get_clock(m->tracing, &clock);
         p = json_object_new_object();
@@ -877,18 +1035,104 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
         json_object_object_add(p, "ts", json_object_new_int64((int64_t) manager_trace_clock_now_ns(m)));
         r = call->upgrade ? peer_reply(c, p) : peer_reply_more(c, p);
         if (r < 0) {
-                release_holds(m, held, n_held);
-                stream_free(s);
+                stream_setup_done(m, &st, true);
                 return r;
         }
 
-        c->held = TAKE_PTR(held);
-        c->n_held = n_held;
-        c->stream = s;
-        c->upgraded = call->upgrade;
-        manager_stream_started(m);
-        log_debug("Peer %d: stream started (%zu events, %zu pids, %zu cpus%s).", (int) c->pid, n, n_pids,
-                  n_cpus, filter ? ", filtered" : "");
+        n_pids = st.stream->n_pids;
+        log_debug("Peer %d: stream started (%zu events, %zu pids%s).", (int) c->pid, st.n_events, n_pids,
+                  st.filtered ? ", filtered" : "");
+        stream_setup_commit(m, c, &st, call->upgrade);
+        return 0;
+}
+
+/* Queues a FILE frame: the path, a NUL, the content. */
+static int record_queue_file(Stream *s, const char *path, const char *text, size_t size) {
+        return stream_queue_frame(s, TPD_FRAME_FILE, 0, 0, path, strlen(path) + 1, text, size);
+}
+
+/* The tracefs files a trace-cmd data file needs: the page and entry headers, the formats of the
+ * recorded events, printk formats, saved command lines and the clock. tpd reads only these fixed
+ * names; the client writes its file itself, as the calling user. */
+static int record_queue_files(Manager *m, StreamSetup *st) {
+        TracingEvent *const *known;
+        size_t n_known;
+        int r;
+
+        for (size_t i = 0; tracing_meta_files[i]; i++) {
+                _cleanup_free_ char *text = NULL;
+                size_t size;
+
+                r = tracing_read_meta(m->tracing, i, &text, &size);
+                if (r < 0) {
+                        /* Old kernels lack some of them; the client writes what it gets. */
+                        log_debug_errno(r, "Failed to read %s for a recording: %m", tracing_meta_files[i]);
+                        continue;
+                }
+                r = record_queue_file(st->stream, tracing_meta_files[i], text, size);
+                if (r < 0)
+                        return r;
+        }
+        /* The recorded events' formats, and every ftrace event's, as trace-cmd records them (its
+         * library also needs at least one of those). */
+        known = tracing_events(m->tracing, &n_known);
+        for (size_t i = 0; i < n_known + st->n_events; i++) {
+                TracingEvent *e = i < n_known ? known[i] : st->events[i - n_known];
+                _cleanup_free_ char *path = NULL, *text = NULL;
+                size_t size;
+
+                if (i < n_known ? !e->always_on : e->always_on)
+                        continue;
+                r = tracing_event_format(m->tracing, e, &path, &text, &size);
+                if (r < 0)
+                        return r;
+                r = record_queue_file(st->stream, path, text, size);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int method_record(Manager *m, Peer *c, const VarlinkCall *call) {
+        static const char *const keys[] = { "events", "pids", "cpus", "filter", NULL };
+        _cleanup_free_ char *clock = NULL;
+        StreamSetup st = {};
+        json_object *p, *names;
+        int r;
+
+        if (!call->upgrade)
+                return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "upgrade",
+                                   "Record sends pages, not JSON: it needs \"upgrade\" set in the call.");
+        r = stream_setup(m, c, call, keys, STREAM_PAGES, true, &st);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        /* The files go first, whatever the queue's limit: a recording cannot do without them. */
+        r = record_queue_files(m, &st);
+        if (r < 0) {
+                stream_setup_done(m, &st, true);
+                return tracefs_error(c, r, "read the files a recording needs");
+        }
+
+        (void) tracing_get_clock(m->tracing, &clock);
+        p = json_object_new_object();
+        names = json_object_new_array();
+        for (size_t i = 0; i < st.n_events; i++)
+                json_object_array_add(names, json_object_new_string(st.events[i]->name));
+        json_object_object_add(p, "clock", json_object_new_string(clock ?: "boot"));
+        json_object_object_add(p, "boot_to_realtime_ns", json_object_new_int64(boot_to_realtime_ns()));
+        json_object_object_add(p, "page_size",
+                               json_object_new_int64((int64_t) tracing_page_size(m->tracing)));
+        json_object_object_add(p, "cpus", json_object_new_int((int) m->n_cpus));
+        json_object_object_add(p, "flush_interval_ms", json_object_new_int64(m->config.flush_interval_ms));
+        json_object_object_add(p, "events", names);
+        r = peer_reply(c, p);
+        if (r < 0) {
+                stream_setup_done(m, &st, true);
+                return r;
+        }
+        log_debug("Peer %d: recording started (%zu events%s).", (int) c->pid, st.n_events,
+                  st.filtered ? ", filtered" : "");
+        stream_setup_commit(m, c, &st, true);
         return 0;
 }
 
@@ -980,7 +1224,9 @@ static const struct {
         { TPD_METHOD("Enable"), method_enable },
         { TPD_METHOD("Disable"), method_disable },
         { TPD_METHOD("GetStatus"), method_get_status },
+        { TPD_METHOD("GetCounters"), method_get_counters },
         { TPD_METHOD("Stream"), method_stream },
+        { TPD_METHOD("Record"), method_record },
 };
 
 int api_dispatch(Manager *m, Peer *c, const VarlinkCall *call) {

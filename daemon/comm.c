@@ -21,7 +21,8 @@ typedef struct CommEntry {
         int pid;
         uint32_t generation;
         bool known;
-        bool timed; /* valid for records up to until_ts, in any generation */
+        bool timed;     /* valid for records up to until_ts, in any generation */
+        bool from_proc; /* the name was read from the running task itself */
         uint64_t until_ts;
         char comm[COMM_LEN];
 } CommEntry;
@@ -178,8 +179,10 @@ static SavedComm *find_saved(CommCache *c, int pid) {
 
 const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
         CommEntry *e = &c->slots[(unsigned) pid % COMM_SLOTS];
+        char prev[COMM_LEN] = "";
         uint64_t now;
         SavedComm *s;
+        bool had;
 
         /* A name looked up at until_ts holds for records written until then: a record written
          * later may follow a rename (exec, prctl) or be another task's that reuses the pid. This
@@ -188,6 +191,10 @@ const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
         if (_likely_(e->pid == pid && ts <= e->until_ts && (e->timed || e->generation == c->generation)))
                 return e->known ? e->comm : NULL;
 
+        /* The name this slot had for the pid, for a task found gone below. */
+        had = e->pid == pid && e->known && e->from_proc;
+        if (had)
+                memcpy(prev, e->comm, COMM_LEN);
         now = comm_now(c);
         e->pid = pid;
         e->generation = c->generation;
@@ -208,8 +215,11 @@ const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
          * pid, so it serves for tasks that are gone. Elsewhere /proc would name other processes
          * (records carry initial-namespace pids): the table is the only source, reread when it
          * is COMM_SAVED_GENERATIONS old, and its names last a generation. */
-        if (c->proc_first && lookup_proc(pid, e->comm))
+        e->from_proc = false;
+        if (c->proc_first && lookup_proc(pid, e->comm)) {
+                e->from_proc = true;
                 return e->comm;
+        }
         if (!c->proc_first) {
                 e->until_ts = UINT64_MAX;
                 e->timed = false;
@@ -221,6 +231,18 @@ const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
                 }
                 e->known = false;
                 return NULL;
+        }
+
+        /* The task exited since its name was read from /proc: its records up to its exit carry
+         * that name, which the task itself gave. The kernel's table may name it as of an older
+         * switch (before an exec) or not at all. A new task of the same pid would be found in /proc
+         * first. Valid for this generation. */
+        if (had) {
+                memcpy(e->comm, prev, COMM_LEN);
+                e->from_proc = true;
+                e->until_ts = UINT64_MAX;
+                e->timed = false;
+                return e->comm;
         }
 
         /* The task is gone. The table names it as of its last switch before it was read: a read
@@ -238,10 +260,10 @@ const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
                 return e->comm;
         }
 
-        /* Unknown, or maybe renamed after the last read: no name rather than a stale one, until
-         * the table may be reread. */
         e->until_ts = UINT64_MAX;
         e->timed = false;
+        /* Unknown, or maybe renamed after the last read: no name rather than a stale one, until
+         * the table may be reread. */
         e->known = false;
         return NULL;
 }

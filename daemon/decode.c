@@ -10,14 +10,8 @@
 #include <traceevent/trace-seq.h>
 
 #include "decode.h"
+#include "page.h"
 #include "util.h"
-
-/* The sub-buffer header of a 64-bit kernel: u64 timestamp, then the commit word (length and flags),
- * as events/header_page describes it. */
-#define PAGE_HEADER_SIZE 16U
-#define PAGE_COMMIT_MASK ((1ULL << 27) - 1)
-#define PAGE_MISSED_STORED (1ULL << 30)
-#define PAGE_MISSED_EVENTS (1ULL << 31)
 
 typedef enum FieldKind {
         FIELD_UNSIGNED,
@@ -560,35 +554,7 @@ static int encode_record(Decoder *d, Batch *batch, const uint8_t *data, size_t s
         return 1;
 }
 
-/* Ring-buffer entry types (kernel/trace/ring_buffer.c): 1..28 are data entries of type_len * 4
- * bytes, 0 a data entry with its length in the next word. */
-#define ENTRY_PADDING 29U
-#define ENTRY_TIME_EXTEND 30U
-#define ENTRY_TIME_STAMP 31U
-#define ENTRY_TS_SHIFT 27U
-/* An absolute time stamp holds the low 59 bits; the page's time stamp has the rest (6.x). */
-#define ENTRY_ABS_TS_MASK ((1ULL << 59) - 1)
-
-static inline uint32_t load_u32(const uint8_t *p) {
-        uint32_t v;
-        memcpy(&v, p, 4);
-        return v;
-}
-
-/*
- * Walks the entries of one sub-buffer page. This is what libtraceevent's kbuffer does, with every
- * length checked against the page: a corrupt page ends in -EBADMSG, never in a read past it or in
- * an endless loop (kbuffer 1.7 has both), and it saves kbuffer's indirect calls per record.
- */
-/* Consecutive records of one event id without a format, and one pid: one lost record. */
-typedef struct UnknownRun {
-        uint16_t id;
-        int32_t pid;
-        uint64_t ts; /* of the last one */
-        uint64_t count;
-} UnknownRun;
-
-static int unknown_run_flush(UnknownRun *u, Batch *batch, unsigned cpu) {
+int decoder_flush_unknown(DecoderUnknownRun *u, Batch *batch, unsigned cpu) {
         Record *rec;
         int r;
 
@@ -606,185 +572,113 @@ static int unknown_run_flush(UnknownRun *u, Batch *batch, unsigned cpu) {
         return 0;
 }
 
-int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu, Batch *batch) {
-        const uint8_t *p = page, *data, *end;
-        UnknownRun unknown = {};
-        size_t before = batch->n_records;
-        uint64_t page_ts, commit, length, ts;
+int decoder_decode_missed(Decoder *d, uint64_t ts, unsigned cpu, const uint64_t *stored, Batch *batch) {
+        uint64_t count = stored ? *stored : 0;
         int r;
 
-        if (size < PAGE_HEADER_SIZE)
-                goto bad;
-        memcpy(&page_ts, p, 8);
-        memcpy(&commit, p + 8, 8);
-        length = commit & PAGE_COMMIT_MASK;
-        if (length + PAGE_HEADER_SIZE + (commit & PAGE_MISSED_STORED ? 8 : 0) > size)
-                goto bad;
-        data = p + PAGE_HEADER_SIZE;
-        end = data + length;
+        if (d->cb.missed)
+                count = d->cb.missed(d->cb.userdata, cpu, stored);
+        if (count == 0)
+                return 0;
+        r = batch_add_lost(batch, ts, cpu, count, RECORD_LOST_OVERRUN);
+        if (r < 0)
+                return r;
+        d->stats.overrun += count;
+        return 1;
+}
 
-        if (commit & PAGE_MISSED_EVENTS) {
-                uint64_t count = 0;
+int decoder_decode_record(Decoder *d, uint64_t ts, unsigned cpu, const void *data, size_t size,
+                          DecoderUnknownRun *unknown, Batch *batch) {
+        int r;
 
-                /* The count is stored after the data when there was room; otherwise only the flag
-                 * says that events were lost, and the kernel's overrun counter tells how many. */
-                if (commit & PAGE_MISSED_STORED)
-                        memcpy(&count, end, 8);
-                if (d->cb.missed)
-                        count = d->cb.missed(d->cb.userdata, cpu,
-                                             commit & PAGE_MISSED_STORED ? &count : NULL);
-                if (count > 0) {
-                        r = batch_add_lost(batch, page_ts, cpu, count, RECORD_LOST_OVERRUN);
-                        if (r < 0)
-                                return r;
-                        d->stats.overrun += count;
+        if (size >= 8) {
+                uint16_t id;
+                memcpy(&id, data, 2);
+                if (!plan_get(d, id)) {
+                        int32_t pid;
+                        memcpy(&pid, (const uint8_t *) data + 4, 4); /* common_pid of every format */
+                        d->stats.unknown++;
+                        if (unknown->count > 0 && (unknown->id != id || unknown->pid != pid)) {
+                                r = decoder_flush_unknown(unknown, batch, cpu);
+                                if (r < 0)
+                                        return r;
+                        }
+                        *unknown = (DecoderUnknownRun){ id, pid, ts, unknown->count + 1 };
+                        return 0;
                 }
         }
+        /* Losses come before what follows them. */
+        r = decoder_flush_unknown(unknown, batch, cpu);
+        if (r < 0)
+                return r;
+        return encode_record(d, batch, data, size, ts, cpu);
+}
 
-        ts = page_ts;
-        while (data < end) {
-                const uint8_t *payload, *next;
-                uint32_t header, type, delta;
-                size_t len;
+/* A page's entries are walked by daemon/page.c, every length checked against the page: a corrupt
+ * page ends in -EBADMSG, never in a read past it or in an endless loop (libtraceevent's kbuffer 1.7
+ * has both), without kbuffer's indirect calls per record. */
+int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu, Batch *batch) {
+        DecoderUnknownRun unknown = {};
+        size_t before = batch->n_records;
+        uint64_t stored;
+        PageWalk w;
+        PageEntry e;
+        int r;
 
-                if (end - data < 4)
-                        goto bad;
-                header = load_u32(data);
-                type = header & 0x1f;
-                delta = header >> 5;
-
-                switch (type) {
-                case ENTRY_PADDING:
-                        /* A zero delta pads the rest of the page. Otherwise it is a discarded entry,
-                         * whose length follows; like the kernel's own reader (rb_update_read_stamp()),
-                         * its delta does not move the time stamp. */
-                        if (delta == 0 || end - data < 8) {
-                                data = end;
-                                continue;
-                        }
-                        len = load_u32(data + 4);
-                        if (len > (size_t) (end - data) - 4)
-                                goto bad;
-                        data += 4 + len;
-                        continue;
-                case ENTRY_TIME_EXTEND:
-                case ENTRY_TIME_STAMP: {
-                        uint64_t v;
-                        if (end - data < 8)
-                                goto bad;
-                        v = ((uint64_t) load_u32(data + 4) << ENTRY_TS_SHIFT) | delta;
-                        if (type == ENTRY_TIME_EXTEND)
-                                ts += v;
-                        else
-                                ts = (page_ts & ~ENTRY_ABS_TS_MASK) | (v & ENTRY_ABS_TS_MASK);
-                        data += 8;
-                        continue;
-                }
-                case 0:
-                        if (end - data < 8)
-                                goto bad;
-                        len = load_u32(data + 4);
-                        if (len < 4)
-                                goto bad;
-                        len -= 4;
-                        payload = data + 8;
-                        next = payload + ((len + 3) & ~(size_t) 3);
-                        break;
-                default:
-                        len = (size_t) type * 4;
-                        payload = data + 4;
-                        next = payload + len;
-                        break;
-                }
-
-                if (len > (size_t) (end - payload))
-                        goto bad;
-                ts += delta;
-                if (len >= 8) {
-                        uint16_t id;
-                        memcpy(&id, payload, 2);
-                        if (!plan_get(d, id)) {
-                                int32_t pid;
-                                memcpy(&pid, payload + 4, 4); /* common_pid of every format */
-                                d->stats.unknown++;
-                                if (unknown.count > 0 && (unknown.id != id || unknown.pid != pid)) {
-                                        r = unknown_run_flush(&unknown, batch, cpu);
-                                        if (r < 0)
-                                                return r;
-                                }
-                                unknown = (UnknownRun){ id, pid, ts, unknown.count + 1 };
-                                data = next;
-                                continue;
-                        }
-                }
-                /* Losses come before what follows them. */
-                r = unknown_run_flush(&unknown, batch, cpu);
+        if (page_walk_init(&w, page, size) < 0)
+                goto bad;
+        /* The count is stored after the data when there was room; otherwise only the flag says that
+         * events were lost, and the kernel's overrun counter tells how many. */
+        if (page_missed(&w, &stored)) {
+                r = decoder_decode_missed(d, w.page_ts, cpu, stored == UINT64_MAX ? NULL : &stored, batch);
                 if (r < 0)
                         return r;
-                r = encode_record(d, batch, payload, len, ts, cpu);
+        }
+        while ((r = page_walk_next(&w, &e)) > 0) {
+                r = decoder_decode_record(d, e.ts, cpu, e.payload, e.size, &unknown, batch);
                 if (r == -EBADMSG)
                         goto bad;
                 if (r < 0)
                         return r;
-                data = next;
         }
-        r = unknown_run_flush(&unknown, batch, cpu);
+        if (r < 0)
+                goto bad;
+        r = decoder_flush_unknown(&unknown, batch, cpu);
         if (r < 0)
                 return r;
         return (int) (batch->n_records - before);
 
 bad:
-        (void) unknown_run_flush(&unknown, batch, cpu);
+        (void) decoder_flush_unknown(&unknown, batch, cpu);
         d->stats.bad_pages++;
         return -EBADMSG;
 }
 
-uint64_t decoder_page_records(const void *page, size_t size) {
-        const uint8_t *p = page, *data, *end;
-        uint64_t commit, length, n = 0;
+const char *decoder_comm(Decoder *d, int pid, uint64_t ts) {
+        return d->cb.comm ? d->cb.comm(d->cb.userdata, pid, ts) : NULL;
+}
 
-        if (size < PAGE_HEADER_SIZE)
-                return 0;
-        memcpy(&commit, p + 8, 8);
-        length = MIN(commit & PAGE_COMMIT_MASK, (uint64_t) (size - PAGE_HEADER_SIZE));
-        data = p + PAGE_HEADER_SIZE;
-        end = data + length;
+typedef struct PageWalkAdapter {
+        DecoderRecordFn fn;
+        void *userdata;
+} PageWalkAdapter;
 
-        while (end - data >= 4) {
-                uint32_t header = load_u32(data), type = header & 0x1f;
-                size_t len;
+static void page_walk_record(void *userdata, const PageEntry *e) {
+        PageWalkAdapter *a = userdata;
+        uint16_t id;
+        int32_t pid;
 
-                switch (type) {
-                case ENTRY_PADDING:
-                        if ((header >> 5) == 0 || end - data < 8)
-                                return n;
-                        len = load_u32(data + 4);
-                        if (len > (size_t) (end - data) - 4)
-                                return n;
-                        data += 4 + len;
-                        continue;
-                case ENTRY_TIME_EXTEND:
-                case ENTRY_TIME_STAMP:
-                        data += 8;
-                        continue;
-                case 0:
-                        if (end - data < 8)
-                                return n;
-                        len = load_u32(data + 4);
-                        if (len < 4 || len - 4 > (size_t) (end - data) - 8)
-                                return n;
-                        data += 8 + ((len - 4 + 3) & ~(size_t) 3);
-                        break;
-                default:
-                        len = (size_t) type * 4;
-                        if (len > (size_t) (end - data) - 4)
-                                return n;
-                        data += 4 + len;
-                        break;
-                }
-                n++;
-        }
-        return n;
+        if (e->size < 8)
+                return;
+        memcpy(&id, e->payload, 2);
+        memcpy(&pid, e->payload + 4, 4); /* common_pid of every format */
+        a->fn(a->userdata, id, pid);
+}
+
+uint64_t decoder_page_walk(const void *page, size_t size, DecoderRecordFn fn, void *userdata) {
+        PageWalkAdapter a = { fn, userdata };
+
+        return page_for_each(page, size, fn ? page_walk_record : NULL, &a);
 }
 
 void *decoder_padded_raw(Decoder *d, const Record *r) {

@@ -46,9 +46,33 @@ Decoder *decoder_free(Decoder *d);
  * -EBADMSG for a page that is not one (the records before the fault stay appended). */
 int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu, Batch *batch);
 
-/* The number of data records on a page, by a walk of its entry headers only: what a page that
- * failed to decode held. Stops at the first entry that does not fit. */
-uint64_t decoder_page_records(const void *page, size_t size);
+/* Consecutive records of one event id without a format, and one pid: one lost record. */
+typedef struct DecoderUnknownRun {
+        uint16_t id;
+        int32_t pid;
+        uint64_t ts; /* of the last one */
+        uint64_t count;
+} DecoderUnknownRun;
+
+/* Decodes one event record (its payload, as a ring-buffer entry holds it) written at ts on cpu:
+ * what decoder_decode_page() does for each record of a page. A record of an event id without a
+ * format joins the run *unknown (zeroed at first) instead, which becomes one lost record with cause
+ * "unknown" when a different record comes or decoder_flush_unknown() is called. Returns 1 when a
+ * record was appended, 0 when it joined the run, -EBADMSG for a record shorter than its format (none
+ * appended), or another negative errno. */
+int decoder_decode_record(Decoder *d, uint64_t ts, unsigned cpu, const void *data, size_t size,
+                          DecoderUnknownRun *unknown, Batch *batch);
+/* The loss a page flags before its first record, written at ts on cpu: stored is the count the
+ * page holds, NULL when it had none. Appends a lost record with cause "overrun" of the count the
+ * missed callback gives (without it, the stored one) unless that is 0. Returns 1 when appended. */
+int decoder_decode_missed(Decoder *d, uint64_t ts, unsigned cpu, const uint64_t *stored, Batch *batch);
+/* Appends the lost record of a pending run of unknown records, if any, and empties the run. */
+int decoder_flush_unknown(DecoderUnknownRun *unknown, Batch *batch, unsigned cpu);
+
+/* The same walk, calling fn with the event id and common_pid of each data record of 8 bytes or more:
+ * what a page holds, for counting without decoding. */
+typedef void (*DecoderRecordFn)(void *userdata, uint16_t id, int32_t pid);
+uint64_t decoder_page_walk(const void *page, size_t size, DecoderRecordFn fn, void *userdata);
 
 /* Makes the variant of record index with the kernel's formatted text added as "print". The
  * record's raw data must still be valid. */
@@ -71,6 +95,9 @@ int decoder_encode_variant(Decoder *d, Batch *batch, size_t index, unsigned vari
  * follows __data_loc offsets and reads strings up to a NUL without bounds, stays inside it even for
  * a corrupt record. Valid until the next call. */
 void *decoder_padded_raw(Decoder *d, const Record *r);
+
+/* The command name of pid for a record written at ts, through the comm callback; NULL when unknown. */
+const char *decoder_comm(Decoder *d, int pid, uint64_t ts);
 
 /* The "system:event" name of an event id, or NULL. */
 const char *decoder_event_name(Decoder *d, unsigned id);

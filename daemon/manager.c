@@ -13,6 +13,7 @@
 #include "cpus.h"
 #include "log.h"
 #include "manager.h"
+#include "page.h"
 #include "peer.h"
 #include "ratelimit.h"
 #include "server.h"
@@ -61,6 +62,7 @@ Manager *manager_free(Manager *m) {
         tracing_free(m->tracing);
         comm_cache_free(m->comm);
         batch_unref(m->batch);
+        counters_free(m->counters);
         free(m->overrun_reported);
         free(m->dropped_reported);
         free(m->decode_pending);
@@ -116,13 +118,22 @@ static uint64_t manager_missed(void *userdata, unsigned cpu, const uint64_t *sto
         return n;
 }
 
+static uint64_t manager_overrun_now(void *userdata, unsigned cpu) {
+        Manager *m = userdata;
+        TracingCpuStats st;
+
+        if (tracing_cpu_stats(m->tracing, cpu, &st) < 0)
+                return UINT64_MAX;
+        return st.overrun;
+}
+
 /* Offers a batch of one CPU to every stream. */
 static void manager_offer(Manager *m, Batch *b) {
         int r;
 
         b->plain_end = b->buf.len;
         for (Peer *c = m->peers; c; c = c->next) {
-                if (!c->stream)
+                if (!c->stream || c->stream->mode == STREAM_PAGES)
                         continue;
                 r = stream_offer_batch(c->stream, m->decoder, b);
                 if (r < 0)
@@ -132,7 +143,7 @@ static void manager_offer(Manager *m, Batch *b) {
 
 /* Counts the records of a page that a failed decode left out, by walking its entry headers. */
 static uint64_t page_records_left(const void *page, size_t size, const Batch *b, size_t from) {
-        uint64_t total = decoder_page_records(page, size), got = 0;
+        uint64_t total = page_records(page, size), got = 0;
 
         for (size_t i = from; i < b->n_records; i++)
                 if (b->records[i].kind == RECORD_EVENT)
@@ -152,6 +163,21 @@ static void manager_report_kernel_losses(Manager *m) {
                 int r = 0;
 
                 if (tracing_cpu_stats(m->tracing, cpu, &st) < 0)
+                        continue;
+                /* Recordings keep their own account: each flags its losses on its next page. */
+                if (m->n_recordings > 0) {
+                        uint64_t now = 0;
+
+                        (void) sd_event_now(m->event, CLOCK_BOOTTIME, &now);
+                        for (Peer *c = m->peers; c; c = c->next)
+                                if (c->stream && c->stream->mode == STREAM_PAGES) {
+                                        stream_note_kernel_losses(c->stream, cpu, st.overrun, st.dropped,
+                                                                  now * 1000);
+                                        if (cpu == 0)
+                                                (void) stream_resolve_comms(c->stream, m->decoder);
+                                }
+                }
+                if (m->n_streams == m->n_recordings)
                         continue;
                 if (st.overrun <= m->overrun_reported[cpu] && st.dropped <= m->dropped_reported[cpu])
                         continue;
@@ -195,17 +221,36 @@ void manager_flush_clients(Manager *m) {
 }
 
 /* The parts every stream wants in its lines go into the plain lines while decoding: when all
- * streams are --symbolic, "sym" costs no copy of the line. */
+ * streams are --symbolic, "sym" costs no copy of the line. Recordings take no lines. */
 static uint8_t manager_inline_variant(Manager *m) {
         bool any = false;
 
         for (Peer *c = m->peers; c; c = c->next)
-                if (c->stream) {
+                if (c->stream && c->stream->mode != STREAM_PAGES) {
                         if (!c->stream->symbolic)
                                 return 0;
                         any = true;
                 }
         return any ? DECODER_VARIANT_SYM : 0;
+}
+
+static void manager_count_record(void *userdata, uint16_t id, int32_t pid) {
+        counter_run_add(userdata, id, pid, 1);
+}
+
+/* The records of a decoded batch, and those of events without a format that it counts as lost. */
+static void manager_count_batch(Counters *c, const Batch *b) {
+        CounterRun run = { .counters = c };
+
+        for (size_t i = 0; i < b->n_records; i++) {
+                const Record *r = &b->records[i];
+
+                if (r->kind == RECORD_EVENT)
+                        counter_run_add(&run, r->event_id, r->pid, 1);
+                else if (r->kind == RECORD_LOST_UNKNOWN)
+                        counter_run_add(&run, r->event_id, r->pid, r->lost);
+        }
+        counter_run_flush(&run);
 }
 
 static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_pages,
@@ -215,10 +260,39 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
         Batch *b;
         int r;
 
-        /* Nobody listens: the pages were drained so that a new stream starts with fresh records,
-         * and there is nothing to decode them for. */
-        if (m->n_streams == 0)
+        /* Recordings take the pages as they are, before (and without) any decoding. */
+        if (m->n_recordings > 0) {
+                PageSource src = {
+                        .cpu = cpu,
+                        .page_size = page_size,
+                        .overrun = manager_overrun_now,
+                        .userdata = m,
+                };
+
+                for (Peer *c = m->peers; c; c = c->next)
+                        if (c->stream && c->stream->mode == STREAM_PAGES) {
+                                r = stream_offer_pages(c->stream, m->decoder, &src, pages, n_pages);
+                                if (r < 0)
+                                        log_warning_errno(r, "Peer %d: failed to queue pages: %m",
+                                                          (int) c->pid);
+                        }
+        }
+
+        /* Nobody listens to records: the pages were drained so that a new stream starts with fresh
+         * records, and there is nothing to decode them for; only counted, when someone asks. */
+        if (m->n_streams == m->n_recordings) {
+                if (m->n_recordings > 0)
+                        manager_flush_clients(m);
+                if (m->counters) {
+                        CounterRun run = { .counters = m->counters };
+
+                        for (size_t i = 0; i < n_pages; i++)
+                                (void) decoder_page_walk((const uint8_t *) pages + i * page_size, page_size,
+                                                         manager_count_record, &run);
+                        counter_run_flush(&run);
+                }
                 return;
+        }
 
         /* Reuse the last batch's memory unless a client still holds part of it. */
         if (m->batch && m->batch->refs == 1)
@@ -275,6 +349,8 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
         }
         if (b->n_records == 0)
                 return;
+        if (m->counters)
+                manager_count_batch(m->counters, b);
 
         /* The overrun records of this batch cover the kernel's counter from where the last one
          * ended: a stream started since is charged only with the part after its start. */
@@ -287,6 +363,9 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
         manager_offer(m, b);
         manager_flush_clients(m);
 }
+
+/* GetCounters reads the partial pages at most this often. */
+#define MANAGER_COUNTING_FLUSH_USEC (50 * 1000ULL)
 
 /* Time sources fire once; a periodic one is set up again from its handler. */
 static int rearm(sd_event_source *s, uint64_t usec) {
@@ -316,19 +395,32 @@ static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
                 if (c->stream && c->stream->drops_pending)
                         (void) peer_flush(c);
         }
-        /* Without streams nothing waits for a partial page: sleep until one starts. */
-        if (m->n_streams == 0)
+        /* Without streams nothing waits for a partial page: sleep until one starts (or counting
+         * does: counts must be as fresh as a stream's records). */
+        if (m->n_streams == 0 && m->n_counting == 0)
                 return 0;
         return rearm(s, (uint64_t) m->config.flush_interval_ms * 1000);
 }
 
 void manager_stream_started(Manager *m) {
         int enabled = SD_EVENT_OFF;
+        Peer *new_stream = NULL;
+        bool first, recording;
 
-        /* Pages read while nobody listened were not decoded, nor their losses counted: start the
-         * count of reported overruns from the kernel's, so that the first page that flags a loss
-         * without a count does not charge the new stream with losses from before it. */
-        bool first = m->n_streams++ == 0;
+        /* The new stream is the one without its base yet. */
+        for (Peer *c = m->peers; c; c = c->next)
+                if (c->stream && !c->stream->has_base)
+                        new_stream = c;
+        recording = new_stream && new_stream->stream->mode == STREAM_PAGES;
+
+        /* Pages are decoded only while a stream wants records, and their losses counted only then:
+         * the first such stream starts the count of reported overruns from the kernel's, so that
+         * the first page that flags a loss without a count does not charge it with losses from
+         * before it. */
+        first = !recording && m->n_streams == m->n_recordings;
+        m->n_streams++;
+        if (recording)
+                m->n_recordings++;
 
         /* Each new stream notes the kernel's loss counters at its start: losses counted before
          * are not its own (they reach it only when reported later, for streams started earlier). */
@@ -345,10 +437,84 @@ void manager_stream_started(Manager *m) {
                                 (void) stream_set_base(c->stream, cpu, st.overrun, st.dropped);
         }
         for (Peer *c = m->peers; c; c = c->next)
-                if (c->stream)
+                if (c->stream) {
                         c->stream->has_base = true;
+                        c->stream->counters = m->counters;
+                }
         if (sd_event_source_get_enabled(m->flush_timer, &enabled) >= 0 && enabled == SD_EVENT_OFF)
                 (void) rearm(m->flush_timer, (uint64_t) m->config.flush_interval_ms * 1000);
+}
+
+static void manager_kernel_losses(Manager *m, uint64_t *ret_overrun, uint64_t *ret_dropped) {
+        uint64_t overrun = 0, dropped = 0;
+
+        for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
+                TracingCpuStats st;
+                if (tracing_cpu_stats(m->tracing, cpu, &st) < 0)
+                        continue;
+                overrun += st.overrun;
+                dropped += st.dropped;
+        }
+        *ret_overrun = overrun;
+        *ret_dropped = dropped;
+}
+
+void manager_counting_kernel_losses(Manager *m, uint64_t *ret_overrun, uint64_t *ret_dropped) {
+        uint64_t overrun, dropped;
+
+        manager_kernel_losses(m, &overrun, &dropped);
+        /* Setting the trace clock resets the kernel's counters (manager_check_instance()). */
+        if (overrun < m->counting_overrun)
+                m->counting_overrun = overrun;
+        if (dropped < m->counting_dropped)
+                m->counting_dropped = dropped;
+        *ret_overrun = overrun - m->counting_overrun;
+        *ret_dropped = dropped - m->counting_dropped;
+}
+
+int manager_counting_start(Manager *m, Peer *p) {
+        int enabled = SD_EVENT_OFF, r;
+        uint64_t now = 0;
+
+        /* What the buffers hold was written before this call: read it out now, so that a reply
+         * counts every record written before it (rates between two calls are exact whatever the
+         * flush interval), and the first call counts nothing written before the count started.
+         * Partial pages cost more per record than full ones: calls in quick succession (any
+         * member may make them) share one read per MANAGER_COUNTING_FLUSH_USEC. */
+        (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
+        if (!m->counters || now >= m->counting_flushed_usec + MANAGER_COUNTING_FLUSH_USEC) {
+                m->counting_flushed_usec = now;
+                for (unsigned i = 0; i < m->n_cpus; i++)
+                        if (m->readers[i])
+                                (void) reader_flush(m->readers[i]);
+        }
+        if (p->counting)
+                return 0;
+        if (!m->counters) {
+                r = counters_new(&m->counters);
+                if (r < 0)
+                        return r;
+                (void) sd_event_now(m->event, CLOCK_MONOTONIC, &m->counting_usec);
+                manager_kernel_losses(m, &m->counting_overrun, &m->counting_dropped);
+                for (Peer *c = m->peers; c; c = c->next)
+                        if (c->stream)
+                                c->stream->counters = m->counters;
+        }
+        p->counting = true;
+        m->n_counting++;
+        /* Partial pages are read on the flush timer, which sleeps while there is no stream. */
+        if (sd_event_source_get_enabled(m->flush_timer, &enabled) >= 0 && enabled == SD_EVENT_OFF)
+                (void) rearm(m->flush_timer, (uint64_t) m->config.flush_interval_ms * 1000);
+        return 0;
+}
+
+static void manager_counting_stop(Manager *m) {
+        if (--m->n_counting > 0)
+                return;
+        for (Peer *c = m->peers; c; c = c->next)
+                if (c->stream)
+                        c->stream->counters = NULL;
+        m->counters = counters_free(m->counters);
 }
 
 /* STATUS= for systemctl status: what tpd does, in one line. */
@@ -635,6 +801,8 @@ static int manager_on_check_timer(sd_event_source *s, uint64_t usec, void *userd
         manager_check_cpus(m);
         manager_check_instance(m);
         manager_check_realtime(m, false);
+        if (m->counters)
+                counters_age(m->counters);
         return rearm(s, CHECK_USEC);
 }
 
@@ -911,6 +1079,8 @@ static void manager_on_peer_free(Peer *p, void *userdata) {
                 m->n_refused--;
         if (p->stream) {
                 m->n_streams--;
+                if (p->stream->mode == STREAM_PAGES)
+                        m->n_recordings--;
                 m->delivered += p->stream->delivered;
                 m->lost_client += p->stream->lost_client;
         }
@@ -921,6 +1091,8 @@ static void manager_on_peer_free(Peer *p, void *userdata) {
                                           p->held[i]->name);
         }
         p->n_held = 0;
+        if (p->counting)
+                manager_counting_stop(m);
 }
 
 static const PeerHandler manager_peer_handler = {
@@ -971,6 +1143,8 @@ static void manager_refuse(Manager *m, int fd, const struct ucred *cred, const c
         if (manager_add_peer(m, fd, cred, &p) < 0)
                 return;
         m->n_refused++; /* given back by manager_on_peer_free() */
+        if (streq(error, VARLINK_ERROR_PERMISSION_DENIED) && m->config.access_group)
+                p->refusal_group = strdup(m->config.access_group); /* only for a hint: NULL is fine */
         (void) peer_refuse(p, error, message);
 }
 

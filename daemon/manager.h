@@ -9,6 +9,7 @@
 
 #include "comm.h"
 #include "config.h"
+#include "counters.h"
 #include "decode.h"
 #include "reader.h"
 #include "tracing.h"
@@ -76,8 +77,9 @@ typedef struct Manager {
         ManagerDispatch dispatch;
         Peer *peers;
         unsigned n_peers;
-        unsigned n_refused; /* of n_peers, connections only waiting for their refusal */
-        unsigned n_streams;
+        unsigned n_refused;    /* of n_peers, connections only waiting for their refusal */
+        unsigned n_streams;    /* decoded streams and recordings */
+        unsigned n_recordings; /* of n_streams, recordings: they take pages, never decoded */
         gid_t access_gid;
         bool access_gid_valid;
 
@@ -91,6 +93,14 @@ typedef struct Manager {
 
         uint64_t delivered;   /* records queued to streams that have ended */
         uint64_t lost_client; /* likewise */
+
+        /* Per-event counts (GetCounters), kept only while a connection that asked for them lives. */
+        Counters *counters;
+        unsigned n_counting;            /* connections that asked */
+        uint64_t counting_usec;         /* CLOCK_MONOTONIC when counting started */
+        uint64_t counting_overrun;      /* the kernel's overrun then, summed over CPUs */
+        uint64_t counting_dropped;      /* its dropped events likewise */
+        uint64_t counting_flushed_usec; /* when a GetCounters call last read the partial pages */
 } Manager;
 
 /* tpd's counters, for GetStatus and STATUS=: one place sums them. */
@@ -127,6 +137,14 @@ int manager_save_state(Manager *m);
 
 /* Counts a new stream, and wakes the flush timer that sleeps while there is none. */
 void manager_stream_started(Manager *m);
+
+/* Starts keeping per-event counters for peer p, until it disconnects (GetCounters), after reading
+ * what the buffers hold (each call does). Every record read from the kernel is counted from then
+ * on, selected by a stream or not; while only counters are asked for, pages are walked for their
+ * event ids and pids, not decoded. */
+int manager_counting_start(Manager *m, Peer *p);
+/* The kernel's overrun and dropped events summed over CPUs, since counting started. */
+void manager_counting_kernel_losses(Manager *m, uint64_t *ret_overrun, uint64_t *ret_dropped);
 
 /* Writes what every stream has queued; used after records were offered. */
 void manager_flush_clients(Manager *m);

@@ -31,6 +31,7 @@ Peer *peer_free(Peer *c) {
         if (c->handler && c->handler->on_free)
                 c->handler->on_free(c, c->userdata);
         free(c->refusal_message);
+        free(c->refusal_group);
         stream_free(c->stream);
         free(c->held);
 
@@ -236,7 +237,8 @@ static int peer_process(Peer *c) {
                         if (streq(c->refusal_error, TPD_ERROR_LIMIT_EXCEEDED))
                                 return peer_errorf(c, c->refusal_error, "limit", "connections", "%s",
                                                    c->refusal_message);
-                        return peer_errorf(c, c->refusal_error, NULL, NULL, "%s", c->refusal_message);
+                        return peer_errorf(c, c->refusal_error, c->refusal_group ? "group" : NULL,
+                                           c->refusal_group, "%s", c->refusal_message);
                 }
                 r = varlink_call_parse(msg, len, &call);
                 if (r < 0) {

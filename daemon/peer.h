@@ -61,8 +61,10 @@ struct Peer {
          * closes; one that sends nothing goes after PEER_STALL_USEC. */
         const char *refusal_error;
         char *refusal_message;
+        char *refusal_group; /* PermissionDenied: the access group, sent for the client's hint */
         bool upgraded;
         bool read_closed;
+        bool counting; /* asked for counters (GetCounters): tpd keeps them while it is connected */
 };
 
 /* A control call must arrive whole within this long once its first byte did. */

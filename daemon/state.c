@@ -99,22 +99,6 @@ int state_load(const char *path, StatePin **ret, size_t *ret_n) {
         return 0;
 }
 
-static int write_all(int fd, const char *p, size_t len) {
-        while (len > 0) {
-                ssize_t k = write(fd, p, len);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                if (k == 0)
-                        return -EIO;
-                p += k;
-                len -= (size_t) k;
-        }
-        return 0;
-}
-
 /* A rename (or unlink) is durable once the directory that holds the name is synced. */
 static int fsync_parent(const char *path) {
         _cleanup_free_ char *dir = strdup(path);

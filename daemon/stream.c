@@ -4,9 +4,12 @@
 
 #include <traceevent/event-parse.h>
 
+#include "counters.h"
 #include "decode.h"
 #include "filter.h"
+#include "page.h"
 #include "stream.h"
+#include "tpd-protocol.h"
 #include "util.h"
 
 /* Each record of a non-upgraded stream is one Varlink reply. */
@@ -36,6 +39,10 @@ Stream *stream_free(Stream *s) {
         free(s->carried_ts);
         free(s->base);
         free(s->sel);
+        free(s->missed);
+        free(s->overrun_seen);
+        free(s->comm_pids);
+        free(s->scratch);
         batch_unref(s->own);
         free(s);
         return NULL;
@@ -54,7 +61,12 @@ int stream_new(StreamMode mode, unsigned n_cpus, size_t max_bytes, Stream **ret)
         s->carried = calloc((size_t) n_cpus * _RECORD_KIND_MAX, sizeof(uint64_t));
         s->carried_ts = calloc((size_t) n_cpus * _RECORD_KIND_MAX, sizeof(uint64_t));
         s->base = calloc((size_t) n_cpus * 2, sizeof(uint64_t));
-        if (!s->dropped || !s->dropped_ts || !s->carried || !s->carried_ts || !s->base) {
+        if (mode == STREAM_PAGES) {
+                s->missed = calloc(n_cpus, sizeof(uint64_t));
+                s->overrun_seen = calloc((size_t) n_cpus * 2, sizeof(uint64_t));
+        }
+        if (!s->dropped || !s->dropped_ts || !s->carried || !s->carried_ts || !s->base ||
+            (mode == STREAM_PAGES && (!s->missed || !s->overrun_seen))) {
                 stream_free(s);
                 return -ENOMEM;
         }
@@ -165,6 +177,10 @@ int stream_set_base(Stream *s, unsigned cpu, uint64_t overrun, uint64_t dropped)
                 return -EINVAL;
         s->base[cpu * 2] = overrun;
         s->base[cpu * 2 + 1] = dropped;
+        if (s->overrun_seen) {
+                s->overrun_seen[cpu * 2] = overrun;
+                s->overrun_seen[cpu * 2 + 1] = dropped;
+        }
         return 0;
 }
 
@@ -276,6 +292,8 @@ static void stream_drop(Stream *s, const Record *rec, uint64_t n) {
                 s->dropped[cpu] += n;
                 s->dropped_ts[cpu] = rec->ts;
                 s->lost_client += n;
+                if (s->counters && rec->kind == RECORD_EVENT)
+                        counters_add_lost(s->counters, rec->event_id, rec->pid, n);
         } else {
                 CARRIED(s, cpu, rec->kind) += n;
                 s->carried_ts[(size_t) cpu * _RECORD_KIND_MAX + rec->kind] = rec->ts;
@@ -343,12 +361,18 @@ int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *
         return r;
 }
 
+static const int loss_order[] = { RECORD_LOST_OVERRUN, RECORD_LOST_DROPPED, RECORD_LOST_UNKNOWN,
+                                  RECORD_LOST_DECODE, RECORD_LOST_CLIENT };
+
+static int stream_report_page_losses(Stream *s);
+
 int stream_report_drops(Stream *s) {
-        static const int order[] = { RECORD_LOST_OVERRUN, RECORD_LOST_DROPPED, RECORD_LOST_UNKNOWN,
-                                     RECORD_LOST_DECODE, RECORD_LOST_CLIENT };
+        const int *order = loss_order;
         Batch *b;
         int r = 0;
 
+        if (s->mode == STREAM_PAGES)
+                return stream_report_page_losses(s);
         if (!s->drops_pending || s->queue.held > s->max_bytes / 2)
                 return 0;
 
@@ -356,7 +380,7 @@ int stream_report_drops(Stream *s) {
         if (!b)
                 return -ENOMEM;
         for (unsigned cpu = 0; cpu < s->n_cpus && r >= 0; cpu++)
-                for (size_t i = 0; i < ELEMENTSOF(order) && r >= 0; i++) {
+                for (size_t i = 0; i < ELEMENTSOF(loss_order) && r >= 0; i++) {
                         int kind = order[i];
                         uint64_t *n = kind == RECORD_LOST_CLIENT ? &s->dropped[cpu] : &CARRIED(s, cpu, kind);
                         uint64_t ts = kind == RECORD_LOST_CLIENT
@@ -591,4 +615,339 @@ int stream_offer_batch(Stream *s, Decoder *d, Batch *b) {
                 queued += (size_t) r;
         }
         return (int) queued;
+}
+
+/*
+ * Recordings (STREAM_PAGES): frames of raw pages, never decoded. A page goes out as the kernel
+ * wrote it, less the records the stream did not select; what the stream lost before a page (the
+ * kernel's overruns and dropped events, its own full queue) is flagged on that page as the kernel
+ * flags overruns, so that trace-cmd reports it, and counted exactly in LOST frames.
+ */
+
+int stream_queue_frame(Stream *s, uint32_t type, uint32_t cpu, uint32_t arg, const void *a, size_t na,
+                       const void *b, size_t nb) {
+        TpdFrame f = { .type = type, .length = (uint32_t) (na + nb), .cpu = cpu, .arg = arg };
+        size_t length = sizeof(f) + na + nb;
+        uint32_t offset;
+        char *p;
+        int r;
+
+        if (na + nb > TPD_FRAME_MAX)
+                return -E2BIG;
+        r = queue_reserve(&s->queue, 1);
+        if (r < 0)
+                return r;
+        p = malloc(length);
+        if (!p)
+                return -ENOMEM;
+        memcpy(p, &f, sizeof(f));
+        if (na > 0)
+                memcpy(p + sizeof(f), a, na);
+        if (nb > 0)
+                memcpy(p + sizeof(f) + na, b, nb);
+        /* Small frames share the stream's chunks; large ones (files) get a buffer of their own. */
+        if (length > STREAM_CHUNK_SIZE / 4)
+                return queue_push_text(&s->queue, p, length);
+        r = stream_copy(s, p, length, &offset);
+        free(p);
+        if (r < 0)
+                return r;
+        return queue_push_own(&s->queue, s->own, offset, (uint32_t) length);
+}
+
+static uint32_t lost_cause(int kind) {
+        switch (kind) {
+        case RECORD_LOST_OVERRUN:
+                return TPD_LOST_OVERRUN;
+        case RECORD_LOST_DROPPED:
+                return TPD_LOST_DROPPED;
+        case RECORD_LOST_DECODE:
+                return TPD_LOST_DECODE;
+        default:
+                return TPD_LOST_CLIENT;
+        }
+}
+
+static int stream_report_page_losses(Stream *s) {
+        if (!s->drops_pending)
+                return 0;
+        for (unsigned cpu = 0; cpu < s->n_cpus; cpu++)
+                for (size_t i = 0; i < ELEMENTSOF(loss_order); i++) {
+                        int kind = loss_order[i];
+                        uint64_t *n = kind == RECORD_LOST_CLIENT ? &s->dropped[cpu] : &CARRIED(s, cpu, kind);
+                        uint64_t payload[2];
+                        int r;
+
+                        if (*n == 0)
+                                continue;
+                        payload[0] = *n;
+                        payload[1] = kind == RECORD_LOST_CLIENT
+                                             ? s->dropped_ts[cpu]
+                                             : s->carried_ts[(size_t) cpu * _RECORD_KIND_MAX + kind];
+                        r = stream_queue_frame(s, TPD_FRAME_LOST, cpu, lost_cause(kind), payload,
+                                               sizeof(payload), NULL, 0);
+                        if (r < 0)
+                                return r;
+                        *n = 0;
+                }
+        s->drops_pending = false;
+        return 0;
+}
+
+/* Counts a loss of the recording on cpu: flagged on its next page, and reported in a LOST frame. */
+static void stream_page_loss(Stream *s, unsigned cpu, int kind, uint64_t count, uint64_t ts) {
+        if (count == 0 || cpu >= s->n_cpus)
+                return;
+        if (count == UINT64_MAX || s->missed[cpu] == UINT64_MAX)
+                s->missed[cpu] = UINT64_MAX;
+        else
+                s->missed[cpu] += count;
+        if (count == UINT64_MAX)
+                return; /* the flag says it; there is no count to report */
+        if (kind == RECORD_LOST_CLIENT) {
+                s->dropped[cpu] += count;
+                s->dropped_ts[cpu] = ts;
+                s->lost_client += count;
+        } else {
+                CARRIED(s, cpu, kind) += count;
+                s->carried_ts[(size_t) cpu * _RECORD_KIND_MAX + kind] = ts;
+        }
+        s->drops_pending = true;
+}
+
+void stream_note_kernel_losses(Stream *s, unsigned cpu, uint64_t overrun, uint64_t dropped, uint64_t ts) {
+        uint64_t *seen;
+
+        if (s->mode != STREAM_PAGES || cpu >= s->n_cpus)
+                return;
+        seen = &s->overrun_seen[cpu * 2];
+        if (overrun > seen[0])
+                stream_page_loss(s, cpu, RECORD_LOST_OVERRUN, overrun - seen[0], ts);
+        if (dropped > seen[1])
+                stream_page_loss(s, cpu, RECORD_LOST_DROPPED, dropped - seen[1], ts);
+        seen[0] = MAX(seen[0], overrun);
+        seen[1] = MAX(seen[1], dropped);
+}
+
+/* The command names sent, by pid, in an open-addressing table: a name goes out for a pid's first
+ * record and again when it changes (exec, prctl), so that the file ends with each pid's last name,
+ * as trace-cmd's files do. Beyond the table's bound, the kernel's saved command lines (sent at the
+ * start) have to do. */
+#define STREAM_COMM_PIDS_MAX 65536U
+
+/* The slot of pid, NULL when the table is full; a new slot has key 0 and is not counted yet. */
+static StreamComm *stream_comm_slot(Stream *s, int32_t pid) {
+        uint32_t key = (uint32_t) pid + 1, h;
+
+        if (s->n_comm_pids * 2 >= s->comm_pids_cap) {
+                size_t cap = s->comm_pids_cap ? s->comm_pids_cap * 2 : 256;
+                StreamComm *t;
+
+                if (cap > STREAM_COMM_PIDS_MAX * 2)
+                        return NULL;
+                t = calloc(cap, sizeof(StreamComm));
+                if (!t)
+                        return NULL;
+                for (size_t i = 0; i < s->comm_pids_cap; i++) {
+                        uint32_t k = s->comm_pids[i].key;
+                        if (k == 0)
+                                continue;
+                        for (h = (k * 2654435761U) & (cap - 1); t[h].key; h = (h + 1) & (cap - 1))
+                                ;
+                        t[h] = s->comm_pids[i];
+                }
+                free(s->comm_pids);
+                s->comm_pids = t;
+                s->comm_pids_cap = cap;
+        }
+        for (h = (key * 2654435761U) & (s->comm_pids_cap - 1); s->comm_pids[h].key;
+             h = (h + 1) & (s->comm_pids_cap - 1))
+                if (s->comm_pids[h].key == key)
+                        break;
+        return &s->comm_pids[h];
+}
+
+static int stream_comm_send(Stream *s, StreamComm *slot, unsigned cpu, int32_t pid, const char *comm) {
+        size_t len = strnlen(comm, sizeof(slot->comm));
+
+        memset(slot->comm, 0, sizeof(slot->comm));
+        memcpy(slot->comm, comm, len);
+        return stream_queue_frame(s, TPD_FRAME_COMM, cpu, (uint32_t) pid, comm, len, NULL, 0);
+}
+
+/* Queues a COMM frame for the record's pid if its name is new to the recording; notes the pid for
+ * stream_resolve_comms() if its name is not known. */
+static int stream_send_comm(Stream *s, Decoder *d, unsigned cpu, int32_t pid, uint64_t ts) {
+        const char *comm = decoder_comm(d, pid, ts);
+        StreamComm *slot = stream_comm_slot(s, pid);
+
+        if (!slot)
+                return 0;
+        if (slot->key == 0) {
+                slot->key = (uint32_t) pid + 1;
+                s->n_comm_pids++;
+                if (!comm) {
+                        slot->ts = ts;
+                        s->n_comm_pending++;
+                        return 0;
+                }
+        } else if (!comm || strncmp(slot->comm, comm, sizeof(slot->comm)) == 0)
+                return 0;
+        else if (slot->comm[0] == 0)
+                s->n_comm_pending--;
+        return stream_comm_send(s, slot, cpu, pid, comm);
+}
+
+/* Flush ticks a pid's name is looked for: the kernel's table is reread every ten of them. */
+#define STREAM_COMM_TRIES 30U
+
+int stream_resolve_comms(Stream *s, Decoder *d) {
+        if (s->mode != STREAM_PAGES || s->n_comm_pending == 0)
+                return 0;
+        for (size_t i = 0; i < s->comm_pids_cap && s->n_comm_pending > 0; i++) {
+                StreamComm *slot = &s->comm_pids[i];
+                int32_t pid = (int32_t) (slot->key - 1);
+                const char *comm;
+                int r;
+
+                if (slot->key == 0 || slot->comm[0] != 0 || slot->tries >= STREAM_COMM_TRIES)
+                        continue;
+                comm = decoder_comm(d, pid, slot->ts);
+                if (!comm) {
+                        if (++slot->tries >= STREAM_COMM_TRIES)
+                                s->n_comm_pending--;
+                        continue;
+                }
+                s->n_comm_pending--;
+                r = stream_comm_send(s, slot, 0, pid, comm);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+typedef struct PageKeepContext {
+        Stream *s;
+        Decoder *d;
+        unsigned cpu;
+        int error;
+} PageKeepContext;
+
+static bool stream_page_keep(void *userdata, const PageEntry *e) {
+        PageKeepContext *k = userdata;
+        Stream *s = k->s;
+        Record rec = {
+                .ts = e->ts,
+                .raw = e->payload,
+                .raw_size = (uint32_t) e->size,
+                .cpu = k->cpu,
+                .kind = RECORD_EVENT,
+        };
+        uint16_t id;
+
+        /* Every record names its event and pid in its common fields. */
+        if (e->size < 8)
+                return false;
+        memcpy(&id, e->payload, 2);
+        memcpy(&rec.pid, e->payload + 4, 4);
+        rec.event_id = id;
+        if (!stream_matches(s, k->d, &rec))
+                return false;
+        if (k->error >= 0 && rec.pid > 0)
+                k->error = stream_send_comm(s, k->d, k->cpu, rec.pid, rec.ts);
+        return true;
+}
+
+int stream_offer_pages(Stream *s, Decoder *d, const PageSource *src, const void *pages, size_t n_pages) {
+        size_t frame = sizeof(TpdFrame) + src->page_size;
+        unsigned cpu = src->cpu;
+        int queued = 0;
+
+        if (s->mode != STREAM_PAGES || cpu >= s->n_cpus)
+                return 0;
+        if (s->cpus && !bitmap_test(s->cpus, s->cpus_bits, cpu))
+                return 0;
+        if (s->scratch_size < frame) {
+                uint8_t *p = realloc(s->scratch, frame);
+                if (!p)
+                        return -ENOMEM;
+                s->scratch = p;
+                s->scratch_size = frame;
+        }
+
+        for (size_t i = 0; i < n_pages; i++) {
+                const uint8_t *page = (const uint8_t *) pages + i * src->page_size;
+                uint8_t *out = s->scratch + sizeof(TpdFrame);
+                PageKeepContext k = { .s = s, .d = d, .cpu = cpu };
+                uint64_t walked = 0, flagged, ts = 0;
+                PageWalk w;
+                TpdFrame f;
+                int kept, r;
+
+                /* A loss the kernel flagged on the page is the growth of its overrun counter since
+                 * the last one reported (the page may store a count, or not); it is flagged again
+                 * below with whatever else this stream lost before the page. */
+                if (page_walk_init(&w, page, src->page_size) >= 0 && page_missed(&w, &flagged)) {
+                        uint64_t now = src->overrun ? src->overrun(src->userdata, cpu) : UINT64_MAX;
+
+                        ts = w.page_ts;
+                        if (now != UINT64_MAX)
+                                stream_note_kernel_losses(s, cpu, now, s->overrun_seen[cpu * 2 + 1], ts);
+                        else
+                                stream_page_loss(s, cpu, RECORD_LOST_OVERRUN, flagged, ts);
+                }
+
+                kept = page_filter(page, src->page_size, stream_page_keep, &k, out, &walked);
+                if (kept == -EBADMSG) {
+                        /* What the page held past the fault cannot be counted record by record. */
+                        uint64_t left = page_records(page, src->page_size);
+                        stream_page_loss(s, cpu, RECORD_LOST_DECODE,
+                                         MAX(left > walked ? left - walked : 0, (uint64_t) 1), ts);
+                        kept = (int) page_records(out, src->page_size);
+                }
+                if (k.error < 0)
+                        return k.error;
+                if (kept <= 0)
+                        continue;
+                if (s->queue.held + frame > s->max_bytes) {
+                        stream_page_loss(s, cpu, RECORD_LOST_CLIENT, (uint64_t) kept, w.page_ts);
+                        continue;
+                }
+
+                /* The page's own flags were copied; what this stream lost replaces them. */
+                {
+                        uint64_t commit;
+                        memcpy(&commit, out + 8, 8);
+                        commit &= ~(PAGE_MISSED_EVENTS | PAGE_MISSED_STORED);
+                        memcpy(out + 8, &commit, 8);
+                }
+                page_add_missed(out, src->page_size, s->missed[cpu]);
+                r = stream_report_page_losses(s);
+                if (r < 0)
+                        return r;
+
+                f = (TpdFrame){ .type = TPD_FRAME_PAGE,
+                                .length = (uint32_t) src->page_size,
+                                .cpu = cpu,
+                                .arg = (uint32_t) kept };
+                memcpy(s->scratch, &f, sizeof(f));
+                r = queue_reserve(&s->queue, 1);
+                if (r >= 0) {
+                        uint32_t offset;
+                        r = stream_copy(s, (const char *) s->scratch, frame, &offset);
+                        if (r >= 0)
+                                r = queue_push_own(&s->queue, s->own, offset, (uint32_t) frame);
+                }
+                if (r == -ENOMEM) {
+                        stream_page_loss(s, cpu, RECORD_LOST_CLIENT, (uint64_t) kept, w.page_ts);
+                        continue;
+                }
+                if (r < 0)
+                        return r;
+                s->missed[cpu] = 0;
+                s->pages++;
+                s->delivered += (uint64_t) kept;
+                queued += kept;
+        }
+        return queued;
 }

@@ -19,9 +19,18 @@ typedef struct Decoder Decoder;
  * sees a silent gap, and a slow client never holds up the readers or the other streams.
  */
 
+/* A recording's last command name sent for a pid. */
+typedef struct StreamComm {
+        uint32_t key;  /* pid + 1; 0: a free slot */
+        char comm[16]; /* empty: not known yet (see stream_resolve_comms()) */
+        uint64_t ts;   /* while unknown: of the pid's first record */
+        uint8_t tries;
+} StreamComm;
+
 typedef enum StreamMode {
-        STREAM_RAW,  /* after an upgrade: NDJSON lines */
-        STREAM_MORE, /* Varlink replies with "continues" */
+        STREAM_RAW,   /* after an upgrade: NDJSON lines */
+        STREAM_MORE,  /* Varlink replies with "continues" */
+        STREAM_PAGES, /* a recording: frames of raw pages (include/tpd-protocol.h) */
 } StreamMode;
 
 typedef struct Stream {
@@ -62,7 +71,28 @@ typedef struct Stream {
 
         uint64_t delivered; /* event records queued; lost records are not counted */
         uint64_t lost_client;
+        struct Counters *counters; /* the manager's, while a client asks: losses by event too */
+
+        /* A recording's (STREAM_PAGES): */
+        uint64_t *missed;       /* per CPU: records lost since its last page went out; UINT64_MAX: unknown */
+        uint64_t *overrun_seen; /* per CPU: the kernel's counters as far as reported: overrun, dropped */
+        struct StreamComm *comm_pids; /* the command names sent, by pid (see stream_send_comm()) */
+        size_t comm_pids_cap;
+        size_t n_comm_pids;
+        size_t n_comm_pending; /* pids whose name was not known yet */
+        uint8_t *scratch;      /* a frame: header and page */
+        size_t scratch_size;
+        uint64_t pages; /* queued */
 } Stream;
+
+/* What a recording needs to know of the pages it is offered. */
+typedef struct PageSource {
+        unsigned cpu;
+        size_t page_size;
+        /* The kernel's overrun counter of the CPU now, or UINT64_MAX when it cannot be read. */
+        uint64_t (*overrun)(void *userdata, unsigned cpu);
+        void *userdata;
+} PageSource;
 
 int stream_new(StreamMode mode, unsigned n_cpus, size_t max_bytes, Stream **ret);
 Stream *stream_free(Stream *s);
@@ -98,6 +128,23 @@ int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *
 int stream_queue_clock(Stream *s, uint64_t ts, const char *clock, int64_t offset_ns);
 /* Notes the kernel's loss counters on cpu at the stream's start. */
 int stream_set_base(Stream *s, unsigned cpu, uint64_t overrun, uint64_t dropped);
+
+/* Offers a recording the pages read from one CPU: each becomes a page frame holding the records
+ * the stream selects (the page as it is when it selects them all), its loss flags telling what
+ * was lost before it, preceded by frames naming the command of each new pid and counting losses.
+ * A page that finds the queue full is lost to the stream, and counted. Returns the number of
+ * records queued, or a negative errno. */
+int stream_offer_pages(Stream *s, Decoder *d, const PageSource *src, const void *pages, size_t n_pages);
+/* Sends the names of the recording's pids that were not known when their records went out (a task
+ * gone before tpd read its records, named once the kernel's table is reread): from the flush
+ * timer. A pid unknown after a few seconds' tries stays unnamed. */
+int stream_resolve_comms(Stream *s, Decoder *d);
+/* Queues one frame of a recording whatever the queue holds: for the files at its start. */
+int stream_queue_frame(Stream *s, uint32_t type, uint32_t cpu, uint32_t arg, const void *a, size_t na,
+                       const void *b, size_t nb);
+/* Notes the kernel's loss counters of a recording's CPU: what they grew by since the last note or
+ * page is lost before the recording's next page of that CPU. */
+void stream_note_kernel_losses(Stream *s, unsigned cpu, uint64_t overrun, uint64_t dropped, uint64_t ts);
 
 /* Queues the pending client-loss records, if the queue has room for them. */
 int stream_report_drops(Stream *s);

@@ -1023,6 +1023,40 @@ int tracing_event_print_fmt(Tracing *t, TracingEvent *e, char **ret) {
         return 0;
 }
 
+const char *const tracing_meta_files[] = {
+        "events/header_page", "events/header_event", "printk_formats", "saved_cmdlines", "trace_clock", NULL,
+};
+
+int tracing_read_meta(Tracing *t, size_t index, char **ret, size_t *ret_size) {
+        const char *name = tracing_meta_files[index];
+        int size = 0;
+        char *text;
+
+        /* The instance's clock; the rest is the machine's. */
+        text = tracefs_instance_file_read(streq(name, "trace_clock") ? t->instance : NULL, name, &size);
+        if (!text)
+                return negative_errno();
+        *ret = text;
+        *ret_size = size > 0 ? (size_t) size : 0;
+        return 0;
+}
+
+int tracing_event_format(Tracing *t, TracingEvent *e, char **ret_path, char **ret, size_t *ret_size) {
+        _cleanup_free_ char *path = NULL;
+        int size = 0;
+        char *text;
+
+        if (asprintf(&path, "events/%s/%s/format", e->system, e->event) < 0)
+                return -ENOMEM;
+        text = tracefs_event_file_read(NULL, e->system, e->event, "format", &size);
+        if (!text)
+                return negative_errno();
+        *ret_path = TAKE_PTR(path);
+        *ret = text;
+        *ret_size = size > 0 ? (size_t) size : 0;
+        return 0;
+}
+
 /* At most this many filter files are read per check, in turns, so that a check stays cheap with
  * many events held. The enable state of all of them comes from one read of set_event. */
 #define CHECK_FILTERS_MAX 32

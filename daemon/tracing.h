@@ -119,6 +119,14 @@ int tracing_event_unref(Tracing *t, TracingEvent *e);
 /* The "print fmt" line of an event's format, as the kernel wrote it. */
 int tracing_event_print_fmt(Tracing *t, TracingEvent *e, char **ret);
 
+/* The files, relative to the tracing directory, that describe the pages of the instance: what a
+ * trace-cmd data file carries besides them. NULL-terminated; trace_clock is the instance's. */
+extern const char *const tracing_meta_files[];
+/* Reads tracing_meta_files[index]. */
+int tracing_read_meta(Tracing *t, size_t index, char **ret, size_t *ret_size);
+/* Reads the event's format file; *ret_path gets its path relative to the tracing directory. */
+int tracing_event_format(Tracing *t, TracingEvent *e, char **ret_path, char **ret, size_t *ret_size);
+
 /* Compares the instance with what tpd set (enabled events, their kernel filters, tracing_on, the
  * clock, buffer_percent, the cpumask, overwrite) and puts back whatever another process changed.
  * Returns 0 when nothing changed, or the number of changes with *ret_report saying what changed

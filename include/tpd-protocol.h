@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <stdint.h>
+
 /*
  * What tpd and tpctl share: the Varlink interface name, method and error ids, the default socket
  * path and the limits both sides enforce. Nothing else belongs here.
@@ -38,3 +40,38 @@
 
 /* Exit code of `tpctl stream` when the daemon went away mid-stream (EX_UNAVAILABLE). */
 #define TPD_EXIT_DAEMON_GONE 69
+
+/*
+ * After the reply to a Record call the connection carries frames, not JSON: each a header in the
+ * machine's byte order, then length bytes of payload. In order: FILE frames (the tracefs files a
+ * trace-cmd data file needs), then PAGE, COMM and LOST frames as records come.
+ */
+typedef struct TpdFrame {
+        uint32_t type;
+        uint32_t length; /* of the payload */
+        uint32_t cpu;
+        uint32_t arg; /* PAGE: records on the page; COMM: the pid; LOST: the cause */
+} TpdFrame;
+
+enum {
+        /* A sub-buffer page of the CPU as the kernel writes it, holding only the records the
+         * recording selected; its loss flags tell what was lost before it, tpd's losses included. */
+        TPD_FRAME_PAGE = 1,
+        /* A tracefs file: its path relative to the tracing directory, a NUL, its content. */
+        TPD_FRAME_FILE = 2,
+        /* The command name (no NUL) of pid "arg" when its first record was written. */
+        TPD_FRAME_COMM = 3,
+        /* Records lost before the CPU's next page: a u64 count, then the u64 time stamp. */
+        TPD_FRAME_LOST = 4,
+};
+
+/* The causes of a LOST frame, as in the "cause" of a stream's lost records. */
+enum {
+        TPD_LOST_OVERRUN = 1,
+        TPD_LOST_DROPPED = 2,
+        TPD_LOST_CLIENT = 3,
+        TPD_LOST_DECODE = 4,
+};
+
+/* A frame larger than this is a broken stream. */
+#define TPD_FRAME_MAX (64U * 1024U * 1024U)

@@ -81,6 +81,25 @@ static inline int negative_errno(void) {
         return errno > 0 ? -errno : -EIO;
 }
 
+/* Writes all of p to a blocking fd, across short writes and EINTR. */
+static inline int write_all(int fd, const void *p, size_t len) {
+        const char *c = p;
+
+        while (len > 0) {
+                ssize_t k = write(fd, c, len);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                if (k == 0)
+                        return -EIO;
+                c += k;
+                len -= (size_t) k;
+        }
+        return 0;
+}
+
 /* NULL-terminated string arrays. */
 static inline size_t strv_length(char *const *l) {
         size_t n = 0;

@@ -44,9 +44,10 @@ BUILD_PROGRAMS = {
     'GEN_GETPPID': 'tests/integration/gen-getppid',
     'GEN_MARKER': 'tests/integration/gen-marker',
     'GEN_PINGPONG': 'tests/integration/gen-pingpong',
+    'NATS_CONSUME': 'tests/integration/nats-consume',
 }
-TRACERS = ('tpd1', 'tpdsym', 'tpd8', 'tpdcount', 'tc-record', 'tc-stream', 'perf')
-WORKLOADS = ('getppid', 'pingpong', 'latency', 'idle', 'startup')
+TRACERS = ('tpd1', 'tpdsym', 'tpd8', 'tpdcount', 'tpdtop', 'tpd-record', 'tc-record', 'tc-stream', 'perf')
+WORKLOADS = ('getppid', 'pingpong', 'latency', 'idle', 'startup', 'export')
 CLK_TCK = os.sysconf('SC_CLK_TCK')
 NS = 1_000_000_000
 CONSUMER_PIPE_SIZE = 1 << 20
@@ -521,7 +522,7 @@ class Bench:
 
     # --- tpd on a bulk load
 
-    def tpd_bulk(self, load, tracer, k, counting, extra=()):
+    def tpd_bulk(self, load, tracer, k, counting, extra=(), top=False):
         tpd = self.new_tpd()
         gen, flt = load.spawn(self.ctx)
         tpd.tpctl_ok('enable', load.event, '--filter', flt)
@@ -529,6 +530,10 @@ class Bench:
         procs = [p for p, _ in streams]
         counter = streams[0][1]
         tpd.wait_streams(k, procs)
+        # `tpctl top` keeps tpd's per-event counters on: what they cost tpd is the difference to the
+        # run without it.
+        top_proc = T.Process(self.ctx, 'tpctl-top', [T.env_program('TPCTL'), '--socket', tpd.socket, 'top'],
+                             stdout=subprocess.DEVNULL) if top else None
         stop_profile = self.profile_start(tpd, f'{load.key}-{tracer}-run{self.rep + 1}')
         time.sleep(0.2)
 
@@ -547,6 +552,8 @@ class Bench:
         hwm = proc_status(tpd.process.pid, 'VmHWM')
         stop_profile()
         clients = sum(p.finish(signal.SIGTERM, 10, 'tpctl stream') for p in procs) - clients0
+        if top_proc:
+            top_proc.terminate()
         for p in procs:
             check(p.proc.returncode == 0, f'tpctl stream exited with {p.proc.returncode}: {p.stderr_text()!r}')
         if counter:
@@ -589,6 +596,47 @@ class Bench:
             row['notes'].append('delivered includes the "lost" records (GetStatus counts them as delivered)')
         self.add(row)
 
+    def tpd_record(self, load):
+        """`tpctl record` into a trace-cmd data file: raw pages, nothing decoded by tpd."""
+        tpd = self.new_tpd()
+        gen, flt = load.spawn(self.ctx)
+        tpd.tpctl_ok('enable', load.event, '--filter', flt)
+        out = os.path.join(self.ctx.tmpdir, f'record-{len(self.rows)}.dat')
+        rec = Child(self.ctx, 'tpctl-record', [T.env_program('TPCTL'), '--socket', tpd.socket, 'record', '-o', out,
+                                               '-e', load.event], stdout=subprocess.DEVNULL)
+        tpd.wait_streams(1, [rec])
+        stop_profile = self.profile_start(tpd, f'{load.key}-record-run{self.rep + 1}')
+        time.sleep(0.2)
+
+        stats0 = tpd.stats()
+        cpu0 = tpd.cpu_ns()
+        client0 = tree_cpu_ns(rec.pid)
+        elapsed = load.run(gen)
+
+        def sample():
+            return sum(s.get('entries', 0) for s in tpd.stats().values()), runtime_ns(rec.pid) or 0
+        _, settled = settle(sample, timeout=120, quiet=0.3, ready=lambda v: v[0] == 0)
+        cpu1 = tpd.cpu_ns()
+        stats1 = tpd.stats()
+        hwm = proc_status(tpd.process.pid, 'VmHWM')
+        stop_profile()
+        client = rec.finish(signal.SIGINT, 120, 'tpctl record') - client0
+        check(rec.proc.returncode == 0, f'tpctl record exited with {rec.proc.returncode}: {rec.stderr_text()!r}')
+        m = re.search(r'tpctl: (\d+) records in \d+ files?, (\d+) lost', rec.stderr_text())
+        check(m, f'no summary from tpctl record: {rec.stderr_text()!r}')
+        tpd.stop(clear_pins=False)
+
+        delta = T.stats_delta(stats0, stats1)
+        written = T.written(delta)
+        row = self.row(load, 'tpd, tpctl record (.dat)', written, elapsed, settled)
+        row.update({'streams': 1, 'delivered': int(m[1]), 'delivered_source': 'records tpctl record wrote',
+                    'lost': int(m[2]), 'tracer_cpu_ns': cpu1 - cpu0, 'client_cpu_ns': client, 'peak_rss_kb': hwm,
+                    'file_bytes': os.path.getsize(out)})
+        if row['delivered'] + row['lost'] != written:
+            row['warnings'].append(f'COUNT MISMATCH: recorded {row["delivered"]} + lost {row["lost"]} != written {written}')
+        os.unlink(out)
+        self.add(row)
+
     def row(self, load, tracer, generated, elapsed, settled=True):
         return {'workload': load.key, 'load': load.title, 'tracer': tracer, 'generated': generated,
                 'generated_source': 'tracefs per_cpu stats', 'gen_seconds': elapsed,
@@ -608,6 +656,77 @@ class Bench:
         log(f'{row["tracer"]}: generated {row["generated"]}, delivered {row.get("delivered")}, '
             f'lost {row.get("lost")}, tracer {fmt(row["tracer_ns_per_event"])} ns/ev, '
             f'client {fmt(row["client_ns_per_event"])} ns/ev {"; ".join(row["notes"] + row["warnings"])}')
+
+    # --- tpctl export into NATS JetStream
+
+    def export_run(self, rate, seconds, nodes, batch_kb):
+        """A paced getppid load exported by `tpctl export` into a JetStream cluster of `nodes` on this
+        machine (stream with as many replicas); delivered = records read back from the stream. tracer:
+        tpd; client: tpctl export; the nats-servers' CPU is in the notes."""
+        n = int(rate * seconds)
+        load = Load('export', f'getppid {n:,} at {rate:,}/s → JetStream ({nodes} node{"s" if nodes > 1 else ""}, '
+                    f'R{nodes})', 'syscalls:sys_enter_getppid')
+        # The servers may use both CPUs, like a cluster of its own would; tpd and export stay on CPU 1.
+        mask = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, set(T.online_cpus()))
+        try:
+            cluster = T.NatsCluster(self.ctx, nodes).start()
+        finally:
+            os.sched_setaffinity(0, mask)
+        tpd = self.new_tpd()
+        gen = self.ctx.gen('GEN_GETPPID', '--count', n, '--cpu', GEN_CPU, '--rate', rate)
+        pid, = gen.pids()
+        tpd.tpctl_ok('enable', load.event, '--filter', f'common_pid == {pid}')
+        prefix = f'bench{nodes}n{batch_kb}b'
+        export = Child(self.ctx, 'tpctl-export', [T.env_program('TPCTL'), '--socket', tpd.socket, 'export',
+                                                  cluster.urls, '--subject-prefix', prefix, '--create-stream',
+                                                  '--replicas', str(nodes), '-e', load.event, '--batch-size',
+                                                  str(batch_kb)],
+                       stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while 'exporting to' not in export.stderr_text():
+            check(export.running() and time.monotonic() < deadline, f'tpctl export did not start: {export.stderr_text()}')
+            time.sleep(0.1)
+        tpd.wait_streams(1, [export])
+        time.sleep(0.5)
+        nats_pids = [p.pid for p in cluster.procs]
+        stats0, cpu0 = tpd.stats(), tpd.cpu_ns()
+        nats0 = sum(tree_cpu_ns(p) for p in nats_pids)
+        export0 = runtime_ns(export.pid) or 0
+        elapsed = load_run_paced(gen, n)
+        # Drained = the stream's message count stops growing.
+        count, since = None, time.monotonic()
+        while time.monotonic() - since < 2.0 and time.monotonic() < deadline + 120:
+            c = cluster.consume(prefix.upper(), 'count')
+            if c != count:
+                count, since = c, time.monotonic()
+            time.sleep(0.2)
+        cpu1, stats1 = tpd.cpu_ns(), tpd.stats()
+        nats1 = sum(tree_cpu_ns(p) for p in nats_pids)
+        export_cpu = (runtime_ns(export.pid) or 0) - export0
+        export.finish(signal.SIGTERM, 20, 'tpctl export')
+        summary = export.stderr_text().strip().splitlines()[-1]
+        rows = cluster.records(prefix.upper(), full=(), timeout=600)
+        delivered = sum(1 for _, _, r in rows if r.get('pid') == pid)
+        lost = {}
+        for _, _, r in rows:
+            if 'lost' in r:
+                lost[r['cause']] = lost.get(r['cause'], 0) + r['lost']
+        messages = len({m for _, m, _ in rows})
+        tpd.stop(clear_pins=False)
+        cluster.stop()
+        delta = T.stats_delta(stats0, stats1)
+        row = self.row(load, f'tpd + tpctl export --batch-size {batch_kb}', T.written(delta), elapsed)
+        row.update({'streams': 1, 'delivered': delivered, 'delivered_source': 'records read back from JetStream',
+                    'lost': sum(lost.values()), 'lost_detail': lost, 'tracer_cpu_ns': cpu1 - cpu0,
+                    'client_cpu_ns': export_cpu, 'nats_cpu_ns': nats1 - nats0, 'messages': messages})
+        row['nats_ns_per_event'] = (nats1 - nats0) / delivered if delivered else None
+        row['notes'].append(f'{messages} messages ({delivered / messages if messages else 0:.0f} records each); '
+                            f'nats-server × {nodes}: {fmt(row["nats_ns_per_event"])} ns per record; lost {lost or 0}; '
+                            f'export says: {summary.removeprefix("tpctl: ")}')
+        if delivered + sum(lost.values()) != row['generated']:
+            row['warnings'].append(f'COUNT MISMATCH: delivered {delivered} + lost {lost} != written {row["generated"]}')
+        self.add(row)
 
     # --- trace-cmd
 
@@ -812,6 +931,13 @@ class Bench:
                                   'rss_kb': proc_status(tpd.process.pid, 'VmRSS')})
             tpd.stop(clear_pins=False)
             time.sleep(0.1)
+
+
+def load_run_paced(gen, n):
+    gen.go()
+    _, count, elapsed_ns = gen.wait_done(timeout=120 + n / 20_000)
+    check(count == n, f'gen-getppid made {count} calls, expected {n}')
+    return elapsed_ns / NS
 
 
 class Load:
@@ -1070,6 +1196,9 @@ def parse_args():
     ap.add_argument('--profile', metavar='DIR', help='record `perf record --call-graph dwarf` of tpd during each '
                     'tpd run into DIR (with a perf report summary next to it); perf then shares CPU 1 with tpd, '
                     'so the costs of those runs are inflated')
+    ap.add_argument('--export-rate', type=int, default=100_000, help='getppid calls per second of the export runs '
+                    '(default 100,000)')
+    ap.add_argument('--export-seconds', type=float, help='length of the export runs (default 10; --quick 5)')
     ap.add_argument('--workloads', default=','.join(WORKLOADS), help=f'subset of {",".join(WORKLOADS)}')
     ap.add_argument('--tracers', default=','.join(TRACERS), help=f'subset of {",".join(TRACERS)}')
     o = ap.parse_args()
@@ -1079,6 +1208,7 @@ def parse_args():
     o.latency_seconds = o.latency_seconds or (5 if q else 10)
     o.idle_seconds = o.idle_seconds if o.idle_seconds is not None else (5 if q else 30)
     o.starts = o.starts if o.starts is not None else (3 if q else 5)
+    o.export_seconds = o.export_seconds or (5 if q else 10)
     o.repeat = max(1, o.repeat or (1 if q else 3))
     o.workloads = o.workloads.split(',')
     o.tracers = o.tracers.split(',')
@@ -1120,9 +1250,14 @@ def run_all(bench, o):
         if 'tpd8' in o.tracers:
             bench.guarded(f'{load.title}: tpd, {o.streams} streams', bench.tpd_bulk, load,
                           f'tpd, {o.streams} × tpctl stream', o.streams, None)
+        if 'tpdtop' in o.tracers:
+            bench.guarded(f'{load.title}: tpd, 1 stream and tpctl top', bench.tpd_bulk, load,
+                          'tpd, 1 × tpctl stream + tpctl top', 1, None, True)
         if 'tpdcount' in o.tracers:
             bench.guarded(f'{load.title}: tpd, counting consumer', bench.tpd_bulk, load,
                           'tpd, 1 × counting consumer', 1, 'sampled')
+        if 'tpd-record' in o.tracers:
+            bench.guarded(f'{load.title}: tpd, tpctl record', bench.tpd_record, load)
         for mode, key in (('record', 'tc-record'), ('stream', 'tc-stream')):
             if key in o.tracers:
                 if have_tc:
@@ -1142,6 +1277,14 @@ def run_all(bench, o):
         bench.guarded(f'idle: {o.idle_seconds:g} s', bench.idle_run, o.idle_seconds)
     if 'startup' in o.workloads:
         bench.guarded(f'start-up: {o.starts} starts', bench.startup, o.starts)
+    if 'export' in o.workloads:
+        if not T.shutil.which('nats-server') and not os.path.exists('/usr/sbin/nats-server'):
+            bench.missing.add('nats-server is not installed (Debian package nats-server)')
+        else:
+            for nodes, batch in ((3, 64), (1, 64), (1, 0)):
+                bench.guarded(f'export: getppid at {o.export_rate}/s into a {nodes}-node JetStream cluster, '
+                              f'--batch-size {batch}', bench.export_run, o.export_rate, o.export_seconds, nodes,
+                              batch)
 
 
 class Interrupted(BaseException):

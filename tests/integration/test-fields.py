@@ -94,17 +94,8 @@ def state_letters(value, rules):
 
 def read_reference(inst):
     """Zips the three renderings of the reference instance's buffer into records."""
-    def lines(option=None):
-        if option:
-            T.write_text(os.path.join(inst, 'options', option), '1')
-        try:
-            return [l for l in T.read_text(os.path.join(inst, 'trace')).splitlines() if l and not l.startswith('#')]
-        finally:
-            if option:
-                T.write_text(os.path.join(inst, 'options', option), '0')
-
     header = T.read_text(os.path.join(inst, 'trace')).splitlines()[:4]
-    text, num, raw = lines(), lines('fields'), lines('raw')
+    text, num, raw = T.trace_lines(inst), T.trace_lines(inst, 'fields'), T.trace_lines(inst, 'raw')
     check(len(text) == len(num) == len(raw),
           f'reference reads differ in length: text {len(text)}, fields {len(num)}, raw {len(raw)}')
     m = re.search(r'entries-in-buffer/entries-written: (\d+)/(\d+)', '\n'.join(header))

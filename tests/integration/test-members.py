@@ -210,6 +210,8 @@ def run(ctx, users):
 
     # --- who gets in
     ok_as('A', 'status')
+    r = ok_as('A', 'top', '-n', '1', '-d', '0.1')   # GetCounters is for members too
+    check(r.stdout.startswith('top time='), f'tpctl top as a member printed {r.stdout[:200]!r}')
     r = tpctl_as('O', 'status')
     check(r.returncode != 0, 'the outsider got in through a 0660 socket')
     os.chmod(tpd.socket, 0o666)     # as if someone else made the socket, or changed its mode
@@ -317,6 +319,22 @@ def run(ctx, users):
           f'good stream: delivered {delivered} + lost {lost} != written {written} (kernel)')
     check(delivered >= COUNT, f'good stream: {delivered} records, the generator made {COUNT} (+ probes)')
     log(f'good stream: delivered {delivered} + lost {lost} == written {written}')
+
+    # A member records: tpctl writes the file as the member, into the member's directory (tpd never
+    # opens a client's path); the outsider may not record.
+    rec_dir = os.path.join(ctx.tmpdir, 'rec-A')
+    os.mkdir(rec_dir, 0o700)
+    os.chown(rec_dir, uid_a, users.primary['A'])
+    os.chmod(ctx.tmpdir, 0o711)
+    rec_out = os.path.join(rec_dir, 'a.dat')
+    ok_as('A', 'record', '-o', rec_out, '-e', GEN_EVENT, '--duration', '0.5', '--no-kallsyms')
+    st = os.stat(rec_out)
+    check(st.st_uid == uid_a, f'the recording belongs to uid {st.st_uid}, not the member {uid_a}')
+    r = subprocess.run(['trace-cmd', 'report', rec_out], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0 and not r.stderr.strip(), f'trace-cmd report of a member\'s recording: {r.stderr!r}')
+    check(sorted(os.listdir(rec_dir)) == ['a.dat'], f'a recording left files behind: {os.listdir(rec_dir)}')
+    denied_as('O', 'record', '-o', os.path.join(ctx.tmpdir, 'o.dat'), '-e', GEN_EVENT, '--duration', '0.5')
+    log('member A recorded into its own file; the outsider was refused')
 
     # Owners survive a restart; root removes any pin.
     ok_as('A', 'enable', STREAM_ONLY)

@@ -932,3 +932,143 @@ def built_with_asan():
 
 ASAN = built_with_asan()
 SLOWDOWN = float(os.environ.get('TPD_TEST_SLOWDOWN', '8' if ASAN else '1'))
+
+
+def trace_lines(instance_dir, option=None):
+    """The record lines of an instance's `trace` file (the kernel's own text output), read with
+    options/OPTION turned on for the read when given (e.g. 'raw', 'fields')."""
+    if option:
+        write_text(os.path.join(instance_dir, 'options', option), '1')
+    try:
+        return [l for l in read_text(os.path.join(instance_dir, 'trace')).splitlines() if l and not l.startswith('#')]
+    finally:
+        if option:
+            write_text(os.path.join(instance_dir, 'options', option), '0')
+# ----------------------------------------------------------------------------------------------
+# NATS JetStream (added with `tpctl export`): a cluster of Debian's nats-server on loopback, in the
+# context's temp dir, and the test consumer (tests/integration/nats-consume.c) reading it back.
+
+def free_ports(n):
+    """n TCP ports of 127.0.0.1 free right now (bound to port 0, then released)."""
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(('127.0.0.1', 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+class NatsCluster:
+    """n nats-server nodes with JetStream; a cluster of n > 1 nodes is routed on loopback. Nodes keep
+    their data dirs across stop()/start(), like machines that restart."""
+
+    def __init__(self, ctx, n=3):
+        self.ctx = ctx
+        self.server = shutil.which('nats-server') or (os.path.exists('/usr/sbin/nats-server') and '/usr/sbin/nats-server')
+        if not self.server:
+            raise TestSkip('nats-server is not installed (Debian package nats-server)')
+        self.n = n
+        ports = free_ports(3 * n)
+        self.client_ports = ports[:n]
+        self.route_ports = ports[n:2 * n]
+        self.http_ports = ports[2 * n:]
+        self.names = [f'n{i + 1}' for i in range(n)]
+        self.procs = [None] * n
+        self.runs = [0] * n
+        self.urls = ','.join(f'nats://127.0.0.1:{p}' for p in self.client_ports)
+        self.dir = os.path.join(ctx.tmpdir, ctx.unique_name('-nats'))
+        for i in range(n):
+            d = os.path.join(self.dir, self.names[i])
+            os.makedirs(os.path.join(d, 'js'))
+            conf = [f'server_name: {self.names[i]}',
+                    f'listen: 127.0.0.1:{self.client_ports[i]}',
+                    f'http: 127.0.0.1:{self.http_ports[i]}',
+                    f'jetstream {{ store_dir: "{d}/js" }}']
+            if n > 1:
+                routes = ', '.join(f'nats-route://127.0.0.1:{p}' for j, p in enumerate(self.route_ports) if j != i)
+                conf.append(f'cluster {{ name: tpdtest, listen: 127.0.0.1:{self.route_ports[i]}, '
+                            f'routes: [{routes}] }}')
+            with open(os.path.join(d, 'nats.conf'), 'w') as f:
+                f.write('\n'.join(conf) + '\n')
+
+    def conf(self, i):
+        return os.path.join(self.dir, self.names[i], 'nats.conf')
+
+    def start(self, nodes=None, timeout=30.0):
+        nodes = range(self.n) if nodes is None else nodes
+        for i in nodes:
+            self.runs[i] += 1
+            self.procs[i] = Process(self.ctx, f'nats-{self.names[i]}-{self.runs[i]}', [self.server, '-c', self.conf(i)],
+                                    stdout=subprocess.DEVNULL)
+        self.wait_healthy(nodes, timeout)
+        return self
+
+    def wait_healthy(self, nodes, timeout):
+        """Healthy = each node's /healthz says ok: JetStream is up and knows its meta leader."""
+        deadline = time.monotonic() + timeout
+        for i in nodes:
+            while True:
+                check(self.procs[i].running(), f'nats-server {self.names[i]} exited with {self.procs[i].proc.returncode}: '
+                                               f'{self.procs[i].stderr_text()}')
+                try:
+                    with socket.create_connection(('127.0.0.1', self.http_ports[i]), timeout=1) as s:
+                        s.sendall(b'GET /healthz HTTP/1.0\r\n\r\n')
+                        reply = b''
+                        while chunk := s.recv(4096):
+                            reply += chunk
+                    if b' 200 ' in reply.split(b'\r\n', 1)[0] and b'"ok"' in reply:
+                        break
+                except OSError:
+                    pass
+                check(time.monotonic() < deadline, f'nats-server {self.names[i]} not healthy within {timeout} s; '
+                                                   f'log: {self.procs[i].stderr_text()}')
+                time.sleep(0.1)
+
+    def stop(self, nodes=None, sig=signal.SIGTERM):
+        for i in (range(self.n) if nodes is None else nodes):
+            p = self.procs[i]
+            if p and p.running():
+                p.signal(sig)
+                check(p.wait(15) is not None, f'nats-server {self.names[i]} did not stop')
+            self.procs[i] = None
+
+    def consume(self, stream, mode, timeout=60.0):
+        argv = [env_program('NATS_CONSUME'), self.urls, stream, mode]
+        try:
+            r = subprocess.run(argv, capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            fail(f'nats-consume {stream} {mode} did not finish within {timeout} s')
+        check(r.returncode == 0, f'nats-consume {stream} {mode} exited with {r.returncode}: {r.stderr.decode()!r}')
+        return r.stdout
+
+    def leader(self, stream):
+        name = self.consume(stream, 'leader').decode().strip()
+        check(name in self.names, f'stream {stream} has no leader among {self.names}: {name!r}')
+        return self.names.index(name)
+
+    _HEAD = re.compile(rb'\{"ts":(\d+),"cpu":(\d+),"event":"([^"]+)","pid":(\d+),')
+
+    def records(self, stream, full=('ftrace:print',), timeout=60.0):
+        """Every record in the stream: [(subject, msg_id, record dict)], in stream order. Records of
+        events not in `full` are parsed only as far as ts, cpu, event and pid (json.loads of a
+        million lines costs more than the test's budget)."""
+        out = []
+        t0 = time.monotonic()
+        data = self.consume(stream, 'dump', timeout)
+        t1 = time.monotonic()
+        for line in data.splitlines():
+            subject, msg_id, rec = line.split(b'\t', 2)
+            m = self._HEAD.match(rec)
+            if m and m.group(3).decode() not in full:
+                d = {'ts': int(m.group(1)), 'cpu': int(m.group(2)), 'event': m.group(3).decode(),
+                     'pid': int(m.group(4))}
+            else:
+                d = json.loads(rec)
+            out.append((subject.decode(), msg_id.decode(), d))
+        log(f'read {len(out)} records of {stream} back in {t1 - t0:.1f} s, parsed in {time.monotonic() - t1:.1f} s')
+        return out

@@ -17,7 +17,7 @@
 set -uo pipefail
 
 SUITE=bookworm
-PACKAGES=systemd,dbus,systemd-sysv,libtracefs1,libtraceevent1,libjson-c5,jq
+PACKAGES=systemd,dbus,systemd-sysv,libtracefs1,libtraceevent1,libjson-c5,jq,libnats3.4,nats-server
 # Bump when the recipe changes: a root with another recipe is rebuilt.
 RECIPE="tpd-systest v1: debootstrap --variant=minbase --include=$PACKAGES $SUITE"
 ROOT=${TPD_SYSTEST_ROOT:-/var/lib/machines/tpd-test-root}
@@ -338,6 +338,15 @@ while IFS= read -r f; do
 done < <(cd "$DESTDIR" && find . -type f -printf '%P\n' | sort)
 printf '# Written by the system test.\n[Tracing]\nInstance=%s\n' "$INSTANCE" >"$tmp/50-systest.conf"
 binds+=("--bind-ro=$tmp/50-systest.conf:/etc/tpd/tpd.conf.d/50-systest.conf")
+# tpd-export.service: a NATS server of the test's own in the container on loopback (port 14222: the
+# nats-server package's own service holds 4222, without JetStream), a stream created on first start,
+# and the test consumer to read it back.
+printf '# Written by the system test.\nNATS_SERVERS=nats://127.0.0.1:14222\nEXPORT_OPTIONS=--create-stream --replicas 1 -e sched:sched_switch\n' \
+        >"$tmp/export-systest.env"
+printf '# Written by the system test.\n[Service]\nEnvironmentFile=/etc/tpd/export-systest.env\n' >"$tmp/50-export-systest.conf"
+binds+=("--bind-ro=$tmp/export-systest.env:/etc/tpd/export-systest.env"
+        "--bind-ro=$tmp/50-export-systest.conf:/etc/systemd/system/tpd-export.service.d/50-systest.conf"
+        "--bind-ro=$PREFIX_BUILD/tests/integration/nats-consume:/usr/local/bin/nats-consume")
 say "Installed (bound read-only into the container):"
 printf '  %s\n' "${installed[@]}"
 
@@ -598,6 +607,82 @@ check_i() {
         fi
 }
 
+# x. tpd-export.service: starts as a dynamic user in group tracing, exports, restarts on failure.
+export_security_score=
+check_x() {
+        local main restarts n1 n2 out subject uid
+        export_running() {
+                [ "$(prop ActiveState tpd-export.service)" = active ] &&
+                        [ "$(prop SubState tpd-export.service)" = running ] &&
+                        cx journalctl -u tpd-export.service -o cat --no-pager 2>/dev/null | grep -q "exporting to JetStream"
+        }
+        messages() { cx nats-consume nats://127.0.0.1:14222 TPD count 2>/dev/null; }
+        # Healthy = JetStream is up, not only the client port.
+        nats_up() {
+                cx bash -c 'exec 3<>/dev/tcp/127.0.0.1/18222 && printf "GET /healthz HTTP/1.0\r\n\r\n" >&3 && cat <&3' 2>/dev/null |
+                        grep -q '"ok"'
+        }
+        # Whatever failed, export must not stay in its restart loop: it would activate tpd.socket
+        # again behind check e.
+        x_done() {
+                cx systemctl stop tpd-export.service nats-systest.service >/dev/null 2>&1
+                cx systemctl reset-failed tpd-export.service >/dev/null 2>&1
+        }
+
+        cx systemd-run -q --unit=nats-systest -p StateDirectory=nats-systest \
+                /usr/sbin/nats-server -js -sd /var/lib/nats-systest -a 127.0.0.1 -p 14222 -m 18222 ||
+                { fail x "could not start nats-server in the container"; return; }
+        if ! wait_for 20 nats_up; then
+                fail x "nats-server in the container is not healthy (JetStream) on 127.0.0.1:14222 within 20 s"
+                cx journalctl -u nats-systest.service -o cat --no-pager | tail -n 20
+                x_done
+                return
+        fi
+        cx systemctl start tpd-export.service || fail x "systemctl start tpd-export failed"
+        if wait_for 15 export_running; then
+                main=$(prop MainPID tpd-export.service)
+                uid=$(cx stat -c %u "/proc/$main" 2>/dev/null)
+                pass x "tpd-export.service is active/running and exporting (MainPID $main)"
+                check x "it runs as a dynamic user, not root (uid $uid)" eval '[ -n "$uid" ] && [ "$uid" != 0 ]'
+        else
+                fail x "tpd-export.service is not exporting: $(prop ActiveState tpd-export.service)/$(prop SubState tpd-export.service)"
+                cx journalctl -u tpd-export.service -u nats-systest.service -o cat --no-pager | tail -n 30
+                x_done
+                return
+        fi
+        if wait_for 15 eval 'n1=$(messages); [ "${n1:-0}" -gt 0 ]'; then
+                subject=$(cx bash -c 'nats-consume nats://127.0.0.1:14222 TPD dump | head -n 1 | cut -f 1')
+                check x "records arrive in JetStream stream TPD ($n1 messages, first on '$subject')" \
+                        eval '[[ $subject == tpd.*.sched.sched_switch ]]'
+        else
+                fail x "no message in JetStream stream TPD within 15 s"
+        fi
+
+        restarts=$(prop NRestarts tpd-export.service)
+        cx systemctl kill -s KILL tpd-export.service || fail x "systemctl kill -s KILL tpd-export failed"
+        export_restarted() {
+                export_running && [ "$(prop NRestarts tpd-export.service)" -gt "$restarts" ] &&
+                        [ "$(prop MainPID tpd-export.service)" != "$main" ]
+        }
+        if wait_for 20 export_restarted; then
+                pass x "Restart=on-failure restarted tpd-export after SIGKILL (NRestarts $restarts -> $(prop NRestarts tpd-export.service))"
+                n1=$(messages)
+                check x "the restarted export publishes again ($n1 messages, then more)" \
+                        wait_for 15 eval 'n2=$(messages); [ "${n2:-0}" -gt "${n1:-0}" ]'
+        else
+                fail x "tpd-export was not restarted: $(prop ActiveState tpd-export.service)/$(prop SubState tpd-export.service)"
+        fi
+
+        out=$(cx systemd-analyze security tpd-export.service 2>&1)
+        export_security_score=$(sed -n 's/.*Overall exposure level for tpd-export.service: \([0-9.]*\).*/\1/p' <<<"$out")
+        check x "systemd-analyze security tpd-export.service: ${export_security_score:-?} (want <= 2.0)" \
+                eval '[ -n "$export_security_score" ] && awk -v s="$export_security_score" "BEGIN { exit !(s <= 2.0) }"'
+        cx systemctl stop tpd-export.service
+        check x "systemctl stop tpd-export: exit by SIGTERM counts as success (Result=$(prop Result tpd-export.service))" \
+                test "$(prop Result tpd-export.service)" = success
+        x_done
+}
+
 # e. Stop: no instance, nothing enabled, the top level untouched.
 check_e() {
         local state toplevel_after
@@ -646,13 +731,14 @@ check_g
 check_i
 check_h
 check_g_pings
+check_x
 check_e
 check_f
 t_checks=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 
 say ""
 say "=== The container's journal: tpd's units, and every warning that names tpd ==="
-cx journalctl -u tpd.socket -u tpd.service -o short-monotonic --no-pager 2>&1 | tail -n 80
+cx journalctl -u tpd.socket -u tpd.service -u tpd-export.service -o short-monotonic --no-pager 2>&1 | tail -n 80
 cx journalctl -p warning -o short-monotonic --no-pager 2>&1 | grep -i 'tpd' | grep -v ' tpd\[' | tail -n 20
 
 t0=$(date +%s.%N)
@@ -664,5 +750,6 @@ check "-" "the container powered off and nspawn exited ($t_poweroff s)" \
 say ""
 say "Timings: root ${t_root} s, build+install ${t_build} s, boot ${t_boot} s, checks ${t_checks} s, poweroff ${t_poweroff} s"
 [ -n "$security_score" ] && say "Security exposure of tpd.service: $security_score"
+[ -n "$export_security_score" ] && say "Security exposure of tpd-export.service: $export_security_score"
 summary
 [ "$n_fail" -eq 0 ]

@@ -1,0 +1,922 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * tpctl export: tpd's NDJSON stream into NATS JetStream.
+ *
+ * Two threads share one queue under one mutex. The main thread only reads tpd's stream and appends
+ * each line to the open batch of its subject; it never waits for NATS, so tpd never sees a slow
+ * client because the cluster is slow or gone. When the records held (open, ready and not yet
+ * acknowledged) would exceed --buffer-size, a record is counted instead, and the count is published
+ * as a lost record of cause "export" once there is room again. The publisher thread publishes
+ * sealed batches in sequence order with js_PublishMsgAsync, at most EXPORT_WINDOW unacknowledged;
+ * libnats' callbacks (its own threads) free an acknowledged batch or put a failed one back at the
+ * head of the queue. Each message carries a Nats-Msg-Id unique to this run and batch, so a batch
+ * sent again after a lost acknowledgement is dropped by JetStream's de-duplication window instead
+ * of stored twice.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nats/nats.h>
+
+#include "connection.h"
+#include "export.h"
+#include "log.h"
+#include "tpd-protocol.h"
+
+/* Unacknowledged messages at most: 256 of 64 KiB keep a 3-node cluster on loopback busy. */
+#define EXPORT_WINDOW 256
+/* After a read of less than this, the reader naps EXPORT_NAP_USEC so that the next read finds more:
+ * every wake-up costs a context switch, dearer than the copy of a record. */
+#define EXPORT_NAP_BELOW (64U * 1024U)
+#define EXPORT_NAP_USEC (10U * 1000U)
+/* A batch is published at the latest this long after its first record. */
+#define EXPORT_FLUSH_USEC (50U * 1000U)
+/* After this long without an acknowledgement a message is sent again (same id). */
+#define EXPORT_ACK_WAIT_MS 3000
+/* Back-off of publishing after a failed publish, and of reconnecting, doubling up to the maximum. */
+#define EXPORT_BACKOFF_MIN_MS 100U
+#define EXPORT_BACKOFF_MAX_MS 2000U
+/* How long SIGTERM or the end of tpd's stream waits for the last acknowledgements. */
+#define EXPORT_DRAIN_USEC (5U * 1000U * 1000U)
+#define EXPORT_READ_SIZE (256U * 1024U)
+#define EXPORT_LINE_MAX (1024U * 1024U)
+
+/* Causes a lost record of tpd can carry, and ours; counted when the buffer had no room for it. */
+static const char *const loss_causes[] = { "export", "overrun", "dropped", "client", "unknown", "decode" };
+#define N_CAUSES ELEMENTSOF(loss_causes)
+
+typedef struct Subject Subject;
+
+typedef struct Batch {
+        struct Batch *next;
+        Subject *subject;
+        uint64_t seq; /* message number of this run, set when sealed */
+        uint64_t opened;
+        size_t len, cap, records;
+        char *data;
+} Batch;
+
+struct Subject {
+        char *key; /* event name; "" for lost records, "\n" for anything else */
+        char *name;
+        Batch *open;
+};
+
+typedef struct Exporter {
+        const ExportOptions *o;
+        char msg_id_prefix[128];
+        natsOptions *nopts;
+        natsConnection *nc;
+        jsCtx *js;
+
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        /* Everything below is under lock. */
+        Batch *ready;      /* sealed, in seq order */
+        Batch *ready_last; /* its tail: sealing is O(1) however long the backlog */
+        Batch *inflight;
+        size_t n_inflight;
+        size_t held; /* bytes of records in open, ready and in-flight batches */
+        uint64_t next_seq;
+        bool connected;
+        bool stopping;
+        uint64_t retry_at;
+        unsigned backoff_ms;
+        bool failing;
+        uint64_t unreported[N_CAUSES]; /* lost records not yet queued as a lost record */
+        bool dropping;
+        uint64_t last_ts;
+
+        char *base; /* PREFIX.HOST, the head of every subject */
+        Subject **subjects;
+        size_t n_subjects;
+        Subject *last_subject;
+
+        /* Totals for the summary. */
+        uint64_t records_read, records_acked, messages_acked, duplicates, lost_export;
+} Exporter;
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000U + (uint64_t) ts.tv_nsec / 1000U;
+}
+
+static int log_nats(natsStatus s, const char *what) {
+        const char *detail = nats_GetLastError(NULL);
+
+        log_error("%s: %s%s%s", what, natsStatus_GetText(s), detail && *detail ? ": " : "",
+                  strempty(detail));
+        return -EIO;
+}
+
+/* ---- queue (callers hold e->lock) ---- */
+
+static void batch_free(Batch *b) {
+        if (b) {
+                free(b->data);
+                free(b);
+        }
+}
+
+/* Puts b into the ready list at its place by seq: new batches at the tail, failed ones near the head. */
+static void ready_insert(Exporter *e, Batch *b) {
+        Batch **p = &e->ready;
+
+        while (*p && (*p)->seq < b->seq)
+                p = &(*p)->next;
+        b->next = *p;
+        *p = b;
+        if (!b->next)
+                e->ready_last = b;
+        pthread_cond_signal(&e->cond);
+}
+
+static void batch_seal(Exporter *e, Subject *s) {
+        Batch *b = s->open;
+
+        s->open = NULL;
+        b->seq = ++e->next_seq;
+        b->next = NULL;
+        if (e->ready_last)
+                e->ready_last->next = b;
+        else
+                e->ready = b;
+        e->ready_last = b;
+        pthread_cond_signal(&e->cond);
+}
+
+static bool batch_append(Exporter *e, Subject *s, const char *line, size_t len) {
+        Batch *b = s->open;
+
+        if (e->held + len > e->o->buffer_size)
+                return false;
+        if (!b) {
+                b = calloc(1, sizeof(*b));
+                if (!b)
+                        return false;
+                b->subject = s;
+                b->opened = now_usec();
+                s->open = b;
+        }
+        if (b->len + len > b->cap) {
+                size_t cap = MAX(b->len + len, e->o->batch_size + 4096);
+                char *d = realloc(b->data, cap);
+
+                if (!d)
+                        return false;
+                b->data = d;
+                b->cap = cap;
+        }
+        memcpy(b->data + b->len, line, len);
+        b->len += len;
+        b->records++;
+        e->held += len;
+        if (b->len >= e->o->batch_size)
+                batch_seal(e, s);
+        return true;
+}
+
+static Subject *subject_get(Exporter *e, const char *key, size_t keylen) {
+        _cleanup_free_ char *k = NULL, *name = NULL;
+        Subject *s, **a;
+        int r;
+
+        if (e->last_subject && strlen(e->last_subject->key) == keylen &&
+            memcmp(e->last_subject->key, key, keylen) == 0)
+                return e->last_subject;
+        for (size_t i = 0; i < e->n_subjects; i++)
+                if (strlen(e->subjects[i]->key) == keylen && memcmp(e->subjects[i]->key, key, keylen) == 0)
+                        return (e->last_subject = e->subjects[i]);
+
+        k = strndup(key, keylen);
+        if (!k)
+                return NULL;
+        if (keylen == 0)
+                r = asprintf(&name, "%s.lost", e->base);
+        else if (streq(k, "\n"))
+                r = asprintf(&name, "%s.notice", e->base);
+        else {
+                /* Event names are [A-Za-z0-9_]+:[A-Za-z0-9_]+, so "system:event" makes two tokens. */
+                char *colon;
+
+                r = asprintf(&name, "%s.%s", e->base, k);
+                if (r >= 0 && (colon = strrchr(name, ':')))
+                        *colon = '.';
+        }
+        if (r < 0) {
+                name = NULL;
+                return NULL;
+        }
+        a = reallocarray(e->subjects, e->n_subjects + 1, sizeof(*a));
+        if (!a)
+                return NULL;
+        e->subjects = a;
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return NULL;
+        *s = (Subject){ .key = TAKE_PTR(k), .name = TAKE_PTR(name) };
+        e->subjects[e->n_subjects++] = s;
+        return (e->last_subject = s);
+}
+
+/* Queues the counted losses as lost records, if there is room; returns whether none is left. */
+static bool losses_flush(Exporter *e) {
+        bool all = true;
+
+        for (size_t i = 0; i < N_CAUSES; i++) {
+                char line[128];
+                Subject *s;
+                int n;
+
+                if (e->unreported[i] == 0)
+                        continue;
+                n = snprintf(line, sizeof(line),
+                             "{\"ts\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"cause\":\"%s\"}\n", e->last_ts,
+                             e->unreported[i], loss_causes[i]);
+                s = subject_get(e, "", 0);
+                if (s && batch_append(e, s, line, (size_t) n)) {
+                        if (i == 0)
+                                e->lost_export += e->unreported[i];
+                        e->unreported[i] = 0;
+                } else
+                        all = false;
+        }
+        return all;
+}
+
+static size_t cause_index(const char *p, size_t n) {
+        for (size_t i = 1; i < N_CAUSES; i++)
+                if (strlen(loss_causes[i]) == n && memcmp(loss_causes[i], p, n) == 0)
+                        return i;
+        return 0;
+}
+
+static uint64_t parse_u64(const char **p, const char *end) {
+        uint64_t v = 0;
+
+        while (*p < end && **p >= '0' && **p <= '9')
+                v = v * 10 + (uint64_t) (*(*p)++ - '0');
+        return v;
+}
+
+static bool skip(const char **p, const char *end, const char *lit) {
+        size_t n = strlen(lit);
+
+        if ((size_t) (end - *p) < n || memcmp(*p, lit, n) != 0)
+                return false;
+        *p += n;
+        return true;
+}
+
+/*
+ * One NDJSON line of tpd (with its '\n'). Only the head is looked at, whose shape is fixed
+ * (README, "Records"): {"ts":N,"cpu":N,"event":"S:E",…}, {"ts":N,"cpu":N,"lost":N,"cause":"C"},
+ * {"ts":N,"notice":…}. Anything else goes to the notice subject as it is.
+ */
+static void take_line(Exporter *e, const char *line, size_t len) {
+        const char *p = line, *end = line + len, *key = "\n";
+        size_t keylen = 1, cause = SIZE_MAX;
+        uint64_t lost = 0;
+        Subject *s;
+
+        e->records_read++;
+        if (skip(&p, end, "{\"ts\":")) {
+                e->last_ts = parse_u64(&p, end);
+                if (skip(&p, end, ",\"cpu\":"))
+                        (void) parse_u64(&p, end);
+                if (skip(&p, end, ",\"event\":\"")) {
+                        const char *q = memchr(p, '"', (size_t) (end - p));
+
+                        if (q) {
+                                key = p;
+                                keylen = (size_t) (q - p);
+                        }
+                } else if (skip(&p, end, ",\"lost\":")) {
+                        lost = parse_u64(&p, end);
+                        if (skip(&p, end, ",\"cause\":\"")) {
+                                const char *q = memchr(p, '"', (size_t) (end - p));
+
+                                cause = q ? cause_index(p, (size_t) (q - p)) : 0;
+                        } else
+                                cause = 0;
+                        key = "";
+                        keylen = 0;
+                }
+        }
+
+        /* Until every loss is queued, later records are lost too: a consumer never sees records
+         * after a gap before the gap's lost record (per subject). */
+        if (!losses_flush(e) || !(s = subject_get(e, key, keylen)) || !batch_append(e, s, line, len)) {
+                if (!e->dropping)
+                        log_error("buffer of %zu bytes full: counting records as lost (cause \"export\")",
+                                  e->o->buffer_size);
+                e->dropping = true;
+                if (cause != SIZE_MAX)
+                        e->unreported[cause] += lost;
+                else
+                        e->unreported[0]++;
+        } else if (e->dropping && e->unreported[0] == 0) {
+                e->dropping = false;
+                log_error("buffer has room again, exporting");
+        }
+}
+
+static void seal_old(Exporter *e, uint64_t now, bool all) {
+        for (size_t i = 0; i < e->n_subjects; i++) {
+                Batch *b = e->subjects[i]->open;
+
+                if (b && (all || now - b->opened >= EXPORT_FLUSH_USEC))
+                        batch_seal(e, e->subjects[i]);
+        }
+}
+
+/* ---- libnats callbacks (libnats' threads) ---- */
+
+static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *userdata) {
+        Exporter *e = userdata;
+        const char *id = NULL, *dash;
+        uint64_t seq = 0;
+
+        if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id && (dash = strrchr(id, '-')))
+                seq = strtoull(dash + 1, NULL, 10);
+
+        pthread_mutex_lock(&e->lock);
+        for (Batch **p = &e->inflight; *p; p = &(*p)->next) {
+                Batch *b = *p;
+
+                if (b->seq != seq)
+                        continue;
+                *p = b->next;
+                e->n_inflight--;
+                if (pa) {
+                        /* A full window was what kept the publisher waiting. */
+                        if (e->n_inflight + 1 >= EXPORT_WINDOW && e->ready)
+                                pthread_cond_signal(&e->cond);
+                        e->held -= b->len;
+                        e->records_acked += b->records;
+                        e->messages_acked++;
+                        e->duplicates += pa->Duplicate;
+                        e->backoff_ms = 0;
+                        if (e->failing)
+                                log_error("publishing again");
+                        e->failing = false;
+                        batch_free(b);
+                } else {
+                        if (!e->failing)
+                                log_error("publish failed, sending again with back-off: %s%s%s",
+                                          natsStatus_GetText(pae ? pae->Err : NATS_ERR),
+                                          pae && pae->ErrText ? ": " : "",
+                                          pae && pae->ErrText ? pae->ErrText : "");
+                        e->failing = true;
+                        e->backoff_ms = e->backoff_ms ? MIN(e->backoff_ms * 2, EXPORT_BACKOFF_MAX_MS)
+                                                      : EXPORT_BACKOFF_MIN_MS;
+                        e->retry_at = now_usec() + e->backoff_ms * 1000U;
+                        ready_insert(e, b);
+                }
+                break;
+        }
+        pthread_mutex_unlock(&e->lock);
+        natsMsg_Destroy(msg);
+}
+
+static void on_disconnected(natsConnection *nc, void *userdata) {
+        Exporter *e = userdata;
+
+        bool stopping;
+
+        pthread_mutex_lock(&e->lock);
+        e->connected = false;
+        stopping = e->stopping;
+        pthread_mutex_unlock(&e->lock);
+        if (!stopping)
+                log_error("disconnected from NATS, reconnecting; buffering up to %zu bytes",
+                          e->o->buffer_size);
+}
+
+/* A URL for messages: never a password of it (nats://USER:PASSWORD@HOST). */
+static void url_redact(const char *url, char *buf, size_t size) {
+        const char *at = strrchr(url, '@'), *scheme = strstr(url, "://");
+
+        if (at && scheme && scheme < at)
+                (void) snprintf(buf, size, "%.*s…@%s", (int) (scheme + 3 - url), url, at + 1);
+        else
+                (void) snprintf(buf, size, "%s", url);
+}
+
+static void on_reconnected(natsConnection *nc, void *userdata) {
+        Exporter *e = userdata;
+        char url[256] = "", shown[256];
+
+        (void) natsConnection_GetConnectedUrl(nc, url, sizeof(url));
+        url_redact(url, shown, sizeof(shown));
+        pthread_mutex_lock(&e->lock);
+        e->connected = true;
+        e->retry_at = 0;
+        pthread_cond_signal(&e->cond);
+        pthread_mutex_unlock(&e->lock);
+        log_error("reconnected to NATS at %s", shown);
+}
+
+static int64_t reconnect_delay(natsConnection *nc, int attempts, void *userdata) {
+        return MIN((int64_t) EXPORT_BACKOFF_MIN_MS << MIN(attempts, 10), (int64_t) EXPORT_BACKOFF_MAX_MS);
+}
+
+/* ---- publisher thread ---- */
+
+static void *publisher(void *userdata) {
+        Exporter *e = userdata;
+
+        pthread_mutex_lock(&e->lock);
+        while (!e->stopping) {
+                jsPubOptions po;
+                char id[192];
+                natsMsg *msg = NULL;
+                natsStatus s;
+                uint64_t now = now_usec();
+                Batch *b = e->ready;
+
+                if (!b || !e->connected || e->n_inflight >= EXPORT_WINDOW || now < e->retry_at) {
+                        struct timespec ts;
+
+                        clock_gettime(CLOCK_REALTIME, &ts);
+                        ts.tv_nsec += 20 * 1000 * 1000;
+                        if (ts.tv_nsec >= 1000000000) {
+                                ts.tv_sec++;
+                                ts.tv_nsec -= 1000000000;
+                        }
+                        pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+                        continue;
+                }
+
+                e->ready = b->next;
+                if (!e->ready)
+                        e->ready_last = NULL;
+                b->next = e->inflight;
+                e->inflight = b;
+                e->n_inflight++;
+                s = natsMsg_Create(&msg, b->subject->name, NULL, b->data, (int) b->len);
+                (void) snprintf(id, sizeof(id), "%s-%" PRIu64, e->msg_id_prefix, b->seq);
+                pthread_mutex_unlock(&e->lock);
+
+                if (s == NATS_OK) {
+                        jsPubOptions_Init(&po);
+                        po.MsgId = id;
+                        po.MaxWait = EXPORT_ACK_WAIT_MS;
+                        s = js_PublishMsgAsync(e->js, &msg, &po);
+                }
+                natsMsg_Destroy(msg);
+
+                pthread_mutex_lock(&e->lock);
+                if (s != NATS_OK) {
+                        /* Not sent: it stays ours, back to the head of the queue. */
+                        for (Batch **p = &e->inflight; *p; p = &(*p)->next)
+                                if (*p == b) {
+                                        *p = b->next;
+                                        e->n_inflight--;
+                                        ready_insert(e, b);
+                                        break;
+                                }
+                        e->backoff_ms = e->backoff_ms ? MIN(e->backoff_ms * 2, EXPORT_BACKOFF_MAX_MS)
+                                                      : EXPORT_BACKOFF_MIN_MS;
+                        e->retry_at = now_usec() + e->backoff_ms * 1000U;
+                }
+        }
+        pthread_mutex_unlock(&e->lock);
+        return NULL;
+}
+
+/* ---- setup ---- */
+
+static void sanitize_token(char *s) {
+        for (; *s; s++)
+                if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+                      *s == '_' || *s == '-'))
+                        *s = '_';
+}
+
+bool export_prefix_valid(const char *p) {
+        bool token = false;
+
+        for (; *p; p++) {
+                if (*p == '.') {
+                        if (!token)
+                                return false;
+                        token = false;
+                } else if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                           (*p >= '0' && *p <= '9') || *p == '_' || *p == '-')
+                        token = true;
+                else
+                        return false;
+        }
+        return token;
+}
+
+static int make_ids(Exporter *e) {
+        char host[256] = "", boot[64] = "";
+        struct timespec ts;
+        FILE *f;
+
+        if (gethostname(host, sizeof(host) - 1) < 0 || !*host)
+                strcpy(host, "localhost");
+        sanitize_token(host);
+        f = fopen("/proc/sys/kernel/random/boot_id", "re");
+        if (f) {
+                if (!fgets(boot, sizeof(boot), f))
+                        boot[0] = 0;
+                fclose(f);
+        }
+        boot[strcspn(boot, "-\n")] = 0;
+        sanitize_token(boot);
+        clock_gettime(CLOCK_BOOTTIME, &ts);
+        /* HOST-BOOTID-START: a restarted export must not reuse the ids of the previous run, which
+         * JetStream would drop as duplicates for its window. */
+        (void) snprintf(e->msg_id_prefix, sizeof(e->msg_id_prefix), "%s-%s-%" PRIx64, host,
+                        *boot ? boot : "0", (uint64_t) ts.tv_sec * 1000000000U + (uint64_t) ts.tv_nsec);
+        if (asprintf(&e->base, "%s.%s", e->o->subject_prefix, host) < 0) {
+                e->base = NULL;
+                return log_oom();
+        }
+        return 0;
+}
+
+static int nats_setup(Exporter *e) {
+        _cleanup_free_ char *servers = strdup(e->o->servers);
+        const char *urls[64];
+        int n_urls = 0;
+        jsOptions jo;
+        natsStatus s;
+
+        if (!servers)
+                return log_oom();
+        for (char *save = NULL, *u = strtok_r(servers, ",", &save); u; u = strtok_r(NULL, ",", &save)) {
+                if (n_urls == (int) ELEMENTSOF(urls))
+                        return log_error_errno(-E2BIG, "more than %zu NATS servers", ELEMENTSOF(urls));
+                urls[n_urls++] = u;
+        }
+        if (n_urls == 0)
+                return log_error_errno(-EINVAL, "no NATS server given");
+
+        s = natsOptions_Create(&e->nopts);
+        if (s == NATS_OK)
+                s = natsOptions_SetServers(e->nopts, urls, n_urls);
+        if (s == NATS_OK)
+                s = natsOptions_SetName(e->nopts, "tpctl export");
+        if (s == NATS_OK)
+                s = natsOptions_SetMaxReconnect(e->nopts, -1);
+        if (s == NATS_OK)
+                s = natsOptions_SetCustomReconnectDelay(e->nopts, reconnect_delay, e);
+        if (s == NATS_OK)
+                s = natsOptions_SetDisconnectedCB(e->nopts, on_disconnected, e);
+        if (s == NATS_OK)
+                s = natsOptions_SetReconnectedCB(e->nopts, on_reconnected, e);
+        if (s == NATS_OK)
+                s = natsOptions_SetPingInterval(e->nopts, 2000);
+        if (s == NATS_OK)
+                s = natsOptions_SetMaxPingsOut(e->nopts, 3);
+        if (s != NATS_OK)
+                return log_nats(s, "cannot set up the NATS options");
+        if (e->o->tls_ca) {
+                s = natsOptions_SetSecure(e->nopts, true);
+                if (s == NATS_OK)
+                        s = natsOptions_LoadCATrustedCertificates(e->nopts, e->o->tls_ca);
+                if (s != NATS_OK)
+                        return log_nats(s, "cannot use the CA certificates of --tls-ca");
+        }
+        if (e->o->creds) {
+                s = natsOptions_SetUserCredentialsFromFiles(e->nopts, e->o->creds, NULL);
+                if (s != NATS_OK)
+                        return log_nats(s, "cannot use the credentials of --creds");
+        }
+
+        s = natsConnection_Connect(&e->nc, e->nopts);
+        if (s != NATS_OK) {
+                log_nats(s, "cannot connect to NATS");
+                fputs("Servers:", stderr);
+                for (int i = 0; i < n_urls; i++) {
+                        char shown[512];
+
+                        url_redact(urls[i], shown, sizeof(shown));
+                        fprintf(stderr, " %s", shown);
+                }
+                fputc('\n', stderr);
+                return -ECONNREFUSED;
+        }
+        e->connected = true;
+
+        jsOptions_Init(&jo);
+        jo.PublishAsync.MaxPending = EXPORT_WINDOW * 2; /* ours is the window; never stall in libnats */
+        jo.PublishAsync.AckHandler = on_ack;
+        jo.PublishAsync.AckHandlerClosure = e;
+        jo.PublishAsync.StallWait = 10;
+        s = natsConnection_JetStream(&e->js, e->nc, &jo);
+        if (s != NATS_OK)
+                return log_nats(s, "cannot use JetStream");
+        return 0;
+}
+
+static int stream_check(Exporter *e, const char *stream) {
+        _cleanup_free_ char *subjects = NULL;
+        jsStreamInfo *si = NULL;
+        jsErrCode jerr = 0;
+        natsStatus s;
+
+        if (asprintf(&subjects, "%s.>", e->o->subject_prefix) < 0) {
+                subjects = NULL;
+                return log_oom();
+        }
+        s = js_GetStreamInfo(&si, e->js, stream, NULL, &jerr);
+        if (s == NATS_OK) {
+                bool covered = false;
+
+                for (int i = 0; i < si->Config->SubjectsLen; i++)
+                        covered = covered || streq(si->Config->Subjects[i], subjects) ||
+                                  streq(si->Config->Subjects[i], ">");
+                if (!covered)
+                        log_error(
+                                "warning: stream '%s' does not list the subjects '%s'; publishing may fail",
+                                stream, subjects);
+                if (e->o->create_stream && si->Config->Replicas != e->o->replicas)
+                        log_error("stream '%s' exists with %" PRId64 " replicas, not %d: left as it is",
+                                  stream, si->Config->Replicas, e->o->replicas);
+                jsStreamInfo_Destroy(si);
+                return 0;
+        }
+        if (s == NATS_NO_RESPONDERS) {
+                log_error("no JetStream on the NATS servers (nobody answers its API)");
+                fprintf(stderr, "Enable it in the servers' configuration: 'jetstream { store_dir: … }'.\n");
+                return -EPROTONOSUPPORT;
+        }
+        if (jerr != JSStreamNotFoundErr && s != NATS_NOT_FOUND)
+                return log_nats(s, "cannot look up the JetStream stream");
+        if (!e->o->create_stream) {
+                log_error("JetStream stream '%s' does not exist", stream);
+                fprintf(stderr,
+                        "Create it with 'tpctl export … --create-stream --replicas N', or with\n"
+                        "'nats stream add %s --subjects \"%s\" --replicas N', or name another with "
+                        "--stream.\n",
+                        stream, subjects);
+                return -ENOENT;
+        }
+
+        {
+                const char *subj[] = { subjects };
+                jsStreamConfig cfg;
+
+                jsStreamConfig_Init(&cfg);
+                cfg.Name = stream;
+                cfg.Subjects = subj;
+                cfg.SubjectsLen = 1;
+                cfg.Replicas = e->o->replicas;
+                cfg.Storage = js_FileStorage;
+                s = js_AddStream(&si, e->js, &cfg, NULL, &jerr);
+                if (s != NATS_OK)
+                        return log_nats(s, "cannot create the JetStream stream");
+                jsStreamInfo_Destroy(si);
+                log_error("created JetStream stream '%s' (subjects '%s', %d replicas)", stream, subjects,
+                          e->o->replicas);
+        }
+        return 0;
+}
+
+/* After libnats is closed: its threads call on_ack until then, and on_ack walks the lists. */
+static void exporter_done(Exporter *e) {
+        for (size_t i = 0; i < e->n_subjects; i++) {
+                batch_free(e->subjects[i]->open);
+                free(e->subjects[i]->key);
+                free(e->subjects[i]->name);
+                free(e->subjects[i]);
+        }
+        free(e->subjects);
+        for (Batch *b = e->ready, *n; b; b = n) {
+                n = b->next;
+                batch_free(b);
+        }
+        for (Batch *b = e->inflight, *n; b; b = n) {
+                n = b->next;
+                batch_free(b);
+        }
+        free(e->base);
+}
+
+/* Splits buf into lines; returns the bytes consumed (the partial last line stays). */
+static size_t take_lines(Exporter *e, const char *buf, size_t len) {
+        size_t done = 0;
+
+        pthread_mutex_lock(&e->lock);
+        for (;;) {
+                const char *nl = memchr(buf + done, '\n', len - done);
+
+                if (!nl)
+                        break;
+                take_line(e, buf + done, (size_t) (nl - (buf + done)) + 1);
+                done = (size_t) (nl - buf) + 1;
+        }
+        pthread_mutex_unlock(&e->lock);
+        return done;
+}
+
+static void wait_drained(Exporter *e) {
+        uint64_t deadline = now_usec() + EXPORT_DRAIN_USEC;
+
+        pthread_mutex_lock(&e->lock);
+        seal_old(e, 0, true);
+        for (;;) {
+                bool flushed = losses_flush(e);
+
+                seal_old(e, 0, true);
+                if ((flushed && !e->ready && e->n_inflight == 0) || now_usec() >= deadline)
+                        break;
+                pthread_mutex_unlock(&e->lock);
+                usleep(10 * 1000);
+                pthread_mutex_lock(&e->lock);
+        }
+        pthread_mutex_unlock(&e->lock);
+}
+
+int export_run(const char *socket_path, json_object *params, const ExportOptions *o) {
+        _cleanup_(connection_done) Connection c = CONNECTION_NULL;
+        _cleanup_(varlink_reply_done) VarlinkReply reply = {};
+        _cleanup_free_ char *stream = NULL, *buf = NULL;
+        _cleanup_close_ int sfd = -1;
+        Exporter e = { .o = o };
+        pthread_t thread;
+        bool started = false;
+        sigset_t mask;
+        size_t len = 0;
+        int r, status = EXIT_FAILURE;
+
+        pthread_mutex_init(&e.lock, NULL);
+        pthread_cond_init(&e.cond, NULL);
+
+        /* Batches and libnats' copies of them come and go at hundreds a second: keep their memory
+         * in the heap instead of returning it and faulting it in again (that was a third of the
+         * CPU time of export). */
+        (void) mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024);
+        (void) mallopt(M_TRIM_THRESHOLD, 256 * 1024 * 1024);
+
+        /* SIGINT and SIGTERM come through a signalfd; blocked before libnats starts its threads, so
+         * none of them gets the signal. */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &mask, NULL);
+        sigdelset(&mask, SIGPIPE);
+        sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (sfd < 0) {
+                json_object_put(params);
+                return log_error_errno(-errno, "cannot create a signalfd: %m"), EXIT_FAILURE;
+        }
+
+        r = make_ids(&e);
+        if (r < 0) {
+                json_object_put(params);
+                return EXIT_FAILURE;
+        }
+        if (o->stream)
+                stream = strdup(o->stream);
+        else if ((stream = strdup(o->subject_prefix))) {
+                for (char *p = stream; *p; p++)
+                        *p = *p == '.' || *p == '-' ? '_'
+                                                    : (char) (*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p);
+        }
+        buf = malloc(EXPORT_LINE_MAX);
+        if (!stream || !buf) {
+                json_object_put(params);
+                free(e.base);
+                return log_oom(), EXIT_FAILURE;
+        }
+
+        if (nats_Open(-1) != NATS_OK) {
+                json_object_put(params);
+                free(e.base);
+                return log_nats(NATS_ERR, "cannot initialise libnats"), EXIT_FAILURE;
+        }
+        r = nats_setup(&e);
+        if (r >= 0)
+                r = stream_check(&e, stream);
+        if (r < 0) {
+                json_object_put(params);
+                goto finish;
+        }
+
+        r = connection_call(&c, socket_path, TPD_METHOD("Stream"), TAKE_PTR(params), true, &reply);
+        if (r != 0) {
+                status = r < 0 && r != -ENOMEM ? TPD_EXIT_DAEMON_GONE : EXIT_FAILURE;
+                goto finish;
+        }
+        varlink_reply_done(&reply);
+        log_error("exporting to JetStream stream '%s' as '%s.…'", stream, e.base);
+
+        len = MIN(varlink_buffer_pending(&c.in), (size_t) EXPORT_LINE_MAX);
+        memcpy(buf, c.in.data + c.in.consumed, len);
+        (void) fcntl(c.fd, F_SETFL, fcntl(c.fd, F_GETFL) | O_NONBLOCK);
+
+        if (pthread_create(&thread, NULL, publisher, &e) != 0) {
+                log_error("cannot start the publisher thread");
+                goto finish;
+        }
+        started = true;
+
+        for (;;) {
+                struct pollfd pfd[2] = { { .fd = c.fd, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+                size_t done;
+                ssize_t n;
+
+                done = take_lines(&e, buf, len);
+                memmove(buf, buf + done, len - done);
+                len -= done;
+                if (len == EXPORT_LINE_MAX) {
+                        /* A line longer than any record tpd writes: not ours to judge, count it lost. */
+                        pthread_mutex_lock(&e.lock);
+                        e.unreported[0]++;
+                        pthread_mutex_unlock(&e.lock);
+                        len = 0;
+                }
+
+                pthread_mutex_lock(&e.lock);
+                seal_old(&e, now_usec(), false);
+                (void) losses_flush(&e);
+                pthread_mutex_unlock(&e.lock);
+
+                if (poll(pfd, 2, EXPORT_FLUSH_USEC / 2000) < 0 && errno != EINTR) {
+                        log_error_errno(-errno, "poll failed: %m");
+                        break;
+                }
+                if (pfd[1].revents) {
+                        status = EXIT_SUCCESS;
+                        break;
+                }
+                if (!pfd[0].revents)
+                        continue;
+                n = read(c.fd, buf + len, MIN((size_t) EXPORT_READ_SIZE, EXPORT_LINE_MAX - len));
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                        continue;
+                if (n <= 0) {
+                        if (n < 0 && errno != ECONNRESET)
+                                log_error_errno(-errno, "cannot read tpd's stream: %m");
+                        else
+                                log_error("tpd closed the stream");
+                        status = TPD_EXIT_DAEMON_GONE;
+                        break;
+                }
+                len += (size_t) n;
+                if ((size_t) n < EXPORT_NAP_BELOW)
+                        (void) usleep(EXPORT_NAP_USEC);
+        }
+
+        /* Whatever was read goes out, if the cluster takes it within the drain time. */
+        connection_done(&c);
+        wait_drained(&e);
+
+finish:
+        if (started) {
+                pthread_mutex_lock(&e.lock);
+                e.stopping = true;
+                pthread_cond_signal(&e.cond);
+                pthread_mutex_unlock(&e.lock);
+                pthread_join(thread, NULL);
+        }
+        if (started) {
+                size_t held_records = 0;
+
+                for (Batch *b = e.ready; b; b = b->next)
+                        held_records += b->records;
+                for (Batch *b = e.inflight; b; b = b->next)
+                        held_records += b->records;
+                log_error("exported %" PRIu64 " of %" PRIu64 " records in %" PRIu64 " messages (%" PRIu64
+                          " duplicates dropped by JetStream), %" PRIu64
+                          " lost (cause \"export\"), %zu not acknowledged at exit",
+                          e.records_acked, e.records_read, e.messages_acked, e.duplicates, e.lost_export,
+                          held_records);
+        }
+        /* libnats' threads may still call back into e until the connection is gone. */
+        pthread_mutex_lock(&e.lock);
+        e.stopping = true;
+        pthread_mutex_unlock(&e.lock);
+        if (e.nc)
+                natsConnection_Close(e.nc);
+        jsCtx_Destroy(e.js);
+        natsConnection_Destroy(e.nc);
+        natsOptions_Destroy(e.nopts);
+        nats_CloseAndWait(2000);
+        exporter_done(&e);
+        pthread_cond_destroy(&e.cond);
+        pthread_mutex_destroy(&e.lock);
+        return status;
+}

@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The names follow Prometheus' conventions: a "tpd_" prefix, base units (bytes, seconds), counters
+ * ending in "_total", one family per quantity with labels (cpu, cause, uid, event) rather than one
+ * name per value. Every number comes from one GetStatus reply, so a scrape is one consistent view.
+ */
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+#include "util.h"
+
+typedef enum FamilyType {
+        GAUGE,
+        COUNTER, /* samples end in "_total" */
+        INFO,    /* samples end in "_info", always 1; a gauge to Prometheus' format */
+} FamilyType;
+
+typedef struct Family {
+        const char *name; /* without the suffix of its type */
+        FamilyType type;
+        const char *help;
+} Family;
+
+typedef struct Writer {
+        FILE *f;
+        json_object *json; /* with --json: the samples, instead of text to f */
+        bool openmetrics;
+        const Family *family;
+} Writer;
+
+static int64_t member_int(json_object *o, const char *key) {
+        json_object *v = json_object_object_get(o, key);
+
+        return json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : 0;
+}
+
+static size_t array_length(json_object *a) {
+        return json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
+}
+
+static const char *family_suffix(const Family *family) {
+        return family->type == COUNTER ? "_total" : family->type == INFO ? "_info" : "";
+}
+
+static void family_begin(Writer *w, const Family *family) {
+        /* Prometheus' own format names the samples in TYPE and HELP; OpenMetrics names the family,
+         * whose samples add the suffix of its type. */
+        const char *suffix = w->openmetrics ? "" : family_suffix(family);
+        const char *type = family->type == COUNTER                  ? "counter"
+                           : family->type == INFO && w->openmetrics ? "info"
+                                                                    : "gauge";
+
+        w->family = family;
+        if (w->json)
+                return;
+        fprintf(w->f, "# HELP %s%s %s\n", family->name, suffix, family->help);
+        fprintf(w->f, "# TYPE %s%s %s\n", family->name, suffix, type);
+}
+
+/* A label value with \, " and newline escaped, as both formats want. */
+static void label_value(FILE *f, const char *s) {
+        for (; *s; s++) {
+                if (*s == '\\' || *s == '"')
+                        fputc('\\', f);
+                if (*s == '\n')
+                        fputs("\\n", f);
+                else
+                        fputc(*s, f);
+        }
+}
+
+/* A sample as JSON: {"name":…,"labels":{…},"value":…}; value_ms: value is milliseconds, shown as
+ * seconds. Returns the labels object to fill, or NULL when out of memory. */
+static json_object *sample_json(Writer *w, int64_t value, bool value_ms) {
+        _cleanup_free_ char *name = NULL;
+        json_object *o = json_object_new_object(), *labels = json_object_new_object();
+
+        if (asprintf(&name, "%s%s", w->family->name, family_suffix(w->family)) < 0)
+                name = NULL;
+        if (!o || !labels || !name || json_object_array_add(w->json, o) < 0) {
+                json_object_put(o);
+                json_object_put(labels);
+                return NULL;
+        }
+        json_object_object_add(o, "name", json_object_new_string(name));
+        json_object_object_add(o, "labels", labels);
+        if (value_ms) {
+                char text[32]; /* as the text formats write it, not as the nearest double prints */
+
+                snprintf(text, sizeof(text), "%" PRId64 ".%03" PRId64, value / 1000, value % 1000);
+                json_object_object_add(o, "value", json_object_new_double_s((double) value / 1000, text));
+        } else
+                json_object_object_add(o, "value", json_object_new_int64(value));
+        return labels;
+}
+
+/* One sample of the current family; labels are name/value pairs, NULL-terminated. */
+static void sample_ext(Writer *w, int64_t value, bool value_ms, va_list ap) {
+        const char *name;
+        bool first = true;
+
+        if (w->json) {
+                json_object *labels = sample_json(w, value, value_ms);
+
+                while (labels && (name = va_arg(ap, const char *)))
+                        json_object_object_add(labels, name,
+                                               json_object_new_string(va_arg(ap, const char *)));
+                return;
+        }
+
+        fprintf(w->f, "%s%s", w->family->name, family_suffix(w->family));
+        while ((name = va_arg(ap, const char *))) {
+                fprintf(w->f, "%s%s=\"", first ? "{" : ",", name);
+                label_value(w->f, va_arg(ap, const char *));
+                fputc('"', w->f);
+                first = false;
+        }
+        fputs(first ? "" : "}", w->f);
+        if (value_ms)
+                /* Whole milliseconds as seconds, without going through a float. */
+                fprintf(w->f, " %" PRId64 ".%03" PRId64 "\n", value / 1000, value % 1000);
+        else
+                fprintf(w->f, " %" PRId64 "\n", value);
+}
+
+static void sample(Writer *w, int64_t value, ...) {
+        va_list ap;
+
+        va_start(ap, value);
+        sample_ext(w, value, false, ap);
+        va_end(ap);
+}
+
+static void sample_ms(Writer *w, int64_t value_ms, ...) {
+        va_list ap;
+
+        va_start(ap, value_ms);
+        sample_ext(w, value_ms, true, ap);
+        va_end(ap);
+}
+
+enum {
+        F_INFO,
+        F_BUFFER,
+        F_FLUSH,
+        F_ONLINE,
+        F_ENTRIES,
+        F_WRITTEN,
+        F_READ,
+        F_OVERRUN,
+        F_DROPPED,
+        F_RECORDS,
+        F_DELIVERED,
+        F_LOST,
+        F_BAD_PAGES,
+        F_CONNECTIONS,
+        F_STREAMS,
+        F_STREAM_DELIVERED,
+        F_STREAM_LOST,
+        F_EVENTS,
+        F_EVENT_PINNED,
+        F_EVENT_STREAMS,
+        F_STATE_SAVES,
+        F_STATE_FAILING,
+};
+
+static const Family families[] = {
+        [F_INFO] = { "tpd", INFO, "tpd's version, tracefs instance and trace clock (always 1)." },
+        [F_BUFFER] = { "tpd_buffer_size_bytes", GAUGE, "Ring buffer size of each CPU." },
+        [F_FLUSH] = { "tpd_flush_interval_seconds", GAUGE, "Partial pages are delivered after this long." },
+        [F_ONLINE] = { "tpd_cpu_online", GAUGE, "Whether the CPU is online (1) and read." },
+        [F_ENTRIES] = { "tpd_kernel_entries", GAUGE, "Records in the CPU's ring buffer, not yet read." },
+        [F_WRITTEN] = { "tpd_kernel_written", COUNTER,
+                        "Records the kernel wrote into the CPU's ring buffer." },
+        [F_READ] = { "tpd_kernel_read", COUNTER, "Records tpd read out of the CPU's ring buffer." },
+        [F_OVERRUN] = { "tpd_kernel_overrun", COUNTER,
+                        "Records the kernel overwrote before tpd read them." },
+        [F_DROPPED] = { "tpd_kernel_dropped", COUNTER,
+                        "Records the kernel dropped because the buffer was full." },
+        [F_RECORDS] = { "tpd_records", COUNTER,
+                        "Records tpd decoded (once, however many streams got them)." },
+        [F_DELIVERED] = { "tpd_delivered", COUNTER,
+                          "Records delivered to streams (a record counts once per stream)." },
+        [F_LOST] = { "tpd_lost", COUNTER, "Records streams did not get, by cause." },
+        [F_BAD_PAGES] = { "tpd_undecoded_pages", COUNTER, "Ring-buffer pages tpd could not decode." },
+        [F_CONNECTIONS] = { "tpd_connections", GAUGE, "Open client connections, by uid." },
+        [F_STREAMS] = { "tpd_streams", GAUGE, "Running streams, by uid." },
+        [F_STREAM_DELIVERED] = { "tpd_stream_delivered", COUNTER, "Records delivered to the stream." },
+        [F_STREAM_LOST] = { "tpd_stream_lost", COUNTER,
+                            "Records the stream lost because it read too slowly." },
+        [F_EVENTS] = { "tpd_events_enabled", GAUGE, "Events tpd holds enabled." },
+        [F_EVENT_PINNED] = { "tpd_event_pinned", GAUGE, "Whether the event is pinned (tpctl enable)." },
+        [F_EVENT_STREAMS] = { "tpd_event_streams", GAUGE, "Streams that hold the event enabled." },
+        [F_STATE_SAVES] = { "tpd_state_saves", COUNTER, "Writes of the state file (pins)." },
+        [F_STATE_FAILING] = { "tpd_state_save_failing", GAUGE,
+                              "Whether saving the state file fails (1) now." },
+};
+
+/* Counts by uid of the connections, or of those streaming, in the order uids first appear. */
+static int by_uid(Writer *w, json_object *connections, bool streaming) {
+        size_t n = array_length(connections), n_uids = 0;
+        _cleanup_free_ int64_t *uids = calloc(n + 1, sizeof(int64_t));
+        _cleanup_free_ int64_t *counts = calloc(n + 1, sizeof(int64_t));
+
+        if (!uids || !counts)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                json_object *c = json_object_array_get_idx(connections, i);
+                int64_t uid = member_int(c, "uid");
+                size_t k;
+
+                if (streaming && !json_object_get_boolean(json_object_object_get(c, "streaming")))
+                        continue;
+                for (k = 0; k < n_uids && uids[k] != uid; k++)
+                        ;
+                if (k == n_uids)
+                        uids[n_uids++] = uid;
+                counts[k]++;
+        }
+        for (size_t k = 0; k < n_uids; k++) {
+                char uid[24];
+
+                snprintf(uid, sizeof(uid), "%" PRId64, uids[k]);
+                sample(w, counts[k], "uid", uid, NULL);
+        }
+        return 0;
+}
+
+int metrics_write(FILE *f, json_object *st, bool openmetrics, json_object *json) {
+        Writer w = { .f = f, .json = json, .openmetrics = openmetrics };
+        json_object *cpus = json_object_object_get(st, "cpus");
+        json_object *events = json_object_object_get(st, "events");
+        json_object *lost = json_object_object_get(st, "lost");
+        json_object *connections = json_object_object_get(st, "connections");
+        static const struct {
+                int family;
+                const char *key;
+        } per_cpu[] = {
+                { F_ONLINE, "online" }, { F_ENTRIES, "entries" }, { F_WRITTEN, "written" },
+                { F_READ, "read" },     { F_OVERRUN, "overrun" }, { F_DROPPED, "dropped" },
+        };
+        static const char *const causes[] = { "overrun", "client", "unknown" };
+        int r;
+
+        family_begin(&w, &families[F_INFO]);
+        sample(&w, 1, "version", json_object_get_string(json_object_object_get(st, "version")) ?: "",
+               "instance", json_object_get_string(json_object_object_get(st, "instance")) ?: "", "clock",
+               json_object_get_string(json_object_object_get(st, "clock")) ?: "", NULL);
+        family_begin(&w, &families[F_BUFFER]);
+        sample(&w, member_int(st, "buffer_size_kb") * 1024, NULL);
+        family_begin(&w, &families[F_FLUSH]);
+        sample_ms(&w, member_int(st, "flush_interval_ms"), NULL);
+
+        for (size_t k = 0; k < ELEMENTSOF(per_cpu); k++) {
+                family_begin(&w, &families[per_cpu[k].family]);
+                for (size_t i = 0; i < array_length(cpus); i++) {
+                        json_object *c = json_object_array_get_idx(cpus, i);
+                        json_object *v = json_object_object_get(c, per_cpu[k].key);
+                        char cpu[24];
+
+                        snprintf(cpu, sizeof(cpu), "%" PRId64, member_int(c, "cpu"));
+                        sample(&w,
+                               json_object_is_type(v, json_type_boolean) ? json_object_get_boolean(v)
+                                                                         : member_int(c, per_cpu[k].key),
+                               "cpu", cpu, NULL);
+                }
+        }
+
+        family_begin(&w, &families[F_RECORDS]);
+        sample(&w, member_int(st, "records"), NULL);
+        family_begin(&w, &families[F_DELIVERED]);
+        sample(&w, member_int(st, "delivered"), NULL);
+        family_begin(&w, &families[F_LOST]);
+        for (size_t k = 0; k < ELEMENTSOF(causes); k++)
+                sample(&w, member_int(lost, causes[k]), "cause", causes[k], NULL);
+        family_begin(&w, &families[F_BAD_PAGES]);
+        sample(&w, member_int(lost, "decode_pages"), NULL);
+
+        family_begin(&w, &families[F_CONNECTIONS]);
+        r = by_uid(&w, connections, false);
+        if (r < 0)
+                return r;
+        family_begin(&w, &families[F_STREAMS]);
+        r = by_uid(&w, connections, true);
+        if (r < 0)
+                return r;
+
+        /* Each stream by its client's uid and pid: a stream is one connection, at most MaxClients. */
+        for (int k = F_STREAM_DELIVERED; k <= F_STREAM_LOST; k++) {
+                family_begin(&w, &families[k]);
+                for (size_t i = 0; i < array_length(connections); i++) {
+                        json_object *c = json_object_array_get_idx(connections, i);
+                        char uid[24], pid[24];
+
+                        if (!json_object_get_boolean(json_object_object_get(c, "streaming")))
+                                continue;
+                        snprintf(uid, sizeof(uid), "%" PRId64, member_int(c, "uid"));
+                        snprintf(pid, sizeof(pid), "%" PRId64, member_int(c, "pid"));
+                        if (k == F_STREAM_DELIVERED)
+                                sample(&w, member_int(c, "delivered"), "uid", uid, "pid", pid, NULL);
+                        else
+                                sample(&w, member_int(c, "lost_client"), "uid", uid, "pid", pid, "cause",
+                                       "client", NULL);
+                }
+        }
+
+        family_begin(&w, &families[F_EVENTS]);
+        sample(&w, (int64_t) array_length(events), NULL);
+        family_begin(&w, &families[F_EVENT_PINNED]);
+        for (size_t i = 0; i < array_length(events); i++) {
+                json_object *e = json_object_array_get_idx(events, i);
+
+                sample(&w, json_object_get_boolean(json_object_object_get(e, "pinned")), "event",
+                       json_object_get_string(json_object_object_get(e, "name")) ?: "", NULL);
+        }
+        family_begin(&w, &families[F_EVENT_STREAMS]);
+        for (size_t i = 0; i < array_length(events); i++) {
+                json_object *e = json_object_array_get_idx(events, i);
+
+                sample(&w, member_int(e, "streams"), "event",
+                       json_object_get_string(json_object_object_get(e, "name")) ?: "", NULL);
+        }
+
+        family_begin(&w, &families[F_STATE_SAVES]);
+        sample(&w, member_int(st, "state_saves"), NULL);
+        family_begin(&w, &families[F_STATE_FAILING]);
+        sample(&w, json_object_object_get(st, "state_error") ? 1 : 0, NULL);
+
+        if (openmetrics && !json)
+                fputs("# EOF\n", f);
+        return 0;
+}

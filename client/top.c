@@ -1,0 +1,711 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * `tpctl top`. One connection asks GetCounters every delay; tpd counts per event and per process
+ * only while such a connection is open, and the rates are the differences between two replies over
+ * the time between them (tpd's CLOCK_MONOTONIC "usec" of each reply).
+ *
+ * The screen is drawn with a handful of ANSI/VT100 sequences (alternate screen, cursor home, erase
+ * line, reverse video) that every terminal emulator of the last 30 years and tmux understand: one
+ * table redrawn in place does not need ncurses' window model or its dependency.
+ */
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "connection.h"
+#include "log.h"
+#include "top.h"
+#include "tpd-protocol.h"
+
+/* On the screen, processes are shown for this many events (the first in the sort order), at most
+ * this many each; the rest of an event's processes make its "other" row. */
+#define TOP_PROCESS_EVENTS 3U
+#define TOP_PROCESSES 5U
+
+typedef struct TopProc {
+        int pid; /* -1: the "other" row */
+        char *comm;
+        uint64_t total;
+        uint64_t lost;
+        double rate; /* NAN until there are two samples */
+} TopProc;
+
+typedef struct TopEvent {
+        char *name;
+        int64_t id;
+        uint64_t total;
+        uint64_t lost;
+        double rate;
+        TopProc *procs; /* the last one is "other" */
+        size_t n_procs;
+} TopEvent;
+
+typedef struct TopSample {
+        uint64_t usec;
+        double interval; /* seconds since the previous sample, 0 for the first */
+        TopEvent *events;
+        size_t n_events;
+        uint64_t other_records; /* of events beyond tpd's bound */
+        uint64_t other_lost;
+        uint64_t overrun;
+        uint64_t dropped;
+        double rate; /* of all records */
+} TopSample;
+
+static void top_sample_free(TopSample *s) {
+        if (!s)
+                return;
+        for (size_t i = 0; i < s->n_events; i++) {
+                for (size_t j = 0; j < s->events[i].n_procs; j++)
+                        free(s->events[i].procs[j].comm);
+                free(s->events[i].procs);
+                free(s->events[i].name);
+        }
+        free(s->events);
+        free(s);
+}
+
+static uint64_t json_u64_of(json_object *o, const char *key) {
+        json_object *v = json_object_object_get(o, key);
+        int64_t n;
+
+        if (!json_object_is_type(v, json_type_int))
+                return 0;
+        n = json_object_get_int64(v);
+        return n < 0 ? 0 : (uint64_t) n;
+}
+
+/* Text from tpd, for a terminal or a key=value line: only printable ASCII other than '=' and '\\'
+ * passes; the rest becomes \xNN. Spaces pass here and are escaped when a line is printed. */
+static char *top_escape(const char *s) {
+        char *t = malloc(strlen(s) * 4 + 1), *p = t;
+
+        if (!t)
+                return NULL;
+        for (; *s; s++) {
+                unsigned char c = (unsigned char) *s;
+
+                if (c >= ' ' && c < 0x7f && c != '=' && c != '\\')
+                        *p++ = (char) c;
+                else
+                        p += sprintf(p, "\\x%02x", c);
+        }
+        *p = 0;
+        return t;
+}
+
+static int top_parse(json_object *params, TopSample **ret) {
+        json_object *events = json_object_object_get(params, "events");
+        TopSample *s = calloc(1, sizeof(TopSample));
+        size_t n;
+
+        if (!s)
+                return -ENOMEM;
+        s->usec = json_u64_of(params, "usec");
+        s->other_records = json_u64_of(params, "other_records");
+        s->other_lost = json_u64_of(params, "other_lost");
+        s->overrun = json_u64_of(params, "overrun");
+        s->dropped = json_u64_of(params, "dropped");
+        n = json_object_is_type(events, json_type_array) ? json_object_array_length(events) : 0;
+        s->events = calloc(n + 1, sizeof(TopEvent));
+        if (!s->events)
+                goto oom;
+        for (size_t i = 0; i < n; i++) {
+                json_object *o = json_object_array_get_idx(events, i), *name, *procs;
+                TopEvent *e = &s->events[s->n_events++];
+                size_t m;
+
+                e->id = (int64_t) json_u64_of(o, "id");
+                e->total = json_u64_of(o, "records");
+                e->lost = json_u64_of(o, "lost");
+                e->rate = NAN;
+                name = json_object_object_get(o, "name");
+                if (json_object_is_type(name, json_type_string))
+                        e->name = top_escape(json_object_get_string(name));
+                else if (asprintf(&e->name, "id:%" PRIi64, e->id) < 0)
+                        e->name = NULL;
+                if (!e->name)
+                        goto oom;
+
+                procs = json_object_object_get(o, "processes");
+                m = json_object_is_type(procs, json_type_array) ? json_object_array_length(procs) : 0;
+                e->procs = calloc(m + 1, sizeof(TopProc));
+                if (!e->procs)
+                        goto oom;
+                for (size_t j = 0; j < m; j++) {
+                        json_object *p = json_object_array_get_idx(procs, j),
+                                    *comm = json_object_object_get(p, "comm");
+                        TopProc *t = &e->procs[e->n_procs++];
+
+                        t->pid = (int) json_object_get_int64(json_object_object_get(p, "pid"));
+                        t->total = json_u64_of(p, "records");
+                        t->lost = json_u64_of(p, "lost");
+                        t->rate = NAN;
+                        t->comm = top_escape(json_object_is_type(comm, json_type_string)
+                                                     ? json_object_get_string(comm)
+                                                     : "-");
+                        if (!t->comm)
+                                goto oom;
+                }
+                e->procs[e->n_procs++] = (TopProc){
+                        .pid = -1,
+                        .total = json_u64_of(o, "other_records"),
+                        .lost = json_u64_of(o, "other_lost"),
+                        .rate = NAN,
+                };
+        }
+        *ret = s;
+        return 0;
+oom:
+        top_sample_free(s);
+        return -ENOMEM;
+}
+
+static const TopEvent *top_find_event(const TopSample *s, int64_t id) {
+        for (size_t i = 0; i < s->n_events; i++)
+                if (s->events[i].id == id)
+                        return &s->events[i];
+        return NULL;
+}
+
+static uint64_t top_delta(uint64_t now, uint64_t before) {
+        /* A process whose slot tpd gave to another starts again from zero. */
+        return now >= before ? now - before : now;
+}
+
+/* Rates of s against the sample before it. A process new in tpd's table counts from zero (its slot
+ * was empty or reset); "other" takes what the event gained beyond its listed processes, so that a
+ * process moved to "other" by tpd does not show as a burst. */
+static void top_rates(TopSample *s, const TopSample *prev) {
+        double dt;
+
+        if (!prev || s->usec <= prev->usec)
+                return;
+        dt = (double) (s->usec - prev->usec) / 1e6;
+        s->interval = dt;
+        s->rate = (double) top_delta(s->other_records, prev->other_records) / dt;
+        for (size_t i = 0; i < s->n_events; i++) {
+                TopEvent *e = &s->events[i];
+                const TopEvent *p = top_find_event(prev, e->id);
+                uint64_t d = top_delta(e->total, p ? p->total : 0), listed = 0;
+
+                e->rate = (double) d / dt;
+                s->rate += e->rate;
+                for (size_t j = 0; j + 1 < e->n_procs; j++) {
+                        TopProc *t = &e->procs[j];
+                        uint64_t before = 0, dp;
+
+                        for (size_t k = 0; p && k + 1 < p->n_procs; k++)
+                                if (p->procs[k].pid == t->pid) {
+                                        before = p->procs[k].total;
+                                        break;
+                                }
+                        dp = top_delta(t->total, before);
+                        listed += dp;
+                        t->rate = (double) dp / dt;
+                }
+                e->procs[e->n_procs - 1].rate = d > listed ? (double) (d - listed) / dt : 0.0;
+        }
+}
+
+static int top_compare_values(double ra, double rb, uint64_t ta, uint64_t tb, uint64_t la, uint64_t lb,
+                              const char *na, const char *nb, TopSort sort) {
+        /* Busiest first; the name breaks ties, so that equal rows keep still between refreshes. */
+        switch (sort) {
+        case TOP_SORT_RATE:
+                if (!isnan(ra) && !isnan(rb) && ra != rb)
+                        return ra > rb ? -1 : 1;
+                /* equal rates: by total */
+                __attribute__((fallthrough));
+        case TOP_SORT_TOTAL:
+                if (ta != tb)
+                        return ta > tb ? -1 : 1;
+                break;
+        case TOP_SORT_LOST:
+                if (la != lb)
+                        return la > lb ? -1 : 1;
+                if (ta != tb)
+                        return ta > tb ? -1 : 1;
+                break;
+        case TOP_SORT_NAME:
+                break;
+        }
+        return strcmp(na, nb);
+}
+
+static int top_compare_events(const void *a, const void *b, void *userdata) {
+        const TopEvent *x = a, *y = b;
+
+        return top_compare_values(x->rate, y->rate, x->total, y->total, x->lost, y->lost, x->name, y->name,
+                                  *(TopSort *) userdata);
+}
+
+static int top_compare_procs(const void *a, const void *b, void *userdata) {
+        const TopProc *x = a, *y = b;
+        char px[16], py[16];
+        int r;
+
+        /* "other" last whatever the order. */
+        if ((x->pid < 0) != (y->pid < 0))
+                return x->pid < 0 ? 1 : -1;
+        if (*(TopSort *) userdata == TOP_SORT_NAME) {
+                r = strcmp(strempty(x->comm), strempty(y->comm));
+                if (r != 0)
+                        return r;
+        }
+        snprintf(px, sizeof(px), "%012d", x->pid);
+        snprintf(py, sizeof(py), "%012d", y->pid);
+        return top_compare_values(x->rate, y->rate, x->total, y->total, x->lost, y->lost, px, py,
+                                  *(TopSort *) userdata);
+}
+
+static void top_sort(TopSample *s, TopSort sort) {
+        qsort_r(s->events, s->n_events, sizeof(TopEvent), top_compare_events, &sort);
+        for (size_t i = 0; i < s->n_events; i++)
+                qsort_r(s->events[i].procs, s->events[i].n_procs, sizeof(TopProc), top_compare_procs, &sort);
+}
+
+static const char *const sort_names[] = {
+        [TOP_SORT_RATE] = "rate",
+        [TOP_SORT_TOTAL] = "total",
+        [TOP_SORT_LOST] = "lost",
+        [TOP_SORT_NAME] = "name",
+};
+
+int top_sort_from_string(const char *s, TopSort *ret) {
+        for (size_t i = 0; i < ELEMENTSOF(sort_names); i++)
+                if (streq(s, sort_names[i])) {
+                        *ret = (TopSort) i;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+/* --- not a terminal: one block of lines per refresh */
+
+/* A value of a key=value line: no spaces. */
+static void print_value(const char *s) {
+        for (; *s; s++)
+                if (*s == ' ')
+                        fputs("\\x20", stdout);
+                else
+                        putchar(*s);
+}
+
+static int top_print_lines(const TopSample *s) {
+        struct timespec now;
+        struct tm tm;
+        char when[64];
+        uint64_t total = s->other_records, lost = s->other_lost;
+
+        clock_gettime(CLOCK_REALTIME, &now);
+        gmtime_r(&now.tv_sec, &tm);
+        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+        for (size_t i = 0; i < s->n_events; i++) {
+                total += s->events[i].total;
+                lost += s->events[i].lost;
+        }
+        printf("top time=%s.%03dZ interval=%.3f events=%zu rate=%.1f total=%" PRIu64 " lost=%" PRIu64
+               " overrun=%" PRIu64 " dropped=%" PRIu64 "\n",
+               when, (int) (now.tv_nsec / 1000000), s->interval, s->n_events, s->rate, total, lost,
+               s->overrun, s->dropped);
+        for (size_t i = 0; i < s->n_events; i++) {
+                const TopEvent *e = &s->events[i];
+
+                printf("event name=%s id=%" PRIi64 " rate=%.1f total=%" PRIu64 " lost=%" PRIu64 "\n",
+                       e->name, e->id, e->rate, e->total, e->lost);
+                for (size_t j = 0; j < e->n_procs; j++) {
+                        const TopProc *t = &e->procs[j];
+
+                        if (t->pid < 0) {
+                                if (t->total > 0 || t->lost > 0)
+                                        printf("process name=%s pid=other rate=%.1f total=%" PRIu64
+                                               " lost=%" PRIu64 "\n",
+                                               e->name, t->rate, t->total, t->lost);
+                                continue;
+                        }
+                        printf("process name=%s pid=%d comm=", e->name, t->pid);
+                        print_value(t->comm);
+                        printf(" rate=%.1f total=%" PRIu64 " lost=%" PRIu64 "\n", t->rate, t->total,
+                               t->lost);
+                }
+        }
+        if (s->other_records > 0 || s->other_lost > 0)
+                printf("event name=other total=%" PRIu64 " lost=%" PRIu64 "\n", s->other_records,
+                       s->other_lost);
+        putchar('\n');
+        if (fflush(stdout) != 0 || ferror(stdout))
+                return -errno;
+        return 0;
+}
+
+/* --- a terminal: the full-screen table */
+
+static struct termios saved_termios;
+static bool termios_saved, screen_up;
+static int saved_stderr = -1;
+static FILE *stderr_capture;
+static volatile sig_atomic_t quit_requested, resized;
+
+static void top_on_signal(int sig) {
+        if (sig == SIGWINCH)
+                resized = 1;
+        else
+                quit_requested = 1;
+}
+
+static void screen_restore(void) {
+        if (screen_up) {
+                static const char leave[] = "\033[?25h\033[?1049l";
+                (void) write_all(STDOUT_FILENO, leave, sizeof(leave) - 1);
+                screen_up = false;
+        }
+        if (termios_saved) {
+                (void) tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_termios);
+                termios_saved = false;
+        }
+        /* Messages written while the screen was up would have vanished with it: show them now. */
+        if (saved_stderr >= 0) {
+                char buf[4096];
+                size_t n;
+
+                fflush(stderr);
+                (void) dup2(saved_stderr, STDERR_FILENO);
+                saved_stderr = safe_close(saved_stderr);
+                rewind(stderr_capture);
+                while ((n = fread(buf, 1, sizeof(buf), stderr_capture)) > 0)
+                        (void) write_all(STDERR_FILENO, buf, n);
+        }
+        if (stderr_capture) {
+                fclose(stderr_capture);
+                stderr_capture = NULL;
+        }
+}
+
+static void screen_setup(bool keys) {
+        static const char enter[] = "\033[?1049h\033[?25l\033[H\033[2J";
+
+        if (keys && tcgetattr(STDIN_FILENO, &saved_termios) >= 0) {
+                struct termios t = saved_termios;
+
+                /* Keys one at a time, unechoed; ^C still sends SIGINT. */
+                t.c_lflag &= ~(ICANON | ECHO);
+                t.c_cc[VMIN] = 1;
+                t.c_cc[VTIME] = 0;
+                if (tcsetattr(STDIN_FILENO, TCSANOW, &t) >= 0)
+                        termios_saved = true;
+        }
+        stderr_capture = tmpfile();
+        if (stderr_capture) {
+                saved_stderr = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+                if (saved_stderr >= 0)
+                        (void) dup2(fileno(stderr_capture), STDERR_FILENO);
+        }
+        (void) write_all(STDOUT_FILENO, enter, sizeof(enter) - 1);
+        screen_up = true;
+}
+
+static void screen_size(unsigned *ret_rows, unsigned *ret_cols) {
+        struct winsize ws = {};
+
+        if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) < 0 || ws.ws_row == 0 || ws.ws_col == 0)
+                ws = (struct winsize){ .ws_row = 24, .ws_col = 80 };
+        *ret_rows = ws.ws_row;
+        *ret_cols = ws.ws_col;
+}
+
+typedef struct Frame {
+        FILE *f;
+        unsigned rows, cols, row;
+} Frame;
+
+/* One screen line, cut at the screen's width (the text is ASCII: see top_escape()). */
+_printf_(3, 4) static void frame_line(Frame *fr, bool reverse, const char *format, ...) {
+        char line[1024];
+        va_list ap;
+        int n;
+
+        if (fr->row >= fr->rows)
+                return;
+        va_start(ap, format);
+        n = vsnprintf(line, sizeof(line), format, ap);
+        va_end(ap);
+        if (n < 0)
+                return;
+        if ((unsigned) n > fr->cols)
+                line[fr->cols] = 0;
+        /* Move explicitly rather than by newline: the last row must not scroll the screen. */
+        fprintf(fr->f, "\033[%u;1H%s%-*s\033[m\033[K", fr->row + 1, reverse ? "\033[7m" : "",
+                reverse ? (int) fr->cols : 0, line);
+        fr->row++;
+}
+
+static void format_rate(char *buf, size_t size, double rate) {
+        if (isnan(rate))
+                snprintf(buf, size, "-");
+        else
+                snprintf(buf, size, "%.1f", rate);
+}
+
+static void top_draw(const TopSample *s, TopSort sort) {
+        _cleanup_free_ char *text = NULL;
+        Frame fr = {};
+        size_t size = 0;
+        char rate[32], clock[16];
+        uint64_t lost = s->other_lost;
+        time_t now = time(NULL);
+        struct tm tm;
+
+        screen_size(&fr.rows, &fr.cols);
+        fr.f = open_memstream(&text, &size);
+        if (!fr.f)
+                return;
+
+        for (size_t i = 0; i < s->n_events; i++)
+                lost += s->events[i].lost;
+        localtime_r(&now, &tm);
+        strftime(clock, sizeof(clock), "%H:%M:%S", &tm);
+        format_rate(rate, sizeof(rate), s->interval > 0 ? s->rate : NAN);
+        frame_line(&fr, false,
+                   "tpctl top - %s  %zu events, %s records/s, %" PRIu64 " lost by streams, %" PRIu64
+                   " overrun, %" PRIu64 " dropped",
+                   clock, s->n_events, rate, lost, s->overrun, s->dropped);
+        frame_line(&fr, false, "Sort: %s    keys: r rate  t total  l lost  n name  q quit",
+                   sort_names[sort]);
+        frame_line(&fr, false, "%s", "");
+        frame_line(&fr, true, "%12s %14s %12s  %s", "RATE/s", "TOTAL", "LOST", "EVENT / PID COMM");
+
+        for (size_t i = 0; i < s->n_events; i++) {
+                const TopEvent *e = &s->events[i];
+                TopProc other;
+                size_t shown = 0;
+
+                format_rate(rate, sizeof(rate), e->rate);
+                frame_line(&fr, false, "%12s %14" PRIu64 " %12" PRIu64 "  %s", rate, e->total, e->lost,
+                           e->name);
+                if (i >= TOP_PROCESS_EVENTS || e->n_procs <= 1)
+                        continue;
+
+                /* The busiest processes, then the rest under "other". */
+                other = e->procs[e->n_procs - 1];
+                for (size_t j = 0; j + 1 < e->n_procs; j++) {
+                        const TopProc *t = &e->procs[j];
+
+                        if (shown >= TOP_PROCESSES) {
+                                other.total += t->total;
+                                other.lost += t->lost;
+                                if (!isnan(t->rate) && !isnan(other.rate))
+                                        other.rate += t->rate;
+                                continue;
+                        }
+                        format_rate(rate, sizeof(rate), t->rate);
+                        frame_line(&fr, false, "%12s %14" PRIu64 " %12" PRIu64 "    %7d %s", rate, t->total,
+                                   t->lost, t->pid, t->comm);
+                        shown++;
+                }
+                if (other.total > 0 || other.lost > 0) {
+                        format_rate(rate, sizeof(rate), other.rate);
+                        frame_line(&fr, false, "%12s %14" PRIu64 " %12" PRIu64 "    %7s %s", rate,
+                                   other.total, other.lost, "-", "other");
+                }
+        }
+        if (s->other_records > 0 || s->other_lost > 0)
+                frame_line(&fr, false, "%12s %14" PRIu64 " %12" PRIu64 "  %s", "-", s->other_records,
+                           s->other_lost, "other events");
+        /* Erase what the previous frame had below. */
+        fprintf(fr.f, "\033[%u;1H\033[J", MIN(fr.row + 1, fr.rows));
+        if (fclose(fr.f) != 0)
+                return;
+        (void) write_all(STDOUT_FILENO, text, size);
+}
+
+static int top_exit_status(int r) {
+        switch (r) {
+        case 0:
+                return EXIT_SUCCESS;
+        case 1:
+                return EXIT_FAILURE; /* an error reply, printed */
+        case -ENOENT:
+        case -ECONNREFUSED:
+        case -EACCES:
+        case -EPERM:
+        case -ECONNRESET:
+        case -EPIPE:
+        case -ENOTCONN:
+                return TPD_EXIT_DAEMON_GONE;
+        case -ENAMETOOLONG:
+                return EXIT_USAGE;
+        default:
+                return EXIT_FAILURE;
+        }
+}
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
+}
+
+/* One GetCounters call; its sample with rates against prev. */
+static int top_sample(Connection *c, const TopOptions *o, bool first, const TopSample *prev,
+                      TopSample **ret) {
+        _cleanup_(varlink_reply_done) VarlinkReply reply = {};
+        json_object *params = json_object_new_object();
+        int r;
+
+        if (!params)
+                return log_oom();
+        if (first)
+                r = connection_call(c, o->socket_path, TPD_METHOD("GetCounters"), params, false, &reply);
+        else
+                r = connection_call_again(c, TPD_METHOD("GetCounters"), params, &reply);
+        if (r != 0)
+                return r;
+        r = top_parse(reply.parameters, ret);
+        if (r < 0)
+                return log_oom();
+        top_rates(*ret, prev);
+        top_sort(*ret, o->sort);
+        return 0;
+}
+
+/* Waits until the next refresh is due; returns 1 for a key that quits, 2 after a key or a resize
+ * that wants a redraw, 0 when it is time. */
+static int top_wait(uint64_t due, bool keys, TopSort *sort) {
+        for (;;) {
+                struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+                uint64_t now = now_usec();
+                int timeout, n;
+                char key;
+
+                if (quit_requested)
+                        return 1;
+                if (resized) {
+                        resized = 0;
+                        return 2;
+                }
+                if (now >= due)
+                        return 0;
+                timeout = (int) MIN((due - now + 999) / 1000, (uint64_t) INT32_MAX);
+                n = poll(&p, keys ? 1 : 0, timeout);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        continue;
+                if (p.revents & (POLLHUP | POLLERR)) {
+                        keys = false; /* the terminal went away: refresh until a signal */
+                        continue;
+                }
+                if (read(STDIN_FILENO, &key, 1) != 1)
+                        continue;
+                switch (key) {
+                case 'q':
+                case 'Q':
+                        return 1;
+                case 'r':
+                        *sort = TOP_SORT_RATE;
+                        return 2;
+                case 't':
+                        *sort = TOP_SORT_TOTAL;
+                        return 2;
+                case 'l':
+                        *sort = TOP_SORT_LOST;
+                        return 2;
+                case 'n':
+                        *sort = TOP_SORT_NAME;
+                        return 2;
+                case ' ':
+                case '\f': /* ^L */
+                        return 2;
+                default:
+                        break;
+                }
+        }
+}
+
+int top_run(const TopOptions *options) {
+        _cleanup_(connection_done) Connection c = CONNECTION_NULL;
+        TopOptions o = *options;
+        TopSample *prev = NULL, *cur = NULL;
+        struct sigaction sa = { .sa_handler = top_on_signal }, sa_ignore = { .sa_handler = SIG_IGN };
+        bool tty = isatty(STDOUT_FILENO), keys = tty && isatty(STDIN_FILENO);
+        uint64_t done = 0, due;
+        int r, status = EXIT_SUCCESS;
+
+        /* No SA_RESTART: a signal ends the wait in poll() at once. */
+        (void) sigaction(SIGINT, &sa, NULL);
+        (void) sigaction(SIGTERM, &sa, NULL);
+        (void) sigaction(SIGWINCH, &sa, NULL);
+        (void) sigaction(SIGPIPE, &sa_ignore, NULL);
+
+        /* The first call starts tpd's count; rates need a second one. */
+        r = top_sample(&c, &o, true, NULL, &prev);
+        if (r != 0)
+                return top_exit_status(r);
+        due = now_usec() + o.delay_usec;
+        if (tty) {
+                screen_setup(keys);
+                top_draw(prev, o.sort);
+        }
+
+        for (;;) {
+                r = top_wait(due, keys, &o.sort);
+                if (r < 0) {
+                        log_error_errno(r, "cannot wait for input: %m");
+                        status = EXIT_FAILURE;
+                        break;
+                }
+                if (r == 1)
+                        break;
+                if (r == 2) {
+                        top_sort(prev, o.sort);
+                        if (tty)
+                                top_draw(prev, o.sort);
+                        continue;
+                }
+
+                r = top_sample(&c, &o, false, prev, &cur);
+                if (r != 0) {
+                        status = top_exit_status(r);
+                        break;
+                }
+                top_sample_free(prev);
+                prev = TAKE_PTR(cur);
+                if (tty)
+                        top_draw(prev, o.sort);
+                else {
+                        r = top_print_lines(prev);
+                        if (r == -EPIPE)
+                                break;
+                        if (r < 0) {
+                                log_error_errno(r, "cannot write to standard output: %m");
+                                status = EXIT_FAILURE;
+                                break;
+                        }
+                }
+                if (o.iterations > 0 && ++done >= o.iterations)
+                        break;
+                /* Keep the beat; after a stall (a stopped terminal) start a new one. */
+                due += o.delay_usec;
+                if (due < now_usec())
+                        due = now_usec() + o.delay_usec;
+        }
+
+        screen_restore();
+        top_sample_free(prev);
+        return status;
+}

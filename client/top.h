@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/*
+ * `tpctl top`: tpd's per-event and per-process counters (GetCounters), as rates, every delay. On a
+ * terminal a full-screen table with keys; otherwise one block of key=value lines per refresh.
+ */
+
+typedef enum TopSort {
+        TOP_SORT_RATE,
+        TOP_SORT_TOTAL,
+        TOP_SORT_LOST,
+        TOP_SORT_NAME,
+} TopSort;
+
+typedef struct TopOptions {
+        const char *socket_path;
+        uint64_t iterations; /* refreshes before exiting; 0: until q, a signal or a closed stdout */
+        uint64_t delay_usec;
+        TopSort sort;
+} TopOptions;
+
+/* Returns tpctl's exit status. */
+int top_run(const TopOptions *o);
+
+/* Parses "rate", "total", "lost" or "name". */
+int top_sort_from_string(const char *s, TopSort *ret);

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <trace-cmd/trace-cmd.h>
+
+/*
+ * The writing half of libtracecmd: the functions `trace-cmd record` itself calls to write its data
+ * files. libtracecmd.so.1 exports them, but Debian's libtracecmd-dev ships only the reading half's
+ * header (trace-cmd.h), so their declarations are here, as libtracecmd 1.3 (trace-cmd 3.1) defines
+ * them. meson.build requires that version range; tests/integration/test-record.py checks the
+ * files with Debian's `trace-cmd report`.
+ */
+
+struct tracecmd_output;
+struct tracecmd_event_list;
+struct tracecmd_option;
+
+enum {
+        TRACECMD_OPTION_CPUSTAT = 2,
+        TRACECMD_OPTION_TRACECLOCK = 4,
+        TRACECMD_OPTION_UNAME = 5,
+        TRACECMD_OPTION_VERSION = 9,
+};
+
+struct tracecmd_output *tracecmd_output_create(const char *output_file);
+int tracecmd_output_set_trace_dir(struct tracecmd_output *handle, const char *tracing_dir);
+int tracecmd_output_set_kallsyms(struct tracecmd_output *handle, const char *kallsyms);
+int tracecmd_output_set_version(struct tracecmd_output *handle, int file_version);
+int tracecmd_output_set_compression(struct tracecmd_output *handle, const char *compression);
+int tracecmd_output_write_headers(struct tracecmd_output *handle, struct tracecmd_event_list *list);
+struct tracecmd_option *tracecmd_add_option(struct tracecmd_output *handle, unsigned short id, int size,
+                                            const void *data);
+int tracecmd_write_cmdlines(struct tracecmd_output *handle);
+int tracecmd_append_cpu_data(struct tracecmd_output *handle, int cpus, char *const *cpu_data_files);
+void tracecmd_set_quiet(struct tracecmd_output *handle, bool set_quiet);
+void tracecmd_output_close(struct tracecmd_output *handle);
