@@ -19,6 +19,7 @@
 #include "connection.h"
 #include "copy.h"
 #include "export.h"
+#include "lines.h"
 #include "log.h"
 #include "metrics.h"
 #include "output.h"
@@ -96,6 +97,12 @@ typedef struct Args {
         bool openmetrics;
         bool all;
         bool print;
+        int symbolic;           /* -1: tpd's default (Symbolic=) */
+        uint64_t count;         /* stream: stop after this many records */
+        uint64_t duration_usec; /* stream: stop after this long */
+        LinesTime time;
+        bool ordered;
+        uint64_t order_delay_ms; /* 0: from tpd's flush interval */
         const char *filter;
         unsigned options; /* Option bits given, to check them against the command */
         char **events;
@@ -139,6 +146,11 @@ enum {
         OPT_CREATE_STREAM = 1 << 16,
         OPT_REPLICAS = 1 << 17,
         OPT_STREAM = 1 << 18,
+        OPT_SYMBOLIC = 1 << 19,
+        OPT_COUNT = 1 << 20,
+        OPT_DURATION = 1 << 21,
+        OPT_TIME = 1 << 22,
+        OPT_ORDERED = 1 << 23,
 };
 
 static const char *const option_names[] = {
@@ -148,7 +160,7 @@ static const char *const option_names[] = {
         "--pid",
         "--cpu",
         "--print",
-        "--output, --duration, --size, --format, --rotate-*, --keep, --file-version, --no-kallsyms",
+        "--output, --size, --format, --rotate-*, --keep, --file-version, --no-kallsyms",
         "--openmetrics",
         "--iterations",
         "--delay",
@@ -161,6 +173,11 @@ static const char *const option_names[] = {
         "--create-stream",
         "--replicas",
         "--stream",
+        "--symbolic",
+        "--count",
+        "--duration",
+        "--time",
+        "--ordered",
 };
 
 /* Sends method with params (taken over) and prints the reply: as JSON with --json, else with print
@@ -296,13 +313,53 @@ static void stream_on_signal(int sig) {
         _exit(EXIT_SUCCESS);
 }
 
-static int verb_stream(const Args *a, char **args, size_t n) {
-        _cleanup_(connection_done) Connection c = CONNECTION_NULL;
-        _cleanup_(varlink_reply_done) VarlinkReply reply = {};
-        _cleanup_(json_object_putp) json_object *params = json_object_new_object();
-        struct sigaction sa_exit = { .sa_handler = stream_on_signal };
-        struct sigaction sa_ignore = { .sa_handler = SIG_IGN };
-        int r;
+static int64_t json_int(json_object *o, const char *key, bool *ret_found) {
+        json_object *v;
+
+        *ret_found = json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_int);
+        return *ret_found ? json_object_get_int64(v) : 0;
+}
+
+/* What the stream's lines need from the options and tpd's reply: the trace clock, its offset to
+ * the wall clock, the flush interval and the CPUs. */
+static LinesOptions stream_lines_options(const Args *a, json_object *reply) {
+        LinesOptions o = {
+                .count = a->count,
+                .duration_usec = a->duration_usec,
+                .time = a->time,
+                .ordered = a->ordered,
+        };
+        const char *clock = NULL;
+        json_object *v;
+        bool found;
+        int64_t i;
+
+        if (json_object_object_get_ex(reply, "clock", &v) && json_object_is_type(v, json_type_string))
+                clock = json_object_get_string(v);
+        o.have_clock = lines_clock_id(clock, &o.clock_id) >= 0;
+        o.realtime_offset_ns = json_int(reply, "realtime_offset_ns", &o.have_offset);
+        if (!o.have_offset && clock && streq(clock, "boot"))
+                o.realtime_offset_ns = json_int(reply, "boot_to_realtime_ns", &o.have_offset);
+        /* The stream began when tpd took the call. */
+        i = json_int(reply, "ts", &found);
+        o.start_ts = found && i > 0 ? (uint64_t) i : 0;
+        i = json_int(reply, "cpus", &found);
+        o.n_cpus = found && i > 0 && i <= 8192 ? (unsigned) i : 0;
+        /* tpd delivers a partly filled page within its flush interval: wait that long again, and
+         * at least 50 ms, for what another CPU may still hold. */
+        i = json_int(reply, "flush_interval_ms", &found);
+        if (!found || i <= 0)
+                i = 100;
+        o.order_delay_ns =
+                (a->order_delay_ms > 0 ? a->order_delay_ms : (uint64_t) i + MAX((uint64_t) i, 50)) *
+                1000000ULL;
+        return o;
+}
+
+/* The Stream (or Record) parameters of the selection options: what stream, record and export
+ * ask tpd for. Options a command does not take are refused before, so they are unset here. */
+static json_object *stream_params(const Args *a, char **args, size_t n) {
+        json_object *params = json_object_new_object();
 
         if (!params ||
             (a->n_events + n > 0 &&
@@ -310,7 +367,24 @@ static int verb_stream(const Args *a, char **args, size_t n) {
             (a->n_pids > 0 && json_add_ints(params, "pids", a->pids, a->n_pids) < 0) ||
             (a->n_cpus > 0 && json_add_ints(params, "cpus", a->cpus, a->n_cpus) < 0) ||
             (a->filter && json_add(params, "filter", json_object_new_string(a->filter)) < 0) ||
-            (a->print && json_add(params, "print", json_object_new_boolean(true)) < 0))
+            (a->print && json_add(params, "print", json_object_new_boolean(true)) < 0) ||
+            (a->symbolic >= 0 && json_add(params, "symbolic", json_object_new_boolean(a->symbolic)) < 0) ||
+            (a->time == LINES_TIME_ISO && json_add(params, "realtime", json_object_new_boolean(true)) < 0)) {
+                json_object_put(params);
+                return NULL;
+        }
+        return params;
+}
+
+static int verb_stream(const Args *a, char **args, size_t n) {
+        _cleanup_(connection_done) Connection c = CONNECTION_NULL;
+        _cleanup_(varlink_reply_done) VarlinkReply reply = {};
+        _cleanup_(json_object_putp) json_object *params = stream_params(a, args, n);
+        struct sigaction sa_exit = { .sa_handler = stream_on_signal };
+        struct sigaction sa_ignore = { .sa_handler = SIG_IGN };
+        int r;
+
+        if (!params)
                 return exit_status(log_oom());
 
         /* A closed stdout (| head) must show up as EPIPE, to end quietly with 0. */
@@ -321,10 +395,21 @@ static int verb_stream(const Args *a, char **args, size_t n) {
         r = connection_call(&c, a->socket_path, TPD_METHOD("Stream"), TAKE_PTR(params), true, &reply);
         if (r != 0)
                 return exit_status(r);
-        varlink_reply_done(&reply);
 
         /* What came with the reply in the same read() is already stream data. */
-        r = copy_stream(c.fd, STDOUT_FILENO, c.in.data + c.in.consumed, varlink_buffer_pending(&c.in));
+        if (a->count > 0 || a->duration_usec > 0 || a->time != LINES_TIME_BOOT || a->ordered) {
+                LinesOptions o = stream_lines_options(a, reply.parameters);
+
+                varlink_reply_done(&reply);
+                r = lines_stream(c.fd, STDOUT_FILENO, c.in.data + c.in.consumed,
+                                 varlink_buffer_pending(&c.in), &o);
+                if (r == 1 || r == -EPIPE)
+                        return EXIT_SUCCESS;
+        } else {
+                varlink_reply_done(&reply);
+                r = copy_stream(c.fd, STDOUT_FILENO, c.in.data + c.in.consumed,
+                                varlink_buffer_pending(&c.in));
+        }
         if (r == 0 || r == -ECONNRESET) {
                 log_error("tpd closed the stream");
                 return TPD_EXIT_DAEMON_GONE;
@@ -333,22 +418,6 @@ static int verb_stream(const Args *a, char **args, size_t n) {
                 return EXIT_SUCCESS;
         log_error_errno(r, "cannot copy the stream to standard output: %m");
         return EXIT_FAILURE;
-}
-
-/* The Stream parameters of stream's options, for export (the same selection as stream). */
-static json_object *stream_params(const Args *a, char **args, size_t n) {
-        json_object *params = json_object_new_object();
-
-        if (!params ||
-            (a->n_events + n > 0 &&
-             json_add_strings(params, "events", a->events, a->n_events, args, n) < 0) ||
-            (a->n_pids > 0 && json_add_ints(params, "pids", a->pids, a->n_pids) < 0) ||
-            (a->n_cpus > 0 && json_add_ints(params, "cpus", a->cpus, a->n_cpus) < 0) ||
-            (a->filter && json_add(params, "filter", json_object_new_string(a->filter)) < 0)) {
-                json_object_put(params);
-                return NULL;
-        }
-        return params;
 }
 
 static int verb_export(const Args *a, char **args, size_t n) {
@@ -429,9 +498,13 @@ static const Verb verbs[] = {
         { "enable", 1, SIZE_MAX, OPT_FILTER, verb_enable },
         { "disable", 0, SIZE_MAX, OPT_ALL, verb_disable },
         { "status", 0, 0, 0, verb_status },
-        { "stream", 0, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT, verb_stream },
+        { "stream", 0, SIZE_MAX,
+          OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT | OPT_SYMBOLIC | OPT_COUNT | OPT_DURATION |
+                  OPT_TIME | OPT_ORDERED,
+          verb_stream },
         { "call", 1, 2, 0, verb_call },
-        { "record", 0, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_RECORD, verb_record },
+        { "record", 0, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_RECORD | OPT_DURATION,
+          verb_record },
         { "replay", 1, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT, verb_replay },
         { "metrics", 0, 0, OPT_OPENMETRICS, verb_metrics },
         { "top", 0, 0, OPT_ITERATIONS | OPT_DELAY | OPT_SORT, verb_top },
@@ -493,9 +566,17 @@ static void help(void) {
                "(repeatable)\n"
                "  -c --cpu=CPU               stream, record, replay: only records of CPU (repeatable)\n"
                "     --print                 stream, replay: add the kernel's formatted text as \"print\"\n"
+               "     --symbolic[=yes|no]     stream: add \"sym\", readable forms of flags, symbols,\n"
+               "                             system calls and errnos (\"prev_state\":\"S\")\n"
+               "     --count=N               stream: stop after N event records\n"
+               "     --duration=SECONDS      stream, record: stop after SECONDS (fractions allowed)\n"
+               "     --time=boot|iso|relative\n"
+               "                             stream: add \"time\" after \"ts\": iso, the wall clock in\n"
+               "                             RFC 3339 with ns; relative, seconds since the start\n"
+               "     --ordered[=MS]          stream: merge the CPUs' records in ts order, holding\n"
+               "                             each up to MS (default: twice tpd's flush interval)\n"
                "  -o --output=FILE           record: the file; .ndjson, .json or .jsonl mean NDJSON\n"
                "     --format=dat|ndjson     record: the file's format, whatever its name\n"
-               "     --duration=S            record: stop after S seconds\n"
                "     --size=MB               record: stop before the capture outgrows MB (MiB)\n"
                "     --rotate-size=MB        record: start a new file (NAME-0001.dat, …) at MB\n"
                "     --rotate-time=S         record: start a new file every S seconds\n"
@@ -566,6 +647,37 @@ static int parse_megabytes(const char *s, uint64_t *ret) {
         return *ret > 0 ? 0 : -EINVAL;
 }
 
+static int parse_u64(const char *s, uint64_t *ret) {
+        char *end;
+        unsigned long long v;
+
+        if (*s < '0' || *s > '9')
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno != 0 || *end)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+/* "10", "0.5", "1e-3": positive seconds, to microseconds, at most a year. */
+static int parse_duration_usec(const char *s, uint64_t *ret_usec) {
+        char *end;
+        double v;
+
+        if ((*s < '0' || *s > '9') && *s != '.')
+                return -EINVAL;
+        errno = 0;
+        v = strtod(s, &end);
+        if (errno != 0 || *end || !(v > 0) || v > 366.0 * 24 * 3600)
+                return -EINVAL;
+        *ret_usec = (uint64_t) (v * 1e6);
+        if (*ret_usec == 0)
+                *ret_usec = 1;
+        return 0;
+}
+
 /* top's delay: seconds as a decimal number ("2", "0.5"), from 0.1 to a day, in microseconds. */
 static int parse_delay(const char *s, uint64_t *ret_usec) {
         char *end;
@@ -609,6 +721,10 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 ARG_CREATE_STREAM,
                 ARG_REPLICAS,
                 ARG_STREAM,
+                ARG_SYMBOLIC,
+                ARG_COUNT,
+                ARG_TIME,
+                ARG_ORDERED,
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -645,6 +761,10 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 { "create-stream", no_argument, NULL, ARG_CREATE_STREAM },
                 { "replicas", required_argument, NULL, ARG_REPLICAS },
                 { "stream", required_argument, NULL, ARG_STREAM },
+                { "symbolic", optional_argument, NULL, ARG_SYMBOLIC },
+                { "count", required_argument, NULL, ARG_COUNT },
+                { "time", required_argument, NULL, ARG_TIME },
+                { "ordered", optional_argument, NULL, ARG_ORDERED },
                 {}
         };
         const Verb *verb = NULL;
@@ -740,13 +860,16 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                         a->options |= OPT_RECORD;
                         break;
                 case ARG_DURATION:
-                case ARG_ROTATE_TIME: {
-                        double *d = c == ARG_DURATION ? &a->record.duration : &a->record.rotate_time;
-                        if (parse_seconds(optarg, d) < 0)
+                        if (parse_duration_usec(optarg, &a->duration_usec) < 0)
+                                return log_usage("invalid duration '%s': seconds, like 10 or 0.5", optarg);
+                        a->record.duration = (double) a->duration_usec / 1e6;
+                        a->options |= OPT_DURATION;
+                        break;
+                case ARG_ROTATE_TIME:
+                        if (parse_seconds(optarg, &a->record.rotate_time) < 0)
                                 return log_usage("invalid number of seconds '%s'", optarg);
                         a->options |= OPT_RECORD;
                         break;
-                }
                 case ARG_SIZE:
                 case ARG_ROTATE_SIZE: {
                         uint64_t *sz = c == ARG_SIZE ? &a->record.max_size : &a->record.rotate_size;
@@ -841,6 +964,39 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                         a->export.stream = optarg;
                         a->options |= OPT_STREAM;
                         break;
+                case ARG_SYMBOLIC:
+                        if (!optarg || streq(optarg, "yes"))
+                                a->symbolic = 1;
+                        else if (streq(optarg, "no"))
+                                a->symbolic = 0;
+                        else
+                                return log_usage("invalid --symbolic '%s': yes or no", optarg);
+                        a->options |= OPT_SYMBOLIC;
+                        break;
+                case ARG_COUNT:
+                        if (parse_u64(optarg, &a->count) < 0 || a->count == 0)
+                                return log_usage("invalid count '%s': a number of records from 1", optarg);
+                        a->options |= OPT_COUNT;
+                        break;
+                case ARG_TIME:
+                        if (streq(optarg, "boot"))
+                                a->time = LINES_TIME_BOOT;
+                        else if (streq(optarg, "iso"))
+                                a->time = LINES_TIME_ISO;
+                        else if (streq(optarg, "relative"))
+                                a->time = LINES_TIME_RELATIVE;
+                        else
+                                return log_usage("invalid --time '%s': boot, iso or relative", optarg);
+                        a->options |= OPT_TIME;
+                        break;
+                case ARG_ORDERED:
+                        a->ordered = true;
+                        if (optarg && (parse_u64(optarg, &a->order_delay_ms) < 0 || a->order_delay_ms == 0 ||
+                                       a->order_delay_ms > 3600 * 1000))
+                                return log_usage("invalid --ordered delay '%s': milliseconds from 1",
+                                                 optarg);
+                        a->options |= OPT_ORDERED;
+                        break;
                 case ':':
                         return log_usage("option '%s' needs an argument", argv[optind - 1]);
                 default:
@@ -878,7 +1034,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
 }
 
 int main(int argc, char *argv[]) {
-        _cleanup_(args_done) Args a = {};
+        _cleanup_(args_done) Args a = { .symbolic = -1 };
         const Verb *verb = NULL;
         int r, p;
 

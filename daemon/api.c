@@ -838,7 +838,8 @@ static int stream_setup(Manager *m, Peer *c, const VarlinkCall *call, const char
         size_t n_held = 0;
         const char *filter = NULL;
         Stream *s = NULL;
-        bool print = false;
+        bool print = false, symbolic, realtime = false;
+        json_object *p;
         int r;
 
         if (check_keys(c, call, keys) < 0)
@@ -854,6 +855,13 @@ static int stream_setup(Manager *m, Peer *c, const VarlinkCall *call, const char
                 return invalid_parameter(c, "filter") < 0 ? -ENOMEM : 1;
         if (varlink_param_bool(call->parameters, "print", &print) < 0)
                 return invalid_parameter(c, "print") < 0 ? -ENOMEM : 1;
+        /* Absent (or null): the configuration's default, for streams of records. */
+        symbolic = mode != STREAM_PAGES && m->config.symbolic;
+        if (json_object_object_get_ex(call->parameters, "symbolic", &p) && p &&
+            varlink_param_bool(call->parameters, "symbolic", &symbolic) < 0)
+                return invalid_parameter(c, "symbolic") < 0 ? -ENOMEM : 1;
+        if (varlink_param_bool(call->parameters, "realtime", &realtime) < 0)
+                return invalid_parameter(c, "realtime") < 0 ? -ENOMEM : 1;
         for (size_t i = 0; i < n_cpus; i++)
                 if (cpus[i] < 0 || cpus[i] >= (int64_t) m->n_cpus) {
                         r = peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "cpus",
@@ -894,6 +902,10 @@ static int stream_setup(Manager *m, Peer *c, const VarlinkCall *call, const char
         if (r < 0)
                 return r;
         s->print = print;
+        s->symbolic = symbolic;
+        s->realtime = realtime;
+        s->symbolic = symbolic;
+        s->realtime = realtime;
         for (size_t i = 0; i < n && r >= 0; i++)
                 r = stream_select_event(s, (unsigned) events[i]->format->id);
         for (size_t i = 0; i < n_pids && r >= 0; i++)
@@ -993,10 +1005,12 @@ static void stream_setup_commit(Manager *m, Peer *c, StreamSetup *st, bool upgra
 }
 
 static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
-        static const char *const keys[] = { "events", "pids", "cpus", "filter", "print", NULL };
+        static const char *const keys[] = { "events", "pids",     "cpus",     "filter",
+                                            "print",  "symbolic", "realtime", NULL };
         _cleanup_free_ char *clock = NULL;
         StreamSetup st = {};
         json_object *p;
+        int64_t offset;
         size_t n_pids;
         int r;
 
@@ -1011,6 +1025,14 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
         p = json_object_new_object();
         json_object_object_add(p, "clock", json_object_new_string(clock ?: "boot"));
         json_object_object_add(p, "boot_to_realtime_ns", json_object_new_int64(boot_to_realtime_ns()));
+        /* The offset for the trace clock in use, when the system has that clock; what the
+         * stream's clock records update. */
+        if (manager_realtime_offset(m, &offset, NULL) >= 0)
+                json_object_object_add(p, "realtime_offset_ns", json_object_new_int64(offset));
+        json_object_object_add(p, "flush_interval_ms",
+                               json_object_new_int((int) m->config.flush_interval_ms));
+        json_object_object_add(p, "cpus", json_object_new_int((int) m->n_cpus));
+        json_object_object_add(p, "ts", json_object_new_int64((int64_t) manager_trace_clock_now_ns(m)));
         r = call->upgrade ? peer_reply(c, p) : peer_reply_more(c, p);
         if (r < 0) {
                 stream_setup_done(m, &st, true);

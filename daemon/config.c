@@ -123,6 +123,10 @@ const Setting config_settings[] = {
           FIELD(max_enabled_events), 0, 65536, .default_value = "1024",
           .expected = "a number of events from 0 (no bound) to 65536",
           .help = "Events tpd keeps enabled at most; 0: no bound" },
+        { "Streams", "Symbolic", "symbolic", "symbolic", "BOOL", SETTING_BOOL, FIELD(symbolic),
+          .default_value = "no", .expected = "yes or no",
+          .help = "Streams add \"sym\", readable forms of flags, symbols, syscalls and errnos, unless "
+                  "they ask otherwise" },
         { NULL, NULL, "state-dir", "state_dir", "DIR", SETTING_STRING, FIELD(state_dir),
           .expected = "a directory",
           .help = "Save pinned events here ($STATE_DIRECTORY, else /var/lib/tpd); "

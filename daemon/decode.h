@@ -78,6 +78,19 @@ uint64_t decoder_page_walk(const void *page, size_t size, DecoderRecordFn fn, vo
  * record's raw data must still be valid. */
 int decoder_encode_print(Decoder *d, Batch *batch, size_t index);
 
+/* What a variant of a record's line adds to the plain one, after "fields": */
+enum {
+        DECODER_VARIANT_SYM = 1 << 0,   /* "sym": readable forms of integer fields (DESIGN §3) */
+        DECODER_VARIANT_PRINT = 1 << 1, /* "print": the kernel's formatted text */
+};
+
+/* Makes the variant of record index that adds what the DECODER_VARIANT_* bits say, at
+ * print_offset/print_length with variant set (a record keeps the variant made last; another one
+ * is made anew). The record's raw data must still be valid. Nothing is made when the batch's plain
+ * lines carry all of variant already (Batch.variant: DECODER_VARIANT_SYM is written into the plain
+ * lines while decoding when set there). */
+int decoder_encode_variant(Decoder *d, Batch *batch, size_t index, unsigned variant);
+
 /* The record's raw data copied into a buffer with enough zeros after it that libtraceevent, which
  * follows __data_loc offsets and reads strings up to a NUL without bounds, stays inside it even for
  * a corrupt record. Valid until the next call. */

@@ -225,6 +225,7 @@ void batch_reset(Batch *b) {
         b->many_ids = false;
         b->n_lost = 0;
         b->plain_end = 0;
+        b->variant = 0;
 }
 
 Record *batch_add_record(Batch *b) {

@@ -72,6 +72,7 @@ typedef struct Record {
         uint32_t cpu;
         uint16_t event_id;
         uint8_t kind;
+        uint8_t variant; /* what print_offset's line adds: DECODER_VARIANT_* bits (decode.h) */
         uint64_t lost;
         /* Of a lost record of the kernel's (overrun, dropped): its counter before these losses,
          * so that a stream started since is charged only with what came after its start. */
@@ -96,6 +97,9 @@ typedef struct Batch {
         uint32_t n_lost; /* lost records among the records */
         /* The plain lines end here; "print" variants made later are appended after. */
         size_t plain_end;
+        /* What the plain lines carry beyond the plain record, DECODER_VARIANT_* bits (decode.h):
+         * set by who fills the batch, when every stream wants that part. */
+        uint8_t variant;
 } Batch;
 
 Batch *batch_new(void);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 
 #include <systemd/sd-daemon.h>
 
@@ -55,6 +56,8 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->status_timer);
         sd_event_source_disable_unref(m->check_timer);
         sd_event_source_disable_unref(m->save_timer);
+        sd_event_source_disable_unref(m->clock_source);
+        safe_close(m->clock_fd);
         decoder_free(m->decoder);
         tracing_free(m->tracing);
         comm_cache_free(m->comm);
@@ -77,6 +80,7 @@ int manager_new(const Config *config, Manager **ret) {
         m = calloc(1, sizeof(Manager));
         if (!m)
                 return -ENOMEM;
+        m->clock_fd = -1;
         r = config_copy(&m->config, config);
         if (r < 0)
                 return r;
@@ -216,6 +220,20 @@ void manager_flush_clients(Manager *m) {
         }
 }
 
+/* The parts every stream wants in its lines go into the plain lines while decoding: when all
+ * streams are --symbolic, "sym" costs no copy of the line. Recordings take no lines. */
+static uint8_t manager_inline_variant(Manager *m) {
+        bool any = false;
+
+        for (Peer *c = m->peers; c; c = c->next)
+                if (c->stream && c->stream->mode != STREAM_PAGES) {
+                        if (!c->stream->symbolic)
+                                return 0;
+                        any = true;
+                }
+        return any ? DECODER_VARIANT_SYM : 0;
+}
+
 static void manager_count_record(void *userdata, uint16_t id, int32_t pid) {
         counter_run_add(userdata, id, pid, 1);
 }
@@ -286,6 +304,7 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
                         return;
         }
         b = m->batch;
+        b->variant = manager_inline_variant(m);
 
         overrun_before = cpu < m->n_cpus ? m->overrun_reported[cpu] : 0;
 
@@ -546,7 +565,7 @@ static int manager_on_status_timer(sd_event_source *s, uint64_t usec, void *user
 
 /* Now on the instance's trace clock, for records tpd makes itself. Clocks without a system
  * counterpart (local, global, x86-tsc, counter…) get CLOCK_MONOTONIC. */
-static uint64_t manager_trace_clock_now_ns(Manager *m) {
+uint64_t manager_trace_clock_now_ns(Manager *m) {
         _cleanup_free_ char *clock = NULL;
         clockid_t id = CLOCK_MONOTONIC;
         struct timespec ts;
@@ -697,11 +716,91 @@ static void manager_check_cpus(Manager *m) {
 
 /* Once a second: CPUs that came or went, and changes to the instance behind tpd's back. One timer
  * for both, since each wake-up of an idle tpd costs more than the checks. */
+int manager_realtime_offset(Manager *m, int64_t *ret_offset_ns, char **ret_clock) {
+        _cleanup_free_ char *clock = NULL;
+        struct timespec rt, t, rt2;
+        clockid_t id;
+        int r;
+
+        r = tracing_get_clock(m->tracing, &clock);
+        if (r < 0)
+                return r;
+        if (config_clock_id(clock, &id) < 0)
+                return -ENOENT;
+        /* The trace clock read between two reads of the wall clock: their middle is its moment. */
+        if (clock_gettime(CLOCK_REALTIME, &rt) < 0 || clock_gettime(id, &t) < 0 ||
+            clock_gettime(CLOCK_REALTIME, &rt2) < 0)
+                return -errno;
+        *ret_offset_ns =
+                ((int64_t) rt.tv_sec - t.tv_sec) * 1000000000LL + (rt.tv_nsec - t.tv_nsec) +
+                (((int64_t) rt2.tv_sec - rt.tv_sec) * 1000000000LL + (rt2.tv_nsec - rt.tv_nsec)) / 2;
+        if (ret_clock)
+                *ret_clock = TAKE_PTR(clock);
+        return 0;
+}
+
+/* Sends the streams that asked for it a clock record when the offset of the trace clock to the wall
+ * clock moved: stepped (the timerfd), or slewed by more than MANAGER_CLOCK_SLEW_NS (the check
+ * timer), or after a change of the trace clock. */
+#define MANAGER_CLOCK_SLEW_NS 100000LL
+
+static void manager_check_realtime(Manager *m, bool stepped) {
+        _cleanup_free_ char *clock = NULL;
+        int64_t offset;
+        uint64_t ts;
+
+        if (manager_realtime_offset(m, &offset, &clock) < 0)
+                return;
+        if (!stepped && llabs(offset - m->realtime_offset_ns) <= MANAGER_CLOCK_SLEW_NS)
+                return;
+        m->realtime_offset_ns = offset;
+        ts = manager_trace_clock_now_ns(m);
+        for (Peer *c = m->peers; c; c = c->next)
+                if (c->stream && c->stream->realtime && stream_queue_clock(c->stream, ts, clock, offset) < 0)
+                        log_debug("Peer %d: failed to queue a clock record.", (int) c->pid);
+        manager_flush_clients(m);
+}
+
+static int manager_arm_clock_watch(Manager *m) {
+        /* An expiry that never comes: only the cancellation on a clock change matters. */
+        struct itimerspec its = { .it_value.tv_sec = (time_t) INT32_MAX * 2 };
+
+        if (timerfd_settime(m->clock_fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &its, NULL) < 0)
+                return -errno;
+        return 0;
+}
+
+static int manager_on_clock_change(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Manager *m = userdata;
+        uint64_t expirations;
+
+        /* ECANCELED: the wall clock was set. Either way the timer is armed again. */
+        (void) read(fd, &expirations, sizeof(expirations));
+        if (manager_arm_clock_watch(m) < 0)
+                log_warning_errno(-errno, "Failed to watch the wall clock again: %m");
+        manager_check_realtime(m, true);
+        return 0;
+}
+
+static int manager_watch_clock(Manager *m) {
+        int r;
+
+        (void) manager_realtime_offset(m, &m->realtime_offset_ns, NULL);
+        m->clock_fd = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
+        if (m->clock_fd < 0)
+                return -errno;
+        r = manager_arm_clock_watch(m);
+        if (r < 0)
+                return r;
+        return sd_event_add_io(m->event, &m->clock_source, m->clock_fd, EPOLLIN, manager_on_clock_change, m);
+}
+
 static int manager_on_check_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
 
         manager_check_cpus(m);
         manager_check_instance(m);
+        manager_check_realtime(m, false);
         if (m->counters)
                 counters_age(m->counters);
         return rearm(s, CHECK_USEC);
@@ -1164,6 +1263,10 @@ int manager_start(Manager *m, int listen_fd, ManagerDispatch dispatch) {
                                                CHECK_SLACK_USEC, manager_on_check_timer, m);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up tpd's timers: %m");
+        r = manager_watch_clock(m);
+        if (r < 0)
+                log_warning_errno(r,
+                                  "Failed to watch the wall clock, streams will not hear of its steps: %m");
 
         /* WATCHDOG=1 from the loop itself, at half of WatchdogSec=, when the service asks for it. */
         r = sd_event_set_watchdog(m->event, true);

@@ -85,6 +85,12 @@ typedef struct Manager {
 
         Batch *batch; /* reused while no client holds a part of it */
 
+        /* A CLOCK_REALTIME timerfd that fires when the wall clock is set (TFD_TIMER_CANCEL_ON_SET):
+         * streams that asked get the new offset of the trace clock to the wall clock. */
+        int clock_fd;
+        sd_event_source *clock_source;
+        int64_t realtime_offset_ns; /* last sent */
+
         uint64_t delivered;   /* records queued to streams that have ended */
         uint64_t lost_client; /* likewise */
 
@@ -110,6 +116,12 @@ typedef struct ManagerCounters {
 void manager_counters(Manager *m, ManagerCounters *ret);
 
 int manager_new(const Config *config, Manager **ret);
+
+/* The wall clock minus the trace clock now, in ns, and the trace clock's name: -ENOENT for a trace
+ * clock that no clock_gettime() clock reads (local, global, x86-tsc…). */
+int manager_realtime_offset(Manager *m, int64_t *ret_offset_ns, char **ret_clock);
+/* Now on the trace clock, as far as a system clock reads it (CLOCK_MONOTONIC for the others). */
+uint64_t manager_trace_clock_now_ns(Manager *m);
 Manager *manager_free(Manager *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 

@@ -301,6 +301,34 @@ static void stream_drop(Stream *s, const Record *rec, uint64_t n) {
         s->drops_pending = true;
 }
 
+int stream_queue_clock(Stream *s, uint64_t ts, const char *clock, int64_t offset_ns) {
+        static const char key_clock[] = ",\"clock\":", key_offset[] = ",\"realtime_offset_ns\":";
+        Batch *b = batch_new();
+        JsonBuf *j;
+        int r;
+
+        if (!b)
+                return -ENOMEM;
+        j = &b->buf;
+        r = jsonbuf_reserve(j, 8 + JSON_U64_MAX_LEN + sizeof(key_clock));
+        if (r >= 0) {
+                jsonbuf_put(j, "{\"ts\":", 6);
+                json_put_u64(j, ts);
+                jsonbuf_put(j, key_clock, sizeof(key_clock) - 1);
+                r = json_append_string(j, clock, strlen(clock));
+        }
+        if (r >= 0)
+                r = jsonbuf_reserve(j, sizeof(key_offset) + JSON_I64_MAX_LEN + 2);
+        if (r >= 0) {
+                jsonbuf_put(j, key_offset, sizeof(key_offset) - 1);
+                json_put_i64(j, offset_ns);
+                jsonbuf_put(j, "}\n", 2);
+                r = stream_queue(s, b, 0, (uint32_t) j->len, true);
+        }
+        batch_unref(b);
+        return r;
+}
+
 int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *message) {
         static const char key_notice[] = ",\"notice\":", key_message[] = ",\"message\":";
         Batch *b = batch_new();
@@ -377,6 +405,16 @@ int stream_report_drops(Stream *s) {
         return r;
 }
 
+/* What the stream's lines add to the plain ones (DECODER_VARIANT_* bits). */
+static unsigned stream_variant(const Stream *s) {
+        return (s->print ? DECODER_VARIANT_PRINT : 0) | (s->symbolic ? DECODER_VARIANT_SYM : 0);
+}
+
+/* Whether the stream needs a variant of b's lines: it wants more than they carry. */
+static bool stream_needs_variant(const Stream *s, const Batch *b) {
+        return (stream_variant(s) & ~(unsigned) b->variant) != 0;
+}
+
 /* The part of a kernel's loss record that falls after the stream's start. */
 static uint64_t stream_loss_share(const Stream *s, const Record *rec) {
         uint64_t base, end = rec->lost_base + rec->lost;
@@ -408,8 +446,8 @@ static int stream_take(Stream *s, Decoder *d, Batch *b, size_t index, bool share
                 }
         }
 
-        if (s->print && rec->kind == RECORD_EVENT) {
-                r = decoder_encode_print(d, b, index);
+        if (stream_needs_variant(s, b) && rec->kind == RECORD_EVENT) {
+                r = decoder_encode_variant(d, b, index, stream_variant(s));
                 if (r < 0)
                         return r;
                 rec = &b->records[index];
@@ -450,9 +488,11 @@ int stream_offer(Stream *s, Decoder *d, Batch *b, size_t index) {
         return stream_take(s, d, b, index, false);
 }
 
-/* Whether the stream selects every record of the batch without looking at each. */
-static bool stream_takes_all(const Stream *s, const Batch *b) {
-        if (s->mode != STREAM_RAW || s->print || s->filter || s->n_pids > 0 || s->drops_pending)
+/* Whether the stream selects every record of the batch without looking at each; with variant_ok,
+ * also when it wants a variant of each line. */
+static bool stream_takes_all(const Stream *s, const Batch *b, bool variant_ok) {
+        if (s->mode != STREAM_RAW || (stream_needs_variant(s, b) && !variant_ok) || s->filter ||
+            s->n_pids > 0 || s->drops_pending)
                 return false;
         if (s->cpus && !bitmap_test(s->cpus, s->cpus_bits, b->records[0].cpu))
                 return false;
@@ -471,6 +511,41 @@ static bool stream_takes_all(const Stream *s, const Batch *b) {
         return true;
 }
 
+/* A stream that takes every record of the batch in a variant (--symbolic, --print): the variants,
+ * made one after another at the end of the batch's buffer, go out as one slice (the queue merges
+ * slices that continue each other), without the per-record checks of stream_take(). Returns the
+ * number of records queued, 0 to leave them to the per-record path (no room), or a negative errno. */
+static int stream_take_variants(Stream *s, Decoder *d, Batch *b) {
+        unsigned variant = stream_variant(s);
+        int r;
+
+        for (size_t i = 0; i < b->n_records; i++) {
+                r = decoder_encode_variant(d, b, i, variant);
+                if (r < 0)
+                        return r;
+        }
+        if (s->queue.held + queue_charge_for(&s->queue, b) > s->max_bytes)
+                return 0;
+        for (size_t i = 0; i < b->n_records; i++) {
+                const Record *rec = &b->records[i];
+                bool event = rec->kind == RECORD_EVENT;
+
+                r = queue_reserve(&s->queue, 1);
+                if (r >= 0)
+                        r = queue_push_batch(&s->queue, b, event ? rec->print_offset : rec->offset,
+                                             event ? rec->print_length : rec->length);
+                if (r == -ENOMEM) {
+                        stream_drop(s, rec, event ? 1 : rec->lost);
+                        continue;
+                }
+                if (r < 0)
+                        return r;
+                if (event)
+                        s->delivered++;
+        }
+        return (int) b->n_records;
+}
+
 int stream_offer_batch(Stream *s, Decoder *d, Batch *b) {
         size_t start, queued = 0, n_sel = 0, sel_bytes = 0;
         bool share;
@@ -480,13 +555,19 @@ int stream_offer_batch(Stream *s, Decoder *d, Batch *b) {
                 return 0;
 
         start = b->records[0].offset;
-        if (stream_takes_all(s, b) && s->queue.held + queue_charge_for(&s->queue, b) <= s->max_bytes &&
+        if (stream_takes_all(s, b, false) &&
+            s->queue.held + queue_charge_for(&s->queue, b) <= s->max_bytes &&
             queue_reserve(&s->queue, 1) >= 0) {
                 r = queue_push_batch(&s->queue, b, (uint32_t) start, (uint32_t) (b->plain_end - start));
                 if (r < 0)
                         return r;
                 s->delivered += b->n_records - b->n_lost;
                 return (int) b->n_records;
+        }
+        if (stream_needs_variant(s, b) && stream_takes_all(s, b, true)) {
+                r = stream_take_variants(s, d, b);
+                if (r != 0)
+                        return r;
         }
 
         if (s->sel_cap < b->n_records) {
@@ -512,8 +593,8 @@ int stream_offer_batch(Stream *s, Decoder *d, Batch *b) {
 
                 if (!stream_matches(s, d, rec))
                         continue;
-                if (s->print && rec->kind == RECORD_EVENT) {
-                        r = decoder_encode_print(d, b, i);
+                if (stream_needs_variant(s, b) && rec->kind == RECORD_EVENT) {
+                        r = decoder_encode_variant(d, b, i, stream_variant(s));
                         if (r < 0)
                                 return r;
                         rec = &b->records[i];

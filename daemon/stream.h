@@ -43,6 +43,8 @@ typedef struct Stream {
         size_t cpus_bits;
         struct tep_event_filter *filter;
         bool print;
+        bool symbolic; /* add "sym", the readable forms of integer fields */
+        bool realtime; /* gets clock records when the wall clock is stepped */
 
         Queue queue;
         size_t max_bytes;
@@ -121,6 +123,9 @@ int stream_offer_batch(Stream *s, Decoder *d, Batch *b);
 /* Queues a notice record ({"ts":…,"notice":"instance-changed","message":"…"}), even when the
  * queue is full: notices are rare (at most one a second) and small. */
 int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *message);
+/* Queues a clock record ({"ts":…,"clock":"boot","realtime_offset_ns":…}: from ts on, the wall
+ * clock is ts + offset), even when the queue is full: they are rare and small. */
+int stream_queue_clock(Stream *s, uint64_t ts, const char *clock, int64_t offset_ns);
 /* Notes the kernel's loss counters on cpu at the stream's start. */
 int stream_set_base(Stream *s, unsigned cpu, uint64_t overrun, uint64_t dropped);
 

@@ -46,7 +46,7 @@ BUILD_PROGRAMS = {
     'GEN_PINGPONG': 'tests/integration/gen-pingpong',
     'NATS_CONSUME': 'tests/integration/nats-consume',
 }
-TRACERS = ('tpd1', 'tpd8', 'tpdcount', 'tpdtop', 'tpd-record', 'tc-record', 'tc-stream', 'perf')
+TRACERS = ('tpd1', 'tpdsym', 'tpd8', 'tpdcount', 'tpdtop', 'tpd-record', 'tc-record', 'tc-stream', 'perf')
 WORKLOADS = ('getppid', 'pingpong', 'latency', 'idle', 'startup', 'export')
 CLK_TCK = os.sysconf('SC_CLK_TCK')
 NS = 1_000_000_000
@@ -522,11 +522,11 @@ class Bench:
 
     # --- tpd on a bulk load
 
-    def tpd_bulk(self, load, tracer, k, counting, top=False):
+    def tpd_bulk(self, load, tracer, k, counting, extra=(), top=False):
         tpd = self.new_tpd()
         gen, flt = load.spawn(self.ctx)
         tpd.tpctl_ok('enable', load.event, '--filter', flt)
-        streams = [start_stream(self.ctx, tpd, ['-e', load.event], counting) for _ in range(k)]
+        streams = [start_stream(self.ctx, tpd, ['-e', load.event, *extra], counting) for _ in range(k)]
         procs = [p for p, _ in streams]
         counter = streams[0][1]
         tpd.wait_streams(k, procs)
@@ -1244,6 +1244,9 @@ def run_all(bench, o):
         bench.rep = rep
         if 'tpd1' in o.tracers:
             bench.guarded(f'{load.title}: tpd, 1 stream', bench.tpd_bulk, load, 'tpd, 1 × tpctl stream', 1, None)
+        if 'tpdsym' in o.tracers:
+            bench.guarded(f'{load.title}: tpd, 1 stream --symbolic', bench.tpd_bulk, load,
+                          'tpd, 1 × tpctl stream --symbolic', 1, None, ('--symbolic',))
         if 'tpd8' in o.tracers:
             bench.guarded(f'{load.title}: tpd, {o.streams} streams', bench.tpd_bulk, load,
                           f'tpd, {o.streams} × tpctl stream', o.streams, None)

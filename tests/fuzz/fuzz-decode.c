@@ -111,6 +111,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 rec = &batch->records[i];
                 if (rec->kind == RECORD_EVENT)
                         check_line(batch->buf.data + rec->print_offset, rec->print_length);
+                /* The readable values ("sym") read the record's fields through the print format. */
+                if (decoder_encode_variant(decoder, batch, i, DECODER_VARIANT_SYM | DECODER_VARIANT_PRINT) <
+                    0)
+                        abort();
+                rec = &batch->records[i];
+                if (rec->kind == RECORD_EVENT)
+                        check_line(batch->buf.data + rec->print_offset, rec->print_length);
         }
         free(page);
         return 0;

@@ -1,0 +1,541 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "lines.h"
+#include "log.h"
+#include "util.h"
+
+#define LINES_IN_SIZE (256U * 1024U)
+#define LINES_OUT_SIZE (256U * 1024U)
+/* tpd's lines are bounded by its records (16-bit lengths inside a record): far below this. */
+#define LINES_LINE_MAX (16U * 1024U * 1024U)
+#define LINES_CPUS_MAX 8192U
+#define LINES_CLOCK_CHANGES 64U
+/* While records are held back for ordering, how often the loop looks whether they may go. */
+#define LINES_ORDER_POLL_MSEC 10
+#define LINES_DELAY_MAX_NS (5ULL * 1000 * 1000 * 1000)
+
+/* A line held back by --ordered. */
+typedef struct Pending {
+        uint64_t ts;
+        uint64_t arrival_ns; /* CLOCK_MONOTONIC, for trace clocks tpctl cannot read */
+        char *line;
+        size_t len;
+} Pending;
+
+/* The held lines of one CPU, oldest first: a CPU's records come in order. */
+typedef struct Fifo {
+        Pending *items;
+        size_t head;
+        size_t n;
+        size_t cap;
+} Fifo;
+
+typedef struct Lines {
+        const LinesOptions *o;
+        int out;
+        char *obuf;
+        size_t olen;
+        int error; /* of writing, first one */
+        uint64_t events;
+        bool done;
+
+        bool have_offset;
+        int64_t offset_ns;
+        struct {
+                uint64_t ts;
+                int64_t offset_ns;
+        } changes[LINES_CLOCK_CHANGES]; /* ring of the last clock records */
+        size_t n_changes;
+        bool have_start;
+        uint64_t start_ts;
+        int64_t cached_sec;
+        char cached_text[32];
+        size_t cached_len;
+
+        Fifo *fifos; /* by CPU */
+        size_t n_fifos;
+        Fifo other; /* lines with a ts but no CPU: notices, clock records */
+        size_t held;
+        bool have_last;
+        uint64_t last_ts;
+        uint64_t late;     /* records that came after a younger one had gone out */
+        uint64_t delay_ns; /* the ordering delay now: the option's, or longer while records come late */
+        uint64_t delay_decayed_ns; /* CLOCK_MONOTONIC of the last decay */
+} Lines;
+
+static volatile sig_atomic_t lines_signalled;
+
+int lines_clock_id(const char *name, clockid_t *ret) {
+        /* The trace clocks that read a clock of clock_gettime() (as tpd's config_clock_id()). */
+        static const struct {
+                const char *name;
+                clockid_t id;
+        } clocks[] = {
+                { "boot", CLOCK_BOOTTIME },
+                { "mono", CLOCK_MONOTONIC },
+                { "mono_raw", CLOCK_MONOTONIC_RAW },
+                { "tai", CLOCK_TAI },
+        };
+
+        for (size_t i = 0; name && i < ELEMENTSOF(clocks); i++)
+                if (streq(name, clocks[i].name)) {
+                        *ret = clocks[i].id;
+                        return 0;
+                }
+        return -ENOENT;
+}
+
+static void lines_on_signal(int sig) {
+        lines_signalled = 1;
+}
+
+static uint64_t now_ns(clockid_t id) {
+        struct timespec ts;
+
+        clock_gettime(id, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+static void out_flush(Lines *l) {
+        if (l->olen > 0 && l->error == 0)
+                l->error = write_all(l->out, l->obuf, l->olen);
+        l->olen = 0;
+}
+
+static void out_put(Lines *l, const char *p, size_t n) {
+        if (l->olen + n > LINES_OUT_SIZE)
+                out_flush(l);
+        if (n > LINES_OUT_SIZE) {
+                if (l->error == 0)
+                        l->error = write_all(l->out, p, n);
+                return;
+        }
+        memcpy(l->obuf + l->olen, p, n);
+        l->olen += n;
+}
+
+/* The digits at p, at most 19 of them. Returns what follows, or NULL when there are none. */
+static const char *parse_u64(const char *p, const char *end, uint64_t *ret) {
+        const char *s = p;
+        uint64_t v = 0;
+
+        while (p < end && p - s < 19 && *p >= '0' && *p <= '9')
+                v = v * 10 + (uint64_t) (*p++ - '0');
+        if (p == s)
+                return NULL;
+        *ret = v;
+        return p;
+}
+
+typedef struct LineInfo {
+        bool has_ts;
+        uint64_t ts;
+        const char *after_ts;
+        bool has_cpu;
+        unsigned cpu;
+        bool event;
+        bool clock;
+} LineInfo;
+
+static bool has_prefix(const char *p, const char *end, const char *prefix, size_t n) {
+        return (size_t) (end - p) >= n && memcmp(p, prefix, n) == 0;
+}
+
+/* Reads the fixed start of a line: {"ts":N,"cpu":N,"event":… or {"ts":N,"clock":… */
+static void line_parse(const char *line, size_t n, LineInfo *li) {
+        const char *end = line + n, *p;
+        uint64_t cpu;
+
+        *li = (LineInfo){};
+        if (!has_prefix(line, end, "{\"ts\":", 6))
+                return;
+        p = parse_u64(line + 6, end, &li->ts);
+        if (!p)
+                return;
+        li->has_ts = true;
+        li->after_ts = p;
+        if (has_prefix(p, end, ",\"cpu\":", 7)) {
+                p = parse_u64(p + 7, end, &cpu);
+                if (p && cpu < LINES_CPUS_MAX) {
+                        li->has_cpu = true;
+                        li->cpu = (unsigned) cpu;
+                        li->event = has_prefix(p, end, ",\"event\":", 9);
+                }
+        } else
+                li->clock = has_prefix(p, end, ",\"clock\":", 9);
+}
+
+/* A clock record: from its ts on, the wall clock is ts + realtime_offset_ns. */
+static void clock_record(Lines *l, const char *line, size_t n, uint64_t ts) {
+        static const char key[] = "\"realtime_offset_ns\":";
+        const char *p = memmem(line, n, key, sizeof(key) - 1), *end = line + n;
+        bool negative;
+        uint64_t v;
+
+        if (!p)
+                return;
+        p += sizeof(key) - 1;
+        negative = p < end && *p == '-';
+        if (!parse_u64(p + negative, end, &v))
+                return;
+        l->changes[l->n_changes % LINES_CLOCK_CHANGES].ts = ts;
+        l->changes[l->n_changes % LINES_CLOCK_CHANGES].offset_ns = negative ? -(int64_t) v : (int64_t) v;
+        l->n_changes++;
+}
+
+static bool offset_for(const Lines *l, uint64_t ts, int64_t *ret) {
+        /* Newest first: the last change at or before ts. */
+        for (size_t k = 0; k < MIN(l->n_changes, (size_t) LINES_CLOCK_CHANGES); k++) {
+                size_t i = (l->n_changes - 1 - k) % LINES_CLOCK_CHANGES;
+                if (l->changes[i].ts <= ts) {
+                        *ret = l->changes[i].offset_ns;
+                        return true;
+                }
+        }
+        *ret = l->offset_ns;
+        return l->have_offset;
+}
+
+static void put_time(Lines *l, uint64_t ts) {
+        char buf[64];
+        int64_t wall, sec;
+        uint64_t ns, d;
+        size_t n;
+
+        if (l->o->time == LINES_TIME_RELATIVE) {
+                if (!l->have_start) {
+                        l->start_ts = ts;
+                        l->have_start = true;
+                }
+                d = ts >= l->start_ts ? ts - l->start_ts : l->start_ts - ts;
+                n = (size_t) snprintf(buf, sizeof(buf), ",\"time\":%s%" PRIu64 ".%09" PRIu64,
+                                      ts >= l->start_ts ? "" : "-", d / UINT64_C(1000000000),
+                                      d % UINT64_C(1000000000));
+                out_put(l, buf, n);
+                return;
+        }
+
+        if (!offset_for(l, ts, &wall))
+                return;
+        wall += (int64_t) ts;
+        if (wall < 0)
+                return;
+        sec = wall / 1000000000LL;
+        ns = (uint64_t) (wall % 1000000000LL);
+        if (sec != l->cached_sec || l->cached_len == 0) {
+                time_t t = (time_t) sec;
+                struct tm tm;
+
+                if (!gmtime_r(&t, &tm))
+                        return;
+                l->cached_len = strftime(l->cached_text, sizeof(l->cached_text), "%Y-%m-%dT%H:%M:%S", &tm);
+                l->cached_sec = sec;
+        }
+        out_put(l, ",\"time\":\"", 9);
+        out_put(l, l->cached_text, l->cached_len);
+        buf[0] = '.';
+        for (int i = 9; i >= 1; i--, ns /= 10)
+                buf[i] = (char) ('0' + ns % 10);
+        memcpy(buf + 10, "Z\"", 2);
+        out_put(l, buf, 12);
+}
+
+static void emit(Lines *l, const char *line, size_t n, const LineInfo *li) {
+        if (l->done)
+                return;
+        if (li->has_ts && l->o->time != LINES_TIME_BOOT) {
+                out_put(l, line, (size_t) (li->after_ts - line));
+                put_time(l, li->ts);
+                out_put(l, li->after_ts, (size_t) (line + n - li->after_ts));
+        } else
+                out_put(l, line, n);
+        if (li->event && ++l->events == l->o->count)
+                l->done = true;
+}
+
+static Fifo *fifo_for(Lines *l, const LineInfo *li) {
+        if (!li->has_cpu)
+                return &l->other;
+        if (li->cpu >= l->n_fifos) {
+                size_t n = MAX((size_t) li->cpu + 1, l->n_fifos * 2);
+                Fifo *f = reallocarray(l->fifos, n, sizeof(Fifo));
+
+                if (!f)
+                        return NULL;
+                memset(f + l->n_fifos, 0, (n - l->n_fifos) * sizeof(Fifo));
+                l->fifos = f;
+                l->n_fifos = n;
+        }
+        return &l->fifos[li->cpu];
+}
+
+static int fifo_push(Fifo *f, Pending p) {
+        if (f->n == f->cap) {
+                size_t cap = MAX(f->cap * 2, (size_t) 64);
+                Pending *items = malloc(cap * sizeof(Pending));
+
+                if (!items)
+                        return -ENOMEM;
+                for (size_t i = 0; i < f->n; i++)
+                        items[i] = f->items[(f->head + i) % f->cap];
+                free(f->items);
+                f->items = items;
+                f->head = 0;
+                f->cap = cap;
+        }
+        f->items[(f->head + f->n++) % f->cap] = p;
+        return 0;
+}
+
+static Pending *fifo_head(Fifo *f) {
+        return f->n > 0 ? &f->items[f->head] : NULL;
+}
+
+static void fifo_pop(Fifo *f) {
+        free(f->items[f->head].line);
+        f->head = (f->head + 1) % f->cap;
+        f->n--;
+}
+
+/* Lets held lines go, oldest first: the oldest head of all CPUs may go once every CPU has one
+ * (a CPU's records come in order, so nothing older can follow), or once it is older than the
+ * delay (what tpd holds back is delivered within its flush interval); all of them with force. */
+static void release(Lines *l, bool force) {
+        uint64_t now_tc = l->o->have_clock ? now_ns(l->o->clock_id) : 0, now_mono = now_ns(CLOCK_MONOTONIC);
+
+        /* Each second a stretched delay gives back a tenth of what it exceeds the option's by. */
+        if (now_mono - l->delay_decayed_ns >= 1000000000ULL) {
+                l->delay_ns -= (l->delay_ns - l->o->order_delay_ns) / 10;
+                l->delay_decayed_ns = now_mono;
+        }
+
+        while (l->held > 0 && !l->done) {
+                bool all = l->o->n_cpus > 0 && l->n_fifos >= l->o->n_cpus;
+                Fifo *best = fifo_head(&l->other) ? &l->other : NULL;
+                Pending *p;
+                LineInfo li;
+
+                for (size_t c = 0; c < l->n_fifos; c++) {
+                        Fifo *f = &l->fifos[c];
+
+                        if (f->n == 0) {
+                                if (c < l->o->n_cpus)
+                                        all = false;
+                                continue;
+                        }
+                        if (!best || fifo_head(f)->ts < fifo_head(best)->ts)
+                                best = f;
+                }
+                p = fifo_head(best);
+                if (!force && !all &&
+                    (l->o->have_clock ? p->ts + l->delay_ns > now_tc
+                                      : p->arrival_ns + l->delay_ns > now_mono))
+                        break;
+                if (l->have_last && p->ts < l->last_ts)
+                        l->late++;
+                else {
+                        l->last_ts = p->ts;
+                        l->have_last = true;
+                }
+                line_parse(p->line, p->len, &li);
+                emit(l, p->line, p->len, &li);
+                fifo_pop(best);
+                l->held--;
+        }
+}
+
+static int receive(Lines *l, const char *line, size_t n) {
+        LineInfo li;
+        Fifo *f;
+        Pending p;
+
+        line_parse(line, n, &li);
+        if (li.clock)
+                clock_record(l, line, n, li.ts);
+        if (l->o->ordered && li.has_ts && l->o->have_clock) {
+                /* Records that come later after their ts than the delay allows (a busy machine, a
+                 * tpd catching up) stretch it, up to LINES_DELAY_MAX_NS; it shrinks back slowly. */
+                uint64_t now = now_ns(l->o->clock_id), lag = now > li.ts ? now - li.ts : 0;
+
+                if (lag + lag / 4 > l->delay_ns)
+                        l->delay_ns = MIN(lag + lag / 4, MAX(LINES_DELAY_MAX_NS, l->o->order_delay_ns));
+        }
+        if (!l->o->ordered || !li.has_ts) {
+                emit(l, line, n, &li);
+                return 0;
+        }
+        f = fifo_for(l, &li);
+        if (!f)
+                return -ENOMEM;
+        p = (Pending){ .ts = li.ts, .arrival_ns = now_ns(CLOCK_MONOTONIC), .line = malloc(n), .len = n };
+        if (!p.line)
+                return -ENOMEM;
+        memcpy(p.line, line, n);
+        if (fifo_push(f, p) < 0) {
+                free(p.line);
+                return -ENOMEM;
+        }
+        l->held++;
+        return 0;
+}
+
+/* Takes the complete lines of buf, moving what is left of a line to its start. */
+static int receive_all(Lines *l, char *buf, size_t *len) {
+        char *p = buf, *end = buf + *len, *nl;
+        int r;
+
+        while (!l->done && (nl = memchr(p, '\n', (size_t) (end - p)))) {
+                r = receive(l, p, (size_t) (nl + 1 - p));
+                if (r < 0)
+                        return r;
+                p = nl + 1;
+        }
+        if (l->done)
+                p = end;
+        memmove(buf, p, (size_t) (end - p));
+        *len = (size_t) (end - p);
+        return 0;
+}
+
+static void lines_done(Lines *l) {
+        for (size_t c = 0; c < l->n_fifos; c++) {
+                while (l->fifos[c].n > 0)
+                        fifo_pop(&l->fifos[c]);
+                free(l->fifos[c].items);
+        }
+        while (l->other.n > 0)
+                fifo_pop(&l->other);
+        free(l->other.items);
+        free(l->fifos);
+        free(l->obuf);
+}
+
+int lines_stream(int sock, int out, const char *head, size_t head_len, const LinesOptions *o) {
+        _cleanup_(lines_done) Lines l = { .o = o,
+                                          .out = out,
+                                          .have_offset = o->have_offset,
+                                          .offset_ns = o->realtime_offset_ns,
+                                          .have_start = o->start_ts > 0,
+                                          .start_ts = o->start_ts,
+                                          .delay_ns = o->order_delay_ns };
+        struct sigaction sa = { .sa_handler = lines_on_signal };
+        _cleanup_free_ char *buf = NULL;
+        size_t cap = MAX((size_t) LINES_IN_SIZE, head_len), len = 0;
+        uint64_t deadline = o->duration_usec > 0 ? now_ns(CLOCK_MONOTONIC) + o->duration_usec * 1000 : 0;
+        sigset_t block, old;
+        bool eof = false;
+        int r = 0;
+
+        l.obuf = malloc(LINES_OUT_SIZE);
+        buf = malloc(cap);
+        if (!l.obuf || !buf)
+                return -ENOMEM;
+
+        /* Signals are taken only inside ppoll(), so that one cannot slip in between the check of
+         * the flag and the wait; the lines held back then still go out. */
+        sigemptyset(&block);
+        sigaddset(&block, SIGINT);
+        sigaddset(&block, SIGTERM);
+        sigprocmask(SIG_BLOCK, &block, &old);
+        (void) sigaction(SIGINT, &sa, NULL);
+        (void) sigaction(SIGTERM, &sa, NULL);
+        sigdelset(&old, SIGINT);
+        sigdelset(&old, SIGTERM);
+
+        memcpy(buf, head, head_len);
+        len = head_len;
+        r = receive_all(&l, buf, &len);
+
+        while (r >= 0 && !l.done && !lines_signalled && l.error == 0) {
+                struct pollfd pfd = { .fd = sock, .events = POLLIN };
+                struct timespec timeout, *t = NULL;
+                uint64_t wait_ns = UINT64_MAX, now = now_ns(CLOCK_MONOTONIC);
+                ssize_t n;
+
+                if (deadline > 0) {
+                        if (now >= deadline)
+                                break;
+                        wait_ns = deadline - now;
+                }
+                if (l.held > 0)
+                        wait_ns = MIN(wait_ns, (uint64_t) LINES_ORDER_POLL_MSEC * 1000000ULL);
+                if (wait_ns != UINT64_MAX) {
+                        timeout = (struct timespec){ (time_t) (wait_ns / 1000000000ULL),
+                                                     (long) (wait_ns % 1000000000ULL) };
+                        t = &timeout;
+                }
+                if (ppoll(&pfd, 1, t, &old) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        r = -errno;
+                        break;
+                }
+                if (pfd.revents) {
+                        if (len == cap) {
+                                char *b;
+
+                                if (cap >= LINES_LINE_MAX) {
+                                        r = log_error_errno(-E2BIG,
+                                                            "a line of the stream is longer than %u bytes",
+                                                            LINES_LINE_MAX);
+                                        break;
+                                }
+                                b = realloc(buf, cap * 2);
+                                if (!b) {
+                                        r = -ENOMEM;
+                                        break;
+                                }
+                                buf = b;
+                                cap *= 2;
+                        }
+                        n = read(sock, buf + len, cap - len);
+                        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                                continue;
+                        if (n < 0 && errno != ECONNRESET) {
+                                r = -errno;
+                                break;
+                        }
+                        if (n <= 0) {
+                                eof = true;
+                                break;
+                        }
+                        len += (size_t) n;
+                        r = receive_all(&l, buf, &len);
+                }
+                release(&l, false);
+                out_flush(&l);
+        }
+        /* Interrupted: what tpd had already sent still goes out, with what is held back. */
+        while (r >= 0 && lines_signalled && !l.done && l.error == 0) {
+                ssize_t n;
+
+                if (len == cap)
+                        break;
+                n = recv(sock, buf + len, cap - len, MSG_DONTWAIT);
+                if (n <= 0)
+                        break;
+                len += (size_t) n;
+                r = receive_all(&l, buf, &len);
+        }
+        if (r >= 0)
+                release(&l, true);
+        out_flush(&l);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        if (l.late > 0)
+                log_error("%" PRIu64 " records came more than the ordering delay after younger ones "
+                          "and went out of order",
+                          l.late);
+        if (r < 0)
+                return r;
+        if (l.error < 0)
+                return l.error;
+        return eof && !l.done ? 0 : 1;
+}

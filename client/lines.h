@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+/*
+ * The stream's lines when tpctl has to look at them (--count, --duration, --time, --ordered);
+ * without those options copy.c moves them untouched. Only the fixed start of each line is read:
+ * {"ts":N,"cpu":N,"event":… (DESIGN §3), so a line costs a few comparisons, not a JSON parse.
+ */
+
+typedef enum LinesTime {
+        LINES_TIME_BOOT,     /* "ts" only, as tpd sends it */
+        LINES_TIME_ISO,      /* "time":"2026-12-01T02:30:00.123456789Z" after "ts" */
+        LINES_TIME_RELATIVE, /* "time":1.234567890, seconds since the stream began */
+} LinesTime;
+
+typedef struct LinesOptions {
+        uint64_t count;         /* stop after this many event records; 0: no bound */
+        uint64_t duration_usec; /* stop this long after the stream began; 0: no bound */
+        LinesTime time;
+        bool have_offset;
+        int64_t realtime_offset_ns; /* wall clock = ts + this, until a clock record says otherwise */
+        bool have_clock;            /* the trace clock is clock_id's (boot, mono, …) */
+        clockid_t clock_id;
+        uint64_t start_ts; /* of the stream's start, on the trace clock; 0: the first record's */
+        bool ordered;
+        uint64_t order_delay_ns; /* a record waits at most this long after its ts for older ones */
+        unsigned n_cpus;         /* CPUs whose records are merged; 0: unknown */
+} LinesOptions;
+
+/* The clock_gettime() clock of a trace clock (boot, mono, mono_raw, tai), or -ENOENT. */
+int lines_clock_id(const char *name, clockid_t *ret);
+
+/* Reads the stream from sock until tpd closes it (returns 0), a bound of the options is reached or
+ * SIGINT/SIGTERM arrives (returns 1; what is held back for ordering goes out first), stdout's
+ * reader goes away (-EPIPE), or another failure (negative errno). head is what arrived with the
+ * reply. */
+int lines_stream(int sock, int out, const char *head, size_t head_len, const LinesOptions *o);
