@@ -243,3 +243,22 @@ int connection_call_again(Connection *c, const char *method, json_object *params
         }
         return 0;
 }
+
+int connection_exit_status(int r) {
+        switch (r) {
+        case 0:
+                return EXIT_SUCCESS;
+        case -ENOENT:
+        case -ECONNREFUSED:
+        case -EACCES:
+        case -EPERM:
+        case -ECONNRESET:
+        case -EPIPE:
+        case -ENOTCONN:
+                return TPD_EXIT_DAEMON_GONE;
+        case -ENAMETOOLONG:
+                return EXIT_USAGE;
+        default:
+                return EXIT_FAILURE; /* also 1: an error reply, printed */
+        }
+}

@@ -33,3 +33,7 @@ int connection_call(Connection *c, const char *socket_path, const char *method, 
 /* Another call on the connection connection_call() opened, once its previous reply was read: same
  * returns. */
 int connection_call_again(Connection *c, const char *method, json_object *params, VarlinkReply *ret_reply);
+
+/* The exit status for a result of connection_call(): 0 success, 1 an error reply (printed),
+ * TPD_EXIT_DAEMON_GONE when tpd cannot be reached or went away, 2 for a socket path too long. */
+int connection_exit_status(int r);

@@ -73,26 +73,6 @@ typedef struct Lines {
 
 static volatile sig_atomic_t lines_signalled;
 
-int lines_clock_id(const char *name, clockid_t *ret) {
-        /* The trace clocks that read a clock of clock_gettime() (as tpd's config_clock_id()). */
-        static const struct {
-                const char *name;
-                clockid_t id;
-        } clocks[] = {
-                { "boot", CLOCK_BOOTTIME },
-                { "mono", CLOCK_MONOTONIC },
-                { "mono_raw", CLOCK_MONOTONIC_RAW },
-                { "tai", CLOCK_TAI },
-        };
-
-        for (size_t i = 0; name && i < ELEMENTSOF(clocks); i++)
-                if (streq(name, clocks[i].name)) {
-                        *ret = clocks[i].id;
-                        return 0;
-                }
-        return -ENOENT;
-}
-
 static void lines_on_signal(int sig) {
         lines_signalled = 1;
 }

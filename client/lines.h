@@ -32,9 +32,6 @@ typedef struct LinesOptions {
         unsigned n_cpus;         /* CPUs whose records are merged; 0: unknown */
 } LinesOptions;
 
-/* The clock_gettime() clock of a trace clock (boot, mono, mono_raw, tai), or -ENOENT. */
-int lines_clock_id(const char *name, clockid_t *ret);
-
 /* Reads the stream from sock until tpd closes it (returns 0), a bound of the options is reached or
  * SIGINT/SIGTERM arrives (returns 1; what is held back for ordering goes out first), stdout's
  * reader goes away (-EPIPE), or another failure (negative errno). head is what arrived with the

@@ -530,27 +530,6 @@ static void top_draw(const TopSample *s, TopSort sort) {
         (void) write_all(STDOUT_FILENO, text, size);
 }
 
-static int top_exit_status(int r) {
-        switch (r) {
-        case 0:
-                return EXIT_SUCCESS;
-        case 1:
-                return EXIT_FAILURE; /* an error reply, printed */
-        case -ENOENT:
-        case -ECONNREFUSED:
-        case -EACCES:
-        case -EPERM:
-        case -ECONNRESET:
-        case -EPIPE:
-        case -ENOTCONN:
-                return TPD_EXIT_DAEMON_GONE;
-        case -ENAMETOOLONG:
-                return EXIT_USAGE;
-        default:
-                return EXIT_FAILURE;
-        }
-}
-
 static uint64_t now_usec(void) {
         struct timespec ts;
 
@@ -655,7 +634,7 @@ int top_run(const TopOptions *options) {
         /* The first call starts tpd's count; rates need a second one. */
         r = top_sample(&c, &o, true, NULL, &prev);
         if (r != 0)
-                return top_exit_status(r);
+                return connection_exit_status(r);
         due = now_usec() + o.delay_usec;
         if (tty) {
                 screen_setup(keys);
@@ -680,7 +659,7 @@ int top_run(const TopOptions *options) {
 
                 r = top_sample(&c, &o, false, prev, &cur);
                 if (r != 0) {
-                        status = top_exit_status(r);
+                        status = connection_exit_status(r);
                         break;
                 }
                 top_sample_free(prev);

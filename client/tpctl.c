@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "build-config.h"
+#include "config.h"
 #include "connection.h"
 #include "copy.h"
 #include "export.h"
@@ -62,25 +63,6 @@ static int json_add_ints(json_object *o, const char *key, const int *v, size_t n
                 }
         }
         return r;
-}
-
-static int exit_status(int r) {
-        switch (r) {
-        case 0:
-                return EXIT_SUCCESS;
-        case -ENOENT:
-        case -ECONNREFUSED:
-        case -EACCES:
-        case -EPERM:
-        case -ECONNRESET:
-        case -EPIPE:
-        case -ENOTCONN:
-                return TPD_EXIT_DAEMON_GONE;
-        case -ENAMETOOLONG:
-                return EXIT_USAGE;
-        default:
-                return EXIT_FAILURE;
-        }
 }
 
 /* --json=MODE, as systemd's tools take it: off is text. */
@@ -190,7 +172,7 @@ static int run_call_paged(const Args *a, const char *method, json_object *params
 
         r = connection_call(&c, a->socket_path, method, params, false, &reply);
         if (r != 0)
-                return exit_status(r);
+                return connection_exit_status(r);
         if (paged && (a->json != JSON_OFF || print))
                 (void) pager_open(a->no_pager);
         if (a->json != JSON_OFF)
@@ -208,7 +190,7 @@ static int verb_list(const Args *a, char **args, size_t n) {
         _cleanup_(json_object_putp) json_object *params = json_object_new_object();
 
         if (!params || (n > 0 && json_add(params, "pattern", json_object_new_string(args[0])) < 0))
-                return exit_status(log_oom());
+                return connection_exit_status(log_oom());
         return run_call_paged(a, TPD_METHOD("ListEvents"), TAKE_PTR(params), print_list, true);
 }
 
@@ -216,7 +198,7 @@ static int verb_describe(const Args *a, char **args, size_t n) {
         _cleanup_(json_object_putp) json_object *params = json_object_new_object();
 
         if (!params || json_add(params, "event", json_object_new_string(args[0])) < 0)
-                return exit_status(log_oom());
+                return connection_exit_status(log_oom());
         return run_call(a, TPD_METHOD("DescribeEvent"), TAKE_PTR(params), print_describe);
 }
 
@@ -225,7 +207,7 @@ static int verb_enable(const Args *a, char **args, size_t n) {
 
         if (!params || json_add_strings(params, "events", args, n, NULL, 0) < 0 ||
             (a->filter && json_add(params, "filter", json_object_new_string(a->filter)) < 0))
-                return exit_status(log_oom());
+                return connection_exit_status(log_oom());
         return run_call(a, TPD_METHOD("Enable"), TAKE_PTR(params), NULL);
 }
 
@@ -239,7 +221,7 @@ static int verb_disable(const Args *a, char **args, size_t n) {
 
         if (!params || (a->all ? json_add(params, "all", json_object_new_boolean(true))
                                : json_add_strings(params, "events", args, n, NULL, 0)) < 0)
-                return exit_status(log_oom());
+                return connection_exit_status(log_oom());
         return run_call(a, TPD_METHOD("Disable"), TAKE_PTR(params), NULL);
 }
 
@@ -247,7 +229,7 @@ static int verb_status(const Args *a, char **args, size_t n) {
         _cleanup_(json_object_putp) json_object *params = json_object_new_object();
 
         if (!params)
-                return exit_status(log_oom());
+                return connection_exit_status(log_oom());
         return run_call_paged(a, TPD_METHOD("GetStatus"), TAKE_PTR(params), print_status, true);
 }
 
@@ -260,14 +242,14 @@ static int verb_metrics(const Args *a, char **args, size_t n) {
         if (a->json != JSON_OFF && a->openmetrics)
                 return usage_error("--openmetrics and --json exclude each other");
         if (a->json != JSON_OFF && !(samples = json_object_new_array()))
-                return exit_status(log_oom());
+                return connection_exit_status(log_oom());
 
         r = connection_call(&c, a->socket_path, TPD_METHOD("GetStatus"), json_object_new_object(), false,
                             &reply);
         if (r != 0)
-                return exit_status(r);
+                return connection_exit_status(r);
         if (metrics_write(stdout, reply.parameters, a->openmetrics, samples) < 0)
-                return exit_status(log_oom());
+                return connection_exit_status(log_oom());
         if (samples)
                 print_json_as(samples, a->json == JSON_PRETTY);
         return EXIT_SUCCESS;
@@ -283,24 +265,24 @@ static int verb_call(const Args *a, char **args, size_t n) {
         if (n > 1) {
                 r = varlink_json_parse(args[1], strlen(args[1]), &params);
                 if (r == -ENOMEM)
-                        return exit_status(log_oom());
+                        return connection_exit_status(log_oom());
                 if (r < 0)
                         return usage_error("PARAMETERS are not valid JSON");
                 if (!json_object_is_type(params, json_type_object))
                         return usage_error("PARAMETERS must be a JSON object: "
                                            "'{\"event\":\"sched:sched_switch\"}'");
         } else if (!(params = json_object_new_object()))
-                return exit_status(log_oom());
+                return connection_exit_status(log_oom());
 
         /* A bare name means a method of tpd's own interface: `tpctl call GetStatus`. */
         if (asprintf(&method, "%s%s", strchr(args[0], '.') ? "" : TPD_INTERFACE ".", args[0]) < 0) {
                 method = NULL;
-                return exit_status(log_oom());
+                return connection_exit_status(log_oom());
         }
 
         r = connection_call(&c, a->socket_path, method, TAKE_PTR(params), false, &reply);
         if (r < 0)
-                return exit_status(r);
+                return connection_exit_status(r);
         /* Error replies go to stdout whole, so scripts can look at the error id and its parameters.
          * JSON is call's only output: --json=off means the default, pretty. */
         print_json_as(r == 0 ? reply.parameters : reply.object, a->json != JSON_SHORT);
@@ -336,7 +318,7 @@ static LinesOptions stream_lines_options(const Args *a, json_object *reply) {
 
         if (json_object_object_get_ex(reply, "clock", &v) && json_object_is_type(v, json_type_string))
                 clock = json_object_get_string(v);
-        o.have_clock = lines_clock_id(clock, &o.clock_id) >= 0;
+        o.have_clock = config_clock_id(clock, &o.clock_id) >= 0;
         o.realtime_offset_ns = json_int(reply, "realtime_offset_ns", &o.have_offset);
         if (!o.have_offset && clock && streq(clock, "boot"))
                 o.realtime_offset_ns = json_int(reply, "boot_to_realtime_ns", &o.have_offset);
@@ -385,7 +367,7 @@ static int verb_stream(const Args *a, char **args, size_t n) {
         int r;
 
         if (!params)
-                return exit_status(log_oom());
+                return connection_exit_status(log_oom());
 
         /* A closed stdout (| head) must show up as EPIPE, to end quietly with 0. */
         (void) sigaction(SIGPIPE, &sa_ignore, NULL);
@@ -394,7 +376,7 @@ static int verb_stream(const Args *a, char **args, size_t n) {
 
         r = connection_call(&c, a->socket_path, TPD_METHOD("Stream"), TAKE_PTR(params), true, &reply);
         if (r != 0)
-                return exit_status(r);
+                return connection_exit_status(r);
 
         /* What came with the reply in the same read() is already stream data. */
         if (a->count > 0 || a->duration_usec > 0 || a->time != LINES_TIME_BOOT || a->ordered) {
@@ -427,7 +409,7 @@ static int verb_export(const Args *a, char **args, size_t n) {
                 return usage_error("--create-stream and --replicas N go together");
         params = stream_params(a, NULL, 0);
         if (!params)
-                return exit_status(log_oom());
+                return connection_exit_status(log_oom());
         return export_run(a->socket_path, params, &a->export);
 }
 
@@ -449,7 +431,7 @@ static int verb_record(const Args *a, char **args, size_t n) {
                 o.file_version = 6;
         params = stream_params(a, args, n);
         if (!params)
-                return exit_status(log_oom());
+                return connection_exit_status(log_oom());
         return record_run(a->socket_path, params, &o);
 }
 
@@ -457,7 +439,7 @@ static int verb_replay(const Args *a, char **args, size_t n) {
         _cleanup_free_ char **events = calloc(a->n_events + n, sizeof(char *));
 
         if (!events)
-                return exit_status(log_oom());
+                return connection_exit_status(log_oom());
         /* EVENT arguments after FILE, like stream's. */
         memcpy(events, a->events, a->n_events * sizeof(char *));
         memcpy(events + a->n_events, args + 1, (n - 1) * sizeof(char *));
@@ -624,16 +606,33 @@ static int parse_int(const char *s, int *ret) {
         return 0;
 }
 
-/* A positive number of seconds, fractions allowed. */
-static int parse_seconds(const char *s, double *ret) {
+/* A decimal number ("10", "0.5", "1e-3") from min to max. */
+static int parse_decimal(const char *s, double min, double max, double *ret) {
         char *end;
         double v;
 
+        if ((*s < '0' || *s > '9') && *s != '.')
+                return -EINVAL;
         errno = 0;
         v = strtod(s, &end);
-        if (errno != 0 || end == s || *end || !(v > 0) || v > 1e9)
+        if (errno != 0 || end == s || *end || !(v >= min && v <= max))
                 return -EINVAL;
         *ret = v;
+        return 0;
+}
+
+/* Positive seconds, fractions allowed, at most a year. */
+static int parse_seconds(const char *s, double *ret) {
+        return parse_decimal(s, 1e-9, 366.0 * 24 * 3600, ret);
+}
+
+/* The same, in microseconds (at least 1). */
+static int parse_duration_usec(const char *s, uint64_t *ret_usec) {
+        double v;
+
+        if (parse_seconds(s, &v) < 0)
+                return -EINVAL;
+        *ret_usec = MAX((uint64_t) (v * 1e6), (uint64_t) 1);
         return 0;
 }
 
@@ -641,10 +640,20 @@ static int parse_seconds(const char *s, double *ret) {
 static int parse_megabytes(const char *s, uint64_t *ret) {
         double v;
 
-        if (parse_seconds(s, &v) < 0 || v > 1e9)
+        if (parse_decimal(s, 1e-6, 1e9, &v) < 0)
                 return -EINVAL;
         *ret = (uint64_t) (v * 1048576.0);
         return *ret > 0 ? 0 : -EINVAL;
+}
+
+/* top's delay: seconds from 0.1 to a day, in microseconds. */
+static int parse_delay(const char *s, uint64_t *ret_usec) {
+        double v;
+
+        if (parse_decimal(s, 0.1, 86400, &v) < 0)
+                return -EINVAL;
+        *ret_usec = (uint64_t) (v * 1e6 + 0.5);
+        return 0;
 }
 
 static int parse_u64(const char *s, uint64_t *ret) {
@@ -658,38 +667,6 @@ static int parse_u64(const char *s, uint64_t *ret) {
         if (errno != 0 || *end)
                 return -EINVAL;
         *ret = v;
-        return 0;
-}
-
-/* "10", "0.5", "1e-3": positive seconds, to microseconds, at most a year. */
-static int parse_duration_usec(const char *s, uint64_t *ret_usec) {
-        char *end;
-        double v;
-
-        if ((*s < '0' || *s > '9') && *s != '.')
-                return -EINVAL;
-        errno = 0;
-        v = strtod(s, &end);
-        if (errno != 0 || *end || !(v > 0) || v > 366.0 * 24 * 3600)
-                return -EINVAL;
-        *ret_usec = (uint64_t) (v * 1e6);
-        if (*ret_usec == 0)
-                *ret_usec = 1;
-        return 0;
-}
-
-/* top's delay: seconds as a decimal number ("2", "0.5"), from 0.1 to a day, in microseconds. */
-static int parse_delay(const char *s, uint64_t *ret_usec) {
-        char *end;
-        double v;
-
-        if ((*s < '0' || *s > '9') && *s != '.')
-                return -EINVAL;
-        errno = 0;
-        v = strtod(s, &end);
-        if (errno != 0 || *end || !(v >= 0.1 && v <= 86400))
-                return -EINVAL;
-        *ret_usec = (uint64_t) (v * 1e6 + 0.5);
         return 0;
 }
 
