@@ -17,7 +17,7 @@
 set -uo pipefail
 
 SUITE=bookworm
-PACKAGES=systemd,dbus,systemd-sysv,libtracefs1,libtraceevent1,libjson-c5,jq,libnats3.4,nats-server
+PACKAGES=systemd,dbus,systemd-sysv,libtracefs1,libtraceevent1,libjson-c5,libtracecmd1,jq,libnats3.4,nats-server
 # Bump when the recipe changes: a root with another recipe is rebuilt.
 RECIPE="tpd-systest v1: debootstrap --variant=minbase --include=$PACKAGES $SUITE"
 ROOT=${TPD_SYSTEST_ROOT:-/var/lib/machines/tpd-test-root}
