@@ -19,10 +19,8 @@ All along, A streams a paced generator (its kernel filter 'common_pid == GEN' se
 event's only holder) and gets exactly what the kernel wrote: delivered + lost = written.
 """
 
-import grp
 import json
 import os
-import pwd
 import resource
 import socket
 import stat
@@ -80,57 +78,8 @@ sys.stdin.read()
 '''
 
 
-class Users:
-    """A group and three users for the test; removed in remove(), whatever happened."""
-
-    def __init__(self, ctx):
-        tag = f'{os.getpid() % 100000}{ctx.rand[:4]}'
-        self.group = f'tpdg{tag}'
-        self.names = {'A': f'tpda{tag}', 'B': f'tpdb{tag}', 'O': f'tpdo{tag}'}
-        self.created = []
-        self.group_created = False
-        self._run(['groupadd', self.group])
-        self.group_created = True
-        for key, name in self.names.items():
-            argv = ['useradd', '-M', '-N']
-            if key != 'O':
-                argv += ['-G', self.group]
-            self._run(argv + [name])
-            self.created.append(name)
-        self.gid = grp.getgrnam(self.group).gr_gid
-        self.uid = {k: pwd.getpwnam(n).pw_uid for k, n in self.names.items()}
-        self.primary = {k: pwd.getpwnam(n).pw_gid for k, n in self.names.items()}
-
-    @staticmethod
-    def _run(argv):
-        r = subprocess.run(argv, capture_output=True, text=True)
-        check(r.returncode == 0, f'{" ".join(argv)} exited with {r.returncode}: {r.stderr.strip()}')
-
-    def setpriv(self, key, groups='init'):
-        """argv prefix running as user key: with its groups from the user database ('init'), or with
-        only the given gid as its group (an int), no supplementary groups."""
-        name = self.names[key]
-        if groups == 'init':
-            return ['setpriv', f'--reuid={name}', f'--regid={self.primary[key]}', '--init-groups']
-        return ['setpriv', f'--reuid={name}', f'--regid={groups}', '--clear-groups']
-
-    def remove(self):
-        errors = []
-        for name in self.created:
-            # Processes of the user would make userdel fail: none should be left, but be sure.
-            subprocess.run(['pkill', '-KILL', '-u', name], capture_output=True)
-            r = subprocess.run(['userdel', name], capture_output=True, text=True)
-            if r.returncode != 0:
-                errors.append(f'userdel {name}: {r.stderr.strip()}')
-        if self.group_created:
-            r = subprocess.run(['groupdel', self.group], capture_output=True, text=True)
-            if r.returncode != 0:
-                errors.append(f'groupdel {self.group}: {r.stderr.strip()}')
-        return errors
-
-
 def main(ctx):
-    users = Users(ctx)
+    users = T.TestUsers(ctx, 'tpd', members=('A', 'B'), outsiders=('O',))
     try:
         run(ctx, users)
     finally:

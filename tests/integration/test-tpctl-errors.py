@@ -15,7 +15,6 @@
 
 import grp
 import os
-import pwd
 import shutil
 import socket
 import subprocess
@@ -42,45 +41,6 @@ def expect(r, code, lines, what):
     for g, want in zip(got, lines):
         ok = want(g) if callable(want) else g == want
         check(ok, f'{what}: stderr line {g!r} does not match {want!r}')
-
-
-class Users:
-    """A group G, a member M and an outsider O; removed whatever happens."""
-
-    def __init__(self, ctx):
-        tag = f'{os.getpid() % 100000}{ctx.rand[:4]}'
-        self.group = f'tpeg{tag}'
-        self.member, self.outsider = f'tpem{tag}', f'tpeo{tag}'
-        self.created = []
-        self.group_created = False
-        self._run(['groupadd', self.group])
-        self.group_created = True
-        for name, extra in ((self.member, ['-G', self.group]), (self.outsider, [])):
-            self._run(['useradd', '-M', '-N', *extra, name])
-            self.created.append(name)
-
-    @staticmethod
-    def _run(argv):
-        r = subprocess.run(argv, capture_output=True, text=True)
-        check(r.returncode == 0, f'{" ".join(argv)} exited with {r.returncode}: {r.stderr.strip()}')
-
-    def run_as(self, name, groups='init'):
-        gid = pwd.getpwnam(name).pw_gid
-        if groups == 'init':
-            return ['setpriv', f'--reuid={name}', f'--regid={gid}', '--init-groups']
-        return ['setpriv', f'--reuid={name}', f'--regid={gid}', '--clear-groups']
-
-    def remove(self):
-        errors = []
-        for name in self.created:
-            r = subprocess.run(['userdel', name], capture_output=True, text=True)
-            if r.returncode != 0:
-                errors.append(f'userdel {name}: {r.stderr.strip()}')
-        if self.group_created:
-            r = subprocess.run(['groupdel', self.group], capture_output=True, text=True)
-            if r.returncode != 0:
-                errors.append(f'groupdel {self.group}: {r.stderr.strip()}')
-        return errors
 
 
 def not_running(ctx):
@@ -128,16 +88,16 @@ def failed_start(ctx, tpd):
 
 
 def permission(ctx, tpd, users):
-    join = (f"add yourself to the '{users.group}' group: usermod -aG {users.group} {users.outsider}, "
+    join = (f"add yourself to the '{users.group}' group: usermod -aG {users.group} {users.names['O']}, "
             "then log in again")
     refused = f"tpctl: Only root and members of group '{users.group}' may use tpd."
 
     # The socket's mode (0660, the group's) stops the outsider at connect().
-    r = tpctl('--socket', tpd.socket, 'status', user=users.run_as(users.outsider))
+    r = tpctl('--socket', tpd.socket, 'status', user=users.setpriv('O'))
     expect(r, 69, [f"tpctl: cannot connect to tpd at '{tpd.socket}': Permission denied", join],
            'outsider, socket mode')
     # A member whose session lacks the group (it joined after logging in).
-    r = tpctl('--socket', tpd.socket, 'status', user=users.run_as(users.member, groups='clear'))
+    r = tpctl('--socket', tpd.socket, 'status', user=users.setpriv('M', 'clear'))
     expect(r, 69, [f"tpctl: cannot connect to tpd at '{tpd.socket}': Permission denied",
                    f"You are in the '{users.group}' group, but this session is not: log in again "
                    f"(or run 'newgrp {users.group}')."], 'member without the group in its session')
@@ -145,18 +105,18 @@ def permission(ctx, tpd, users):
     # With the socket open to all, tpd itself refuses, naming its group.
     os.chmod(tpd.socket, 0o666)
     try:
-        r = tpctl('--socket', tpd.socket, 'list', user=users.run_as(users.outsider))
+        r = tpctl('--socket', tpd.socket, 'list', user=users.setpriv('O'))
         expect(r, 1, [refused, join], 'outsider, PermissionDenied')
         raw = tpd.call('io.tpd.tracing.GetStatus')
         check('error' not in raw, f'root refused: {raw}')
-        r = tpctl('-q', '--socket', tpd.socket, 'list', user=users.run_as(users.outsider))
+        r = tpctl('-q', '--socket', tpd.socket, 'list', user=users.setpriv('O'))
         expect(r, 1, [refused], 'outsider, PermissionDenied, -q')
     finally:
         os.chmod(tpd.socket, 0o660)
 
     # Another kind of PermissionDenied: no group hint, the member is in the group already.
     tpd.tpctl_ok('enable', 'sched:sched_wakeup')
-    r = tpctl('--socket', tpd.socket, 'disable', 'sched:sched_wakeup', user=users.run_as(users.member))
+    r = tpctl('--socket', tpd.socket, 'disable', 'sched:sched_wakeup', user=users.setpriv('M'))
     expect(r, 1, ["tpctl: 'sched:sched_wakeup' is pinned by others (uid 0 (pin)): a member removes only its "
                   "own pins."],
            'member disabling root\'s pin')
@@ -198,7 +158,7 @@ def unknown_event(tpd):
 def main(ctx):
     os.chmod(ctx.tmpdir, 0o711)          # the users must reach the socket; its mode decides
     not_running(ctx)
-    users = Users(ctx)
+    users = T.TestUsers(ctx, 'tpe', members=('M',), outsiders=('O',))
     try:
         tpd = ctx.tpd(args=['--access-group', users.group])
         check(grp.getgrgid(os.stat(tpd.socket).st_gid).gr_name == users.group, 'socket not of the group')

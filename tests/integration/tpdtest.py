@@ -15,8 +15,10 @@ GEN_PINGPONG, TPD_VARLINK_FILE. TPD_TEST_VERBOSE=1 prints tpd's log even when a 
 """
 
 import glob
+import grp
 import json
 import os
+import pwd
 import queue
 import random
 import re
@@ -1072,3 +1074,52 @@ class NatsCluster:
             out.append((subject.decode(), msg_id.decode(), d))
         log(f'read {len(out)} records of {stream} back in {t1 - t0:.1f} s, parsed in {time.monotonic() - t1:.1f} s')
         return out
+
+
+class TestUsers:
+    """A group and users for access tests, made with groupadd/useradd and removed in remove(),
+    whatever happened: users[key] names key's user; members are in the group, outsiders not. Names
+    are PREFIX + 'g' (the group) or PREFIX + key in lower case, then a tag unique to the run."""
+
+    def __init__(self, ctx, prefix, members, outsiders=()):
+        tag = f'{os.getpid() % 100000}{ctx.rand[:4]}'
+        self.group = f'{prefix}g{tag}'
+        self.names = {k: f'{prefix}{k.lower()}{tag}' for k in (*members, *outsiders)}
+        self.created = []
+        self.group_created = False
+        self._run(['groupadd', self.group])
+        self.group_created = True
+        for key, name in self.names.items():
+            self._run(['useradd', '-M', '-N', *(['-G', self.group] if key in members else []), name])
+            self.created.append(name)
+        self.gid = grp.getgrnam(self.group).gr_gid
+        self.uid = {k: pwd.getpwnam(n).pw_uid for k, n in self.names.items()}
+        self.primary = {k: pwd.getpwnam(n).pw_gid for k, n in self.names.items()}
+
+    @staticmethod
+    def _run(argv):
+        r = subprocess.run(argv, capture_output=True, text=True)
+        check(r.returncode == 0, f'{" ".join(argv)} exited with {r.returncode}: {r.stderr.strip()}')
+
+    def setpriv(self, key, groups='init'):
+        """argv prefix running as user key: with its groups from the user database ('init'); with
+        its primary group only ('clear'); or with only the given gid as its group (an int)."""
+        name = self.names[key]
+        if groups == 'init':
+            return ['setpriv', f'--reuid={name}', f'--regid={self.primary[key]}', '--init-groups']
+        gid = self.primary[key] if groups == 'clear' else groups
+        return ['setpriv', f'--reuid={name}', f'--regid={gid}', '--clear-groups']
+
+    def remove(self):
+        errors = []
+        for name in self.created:
+            # Processes of the user would make userdel fail: none should be left, but be sure.
+            subprocess.run(['pkill', '-KILL', '-u', name], capture_output=True)
+            r = subprocess.run(['userdel', name], capture_output=True, text=True)
+            if r.returncode != 0:
+                errors.append(f'userdel {name}: {r.stderr.strip()}')
+        if self.group_created:
+            r = subprocess.run(['groupdel', self.group], capture_output=True, text=True)
+            if r.returncode != 0:
+                errors.append(f'groupdel {self.group}: {r.stderr.strip()}')
+        return errors
