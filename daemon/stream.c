@@ -301,8 +301,8 @@ static void stream_drop(Stream *s, const Record *rec, uint64_t n) {
         s->drops_pending = true;
 }
 
-int stream_queue_clock(Stream *s, uint64_t ts, const char *clock, int64_t offset_ns) {
-        static const char key_clock[] = ",\"clock\":", key_offset[] = ",\"realtime_offset_ns\":";
+/* Starts a line of tpd's own, {"ts":TS,"KEY":"VALUE", in a new batch. */
+static int stream_line_start(uint64_t ts, const char *key, const char *value, Batch **ret) {
         Batch *b = batch_new();
         JsonBuf *j;
         int r;
@@ -310,55 +310,71 @@ int stream_queue_clock(Stream *s, uint64_t ts, const char *clock, int64_t offset
         if (!b)
                 return -ENOMEM;
         j = &b->buf;
-        r = jsonbuf_reserve(j, 8 + JSON_U64_MAX_LEN + sizeof(key_clock));
+        r = jsonbuf_reserve(j, 8 + JSON_U64_MAX_LEN + strlen(key) + 4);
         if (r >= 0) {
                 jsonbuf_put(j, "{\"ts\":", 6);
                 json_put_u64(j, ts);
-                jsonbuf_put(j, key_clock, sizeof(key_clock) - 1);
-                r = json_append_string(j, clock, strlen(clock));
+                jsonbuf_put(j, ",\"", 2);
+                jsonbuf_put(j, key, strlen(key));
+                jsonbuf_put(j, "\":", 2);
+                r = json_append_string(j, value, strlen(value));
         }
-        if (r >= 0)
-                r = jsonbuf_reserve(j, sizeof(key_offset) + JSON_I64_MAX_LEN + 2);
+        if (r < 0) {
+                batch_unref(b);
+                return r;
+        }
+        *ret = b;
+        return 0;
+}
+
+/* Ends the line and queues it, whatever the queue holds: such lines are rare and small. */
+static int stream_line_queue(Stream *s, Batch *b) {
+        int r = jsonbuf_reserve(&b->buf, 2);
+
         if (r >= 0) {
-                jsonbuf_put(j, key_offset, sizeof(key_offset) - 1);
-                json_put_i64(j, offset_ns);
-                jsonbuf_put(j, "}\n", 2);
-                r = stream_queue(s, b, 0, (uint32_t) j->len, true);
+                jsonbuf_put(&b->buf, "}\n", 2);
+                r = stream_queue(s, b, 0, (uint32_t) b->buf.len, true);
         }
         batch_unref(b);
         return r;
 }
 
-int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *message) {
-        static const char key_notice[] = ",\"notice\":", key_message[] = ",\"message\":";
-        Batch *b = batch_new();
-        JsonBuf *j;
+int stream_queue_clock(Stream *s, uint64_t ts, const char *clock, int64_t offset_ns) {
+        static const char key_offset[] = ",\"realtime_offset_ns\":";
+        Batch *b;
         int r;
 
-        if (!b)
-                return -ENOMEM;
-        j = &b->buf;
-        r = jsonbuf_reserve(j, 8 + JSON_U64_MAX_LEN + sizeof(key_notice) + sizeof(key_message) + 2);
-        if (r >= 0) {
-                jsonbuf_put(j, "{\"ts\":", 6);
-                json_put_u64(j, ts);
-                jsonbuf_put(j, key_notice, sizeof(key_notice) - 1);
-                r = json_append_string(j, notice, strlen(notice));
+        r = stream_line_start(ts, "clock", clock, &b);
+        if (r < 0)
+                return r;
+        r = jsonbuf_reserve(&b->buf, sizeof(key_offset) + JSON_I64_MAX_LEN);
+        if (r < 0) {
+                batch_unref(b);
+                return r;
         }
-        if (r >= 0)
-                r = jsonbuf_reserve(j, sizeof(key_message));
+        jsonbuf_put(&b->buf, key_offset, sizeof(key_offset) - 1);
+        json_put_i64(&b->buf, offset_ns);
+        return stream_line_queue(s, b);
+}
+
+int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *message) {
+        static const char key_message[] = ",\"message\":";
+        Batch *b;
+        int r;
+
+        r = stream_line_start(ts, "notice", notice, &b);
+        if (r < 0)
+                return r;
+        r = jsonbuf_reserve(&b->buf, sizeof(key_message));
         if (r >= 0) {
-                jsonbuf_put(j, key_message, sizeof(key_message) - 1);
-                r = json_append_string(j, message, strlen(message));
+                jsonbuf_put(&b->buf, key_message, sizeof(key_message) - 1);
+                r = json_append_string(&b->buf, message, strlen(message));
         }
-        if (r >= 0)
-                r = jsonbuf_reserve(j, 2);
-        if (r >= 0) {
-                jsonbuf_put(j, "}\n", 2);
-                r = stream_queue(s, b, 0, (uint32_t) j->len, true);
+        if (r < 0) {
+                batch_unref(b);
+                return r;
         }
-        batch_unref(b);
-        return r;
+        return stream_line_queue(s, b);
 }
 
 static const int loss_order[] = { RECORD_LOST_OVERRUN, RECORD_LOST_DROPPED, RECORD_LOST_UNKNOWN,
