@@ -846,6 +846,7 @@ typedef struct PageKeepContext {
         Stream *s;
         Decoder *d;
         unsigned cpu;
+        int32_t last_pid; /* of the last record kept: a run of one pid is named once */
         int error;
 } PageKeepContext;
 
@@ -869,8 +870,9 @@ static bool stream_page_keep(void *userdata, const PageEntry *e) {
         rec.event_id = id;
         if (!stream_matches(s, k->d, &rec))
                 return false;
-        if (k->error >= 0 && rec.pid > 0)
+        if (k->error >= 0 && rec.pid > 0 && rec.pid != k->last_pid)
                 k->error = stream_send_comm(s, k->d, k->cpu, rec.pid, rec.ts);
+        k->last_pid = rec.pid;
         return true;
 }
 
@@ -894,7 +896,7 @@ int stream_offer_pages(Stream *s, Decoder *d, const PageSource *src, const void 
         for (size_t i = 0; i < n_pages; i++) {
                 const uint8_t *page = (const uint8_t *) pages + i * src->page_size;
                 uint8_t *out = s->scratch + sizeof(TpdFrame);
-                PageKeepContext k = { .s = s, .d = d, .cpu = cpu };
+                PageKeepContext k = { .s = s, .d = d, .cpu = cpu, .last_pid = -1 };
                 uint64_t walked = 0, flagged, ts = 0;
                 PageWalk w;
                 TpdFrame f;
