@@ -791,8 +791,8 @@ static int stream_comm_send(Stream *s, StreamComm *slot, unsigned cpu, int32_t p
         return stream_queue_frame(s, TPD_FRAME_COMM, cpu, (uint32_t) pid, comm, len, NULL, 0);
 }
 
-/* Queues a COMM frame for the record's pid if its name is new to the recording; notes the pid for
- * stream_resolve_comms() if its name is not known. */
+/* Queues a COMM frame for the record's pid if its name is new to the recording. A new pid is
+ * looked at again by stream_resolve_comms() for a while. */
 static int stream_send_comm(Stream *s, Decoder *d, unsigned cpu, int32_t pid, uint64_t ts) {
         const char *comm = decoder_comm(d, pid, ts);
         StreamComm *slot = stream_comm_slot(s, pid);
@@ -801,40 +801,34 @@ static int stream_send_comm(Stream *s, Decoder *d, unsigned cpu, int32_t pid, ui
                 return 0;
         if (slot->key == 0) {
                 slot->key = (uint32_t) pid + 1;
+                slot->ts = ts;
                 s->n_comm_pids++;
-                if (!comm) {
-                        slot->ts = ts;
-                        s->n_comm_pending++;
-                        return 0;
-                }
-        } else if (!comm || strncmp(slot->comm, comm, sizeof(slot->comm)) == 0)
+                s->n_comm_checking++;
+        }
+        if (!comm || strncmp(slot->comm, comm, sizeof(slot->comm)) == 0)
                 return 0;
-        else if (slot->comm[0] == 0)
-                s->n_comm_pending--;
         return stream_comm_send(s, slot, cpu, pid, comm);
 }
 
-/* Flush ticks a pid's name is looked for: the kernel's table is reread every ten of them. */
+/* Flush ticks a new pid's name is looked at again: the kernel's table is reread every ten. */
 #define STREAM_COMM_TRIES 30U
 
 int stream_resolve_comms(Stream *s, Decoder *d) {
-        if (s->mode != STREAM_PAGES || s->n_comm_pending == 0)
+        if (s->mode != STREAM_PAGES || s->n_comm_checking == 0)
                 return 0;
-        for (size_t i = 0; i < s->comm_pids_cap && s->n_comm_pending > 0; i++) {
+        for (size_t i = 0; i < s->comm_pids_cap && s->n_comm_checking > 0; i++) {
                 StreamComm *slot = &s->comm_pids[i];
                 int32_t pid = (int32_t) (slot->key - 1);
                 const char *comm;
                 int r;
 
-                if (slot->key == 0 || slot->comm[0] != 0 || slot->tries >= STREAM_COMM_TRIES)
+                if (slot->key == 0 || slot->tries >= STREAM_COMM_TRIES)
                         continue;
+                if (++slot->tries >= STREAM_COMM_TRIES)
+                        s->n_comm_checking--;
                 comm = decoder_comm(d, pid, slot->ts);
-                if (!comm) {
-                        if (++slot->tries >= STREAM_COMM_TRIES)
-                                s->n_comm_pending--;
+                if (!comm || strncmp(slot->comm, comm, sizeof(slot->comm)) == 0)
                         continue;
-                }
-                s->n_comm_pending--;
                 r = stream_comm_send(s, slot, 0, pid, comm);
                 if (r < 0)
                         return r;

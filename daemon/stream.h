@@ -23,8 +23,8 @@ typedef struct Decoder Decoder;
 typedef struct StreamComm {
         uint32_t key;  /* pid + 1; 0: a free slot */
         char comm[16]; /* empty: not known yet (see stream_resolve_comms()) */
-        uint64_t ts;   /* while unknown: of the pid's first record */
-        uint8_t tries;
+        uint64_t ts;   /* of the pid's first record */
+        uint8_t tries; /* flush ticks it was looked at again */
 } StreamComm;
 
 typedef enum StreamMode {
@@ -79,8 +79,8 @@ typedef struct Stream {
         struct StreamComm *comm_pids; /* the command names sent, by pid (see stream_send_comm()) */
         size_t comm_pids_cap;
         size_t n_comm_pids;
-        size_t n_comm_pending; /* pids whose name was not known yet */
-        uint8_t *scratch;      /* a frame: header and page */
+        size_t n_comm_checking; /* pids still looked at again (see stream_resolve_comms()) */
+        uint8_t *scratch;       /* a frame: header and page */
         size_t scratch_size;
         uint64_t pages; /* queued */
 } Stream;
@@ -135,9 +135,10 @@ int stream_set_base(Stream *s, unsigned cpu, uint64_t overrun, uint64_t dropped)
  * A page that finds the queue full is lost to the stream, and counted. Returns the number of
  * records queued, or a negative errno. */
 int stream_offer_pages(Stream *s, Decoder *d, const PageSource *src, const void *pages, size_t n_pages);
-/* Sends the names of the recording's pids that were not known when their records went out (a task
- * gone before tpd read its records, named once the kernel's table is reread): from the flush
- * timer. A pid unknown after a few seconds' tries stays unnamed. */
+/* Looks again, for a few seconds after its first record, at the name of each new pid of a
+ * recording and sends it when it changed: a task gone before tpd read its records is named from
+ * the kernel's table, which names a task only once it switched after writing, and may until then
+ * hold an earlier task of the same pid (or none). From the flush timer. */
 int stream_resolve_comms(Stream *s, Decoder *d);
 /* Queues one frame of a recording whatever the queue holds: for the files at its start. */
 int stream_queue_frame(Stream *s, uint32_t type, uint32_t cpu, uint32_t arg, const void *a, size_t na,
