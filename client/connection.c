@@ -88,6 +88,18 @@ static int connection_connect(Connection *c, const char *path) {
         return 0;
 }
 
+/*
+ * Under socket activation the connection waits in the socket's backlog for tpd; a tpd that fails to
+ * start leaves it reset or closed unanswered. Which one the client sees depends on when tpd exits:
+ * while the call is being sent (EPIPE, or ECONNRESET), or after (ECONNRESET, or end of file on the
+ * read). All of them are the same fault and get the same words.
+ */
+static int connection_closed(void) {
+        log_error_errno(-ECONNRESET, "tpd closed the connection without replying");
+        log_hint("tpd failed to start, or stopped; see journalctl -u tpd");
+        return -ECONNRESET;
+}
+
 static int connection_send(Connection *c, const char *method, json_object *params, bool upgrade) {
         _cleanup_free_ char *text = NULL;
         size_t len;
@@ -105,6 +117,8 @@ static int connection_send(Connection *c, const char *method, json_object *param
 
                 if (n < 0 && errno == EINTR)
                         continue;
+                if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+                        return connection_closed();
                 if (n < 0)
                         return log_error_errno(-errno, "cannot send to tpd: %m");
                 done += (size_t) n;
@@ -134,13 +148,8 @@ static int connection_recv(Connection *c, VarlinkReply *ret) {
                 n = read(c->fd, p, CONNECTION_READ_SIZE);
                 if (n < 0 && errno == EINTR)
                         continue;
-                if (n == 0 || (n < 0 && errno == ECONNRESET)) {
-                        /* Under socket activation the connection waits in the socket's backlog for
-                         * tpd; a tpd that fails to start leaves it to be reset or closed unanswered. */
-                        log_error_errno(-ECONNRESET, "tpd closed the connection without replying");
-                        log_hint("tpd failed to start, or stopped; see journalctl -u tpd");
-                        return -ECONNRESET;
-                }
+                if (n == 0 || (n < 0 && errno == ECONNRESET))
+                        return connection_closed();
                 if (n < 0)
                         return log_error_errno(-errno, "cannot read from tpd: %m");
                 varlink_buffer_advance(&c->in, (size_t) n);

@@ -18,6 +18,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 
 import tpdtest as T
@@ -70,9 +71,14 @@ def failed_start(ctx, tpd):
     if not activate:
         fail('systemd-socket-activate (package systemd) is missing')
     path = os.path.join(ctx.tmpdir, 'activated.sock')
-    # The instance is the running tpd's: the activated one must refuse it and exit.
-    argv = [activate, '-l', path, '--fdname=varlink', T.env_program('TPD'), '--instance', tpd.instance,
-            '--state-dir', os.path.join(ctx.tmpdir, 'state2'), '--config', os.path.join(ctx.tmpdir, 'none.conf')]
+    # The instance is the running tpd's: the activated one must refuse it and exit. It starts only
+    # once tpctl's connection waits in the backlog (the listening socket, fd 3, polls readable), as
+    # under tpd.socket, where the first connection starts the service: a tpd that had already failed
+    # would leave no listener, and tpctl would rightly say that none runs.
+    tpd_argv = [T.env_program('TPD'), '--instance', tpd.instance, '--state-dir', os.path.join(ctx.tmpdir, 'state2'),
+                '--config', os.path.join(ctx.tmpdir, 'none.conf')]
+    wait_then_exec = 'import os, select, sys; select.select([3], [], []); os.execv(sys.argv[1], sys.argv[1:])'
+    argv = [activate, '-l', path, '--fdname=varlink', sys.executable, '-c', wait_then_exec] + tpd_argv
     p = T.Process(ctx, 'socket-activate', argv, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 10
     while not os.path.exists(path):
