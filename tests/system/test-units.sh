@@ -283,7 +283,10 @@ prepare_root() {
                 say "Container root: $ROOT (cached)"
                 return 0
         fi
-        mirror=${TPD_SYSTEST_MIRROR:-$(find_mirror)} || mirror=http://deb.debian.org/debian
+        if ! mirror=${TPD_SYSTEST_MIRROR:-$(find_mirror)}; then
+                say "No apt source for suite '$SUITE' in /etc/apt: set TPD_SYSTEST_MIRROR to the mirror to use"
+                return 1
+        fi
         # debootstrap fetches with wget, which knows nothing of apt's proxy setting.
         if [ -z "${http_proxy:-}" ]; then
                 eval "$(apt-config shell http_proxy Acquire::http::Proxy 2>/dev/null)"
