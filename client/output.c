@@ -28,7 +28,7 @@ static size_t array_length(json_object *a) {
 #define CELL_RING 16
 #define CELL_MAX 4096
 
-static const char *escape(const char *s) {
+const char *output_escape(const char *s) {
         static char ring[CELL_RING][CELL_MAX];
         static unsigned next;
         char *buf = ring[next++ % CELL_RING];
@@ -61,7 +61,7 @@ static const char *cell(json_object *o, const char *key) {
                 return "-";
         if (json_object_is_type(v, json_type_boolean))
                 return json_object_get_boolean(v) ? "yes" : "no";
-        return escape(json_object_get_string(v));
+        return output_escape(json_object_get_string(v));
 }
 
 void print_json(json_object *o) {

@@ -14,6 +14,7 @@
 #include "connection.h"
 #include "datfile.h"
 #include "log.h"
+#include "output.h"
 #include "record.h"
 #include "tpd-protocol.h"
 
@@ -67,6 +68,7 @@ typedef struct Capture {
         uint64_t lost_unknown; /* losses flagged without a count */
         uint64_t bytes;
         bool size_reached;
+        bool tty; /* stderr shows a status line */
 } Capture;
 
 /* The name of the next file: the output itself, or with rotation "STEM-NNNN.EXT". */
@@ -165,6 +167,37 @@ static int capture_room(Capture *c, size_t n) {
         return 1;
 }
 
+/* A notice of tpd's (the instance was changed behind its back and put back): a trace-cmd data file
+ * has no place for it, so it is a warning on stderr, its text escaped. */
+static int capture_notice(Capture *c, const uint8_t *payload, size_t length) {
+        _cleanup_free_ char *text = strndup((const char *) payload, length);
+        json_tokener *tok;
+        json_object *o, *v;
+        const char *notice = NULL, *message = NULL;
+        int64_t ts = -1;
+
+        if (!text)
+                return log_oom();
+        tok = json_tokener_new();
+        if (!tok)
+                return log_oom();
+        o = json_tokener_parse_ex(tok, text, (int) strlen(text));
+        json_tokener_free(tok);
+        if (o && json_object_object_get_ex(o, "notice", &v) && json_object_is_type(v, json_type_string))
+                notice = json_object_get_string(v);
+        if (o && json_object_object_get_ex(o, "message", &v) && json_object_is_type(v, json_type_string))
+                message = json_object_get_string(v);
+        if (o && json_object_object_get_ex(o, "ts", &v) && json_object_is_type(v, json_type_int))
+                ts = json_object_get_int64(v);
+        if (notice)
+                fprintf(stderr, "%stpctl: tpd notice %s at ts %" PRId64 ": %s\n", c->tty ? "\r\033[K" : "",
+                        output_escape(notice), ts, output_escape(message ?: ""));
+        else
+                fprintf(stderr, "%stpctl: tpd notice: %s\n", c->tty ? "\r\033[K" : "", output_escape(text));
+        json_object_put(o);
+        return 0;
+}
+
 static int capture_frame(Capture *c, const TpdFrame *f, const uint8_t *payload, size_t page_size) {
         uint64_t v[2];
         int r;
@@ -206,6 +239,8 @@ static int capture_frame(Capture *c, const TpdFrame *f, const uint8_t *payload, 
                 c->bytes += page_size;
                 return 0;
         }
+        case TPD_FRAME_NOTICE:
+                return capture_notice(c, payload, f->length);
         default:
                 return log_error("tpd sent a frame of unknown type %u", f->type);
         }
@@ -278,7 +313,7 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
         _cleanup_(varlink_reply_done) VarlinkReply reply = {};
         struct sigaction sa = { .sa_handler = on_signal }, sa_ignore = { .sa_handler = SIG_IGN };
         sigset_t blocked, unblocked;
-        Capture c = { .o = o, .fd = -1 };
+        Capture c = { .o = o, .fd = -1, .tty = isatty(STDERR_FILENO) };
         json_object *v;
         size_t page_size = 0, len = 0, cap = READ_SIZE;
         unsigned n_cpus = 0;
@@ -312,6 +347,21 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
                         n_cpus = (unsigned) json_object_get_int(v);
                 if (page_size < 64 || page_size > (1U << 20) || n_cpus == 0 || n_cpus > 65536) {
                         log_error("tpd's reply to Record lacks a page size or CPU count");
+                        return EXIT_FAILURE;
+                }
+                /* The frames that follow must be ones this tpctl reads. */
+                if (!json_object_object_get_ex(reply.parameters, "frames", &v) ||
+                    !json_object_is_type(v, json_type_int) ||
+                    json_object_get_int64(v) != TPD_FRAMES_VERSION) {
+                        if (v && json_object_is_type(v, json_type_int))
+                                log_error("tpd sends recording frames of version %" PRId64
+                                          ", this tpctl reads version %d",
+                                          json_object_get_int64(v), TPD_FRAMES_VERSION);
+                        else
+                                log_error("tpd's reply to Record names no frame version (an older tpd), "
+                                          "this tpctl reads version %d",
+                                          TPD_FRAMES_VERSION);
+                        log_hint("use the tpctl of the same release as the running tpd");
                         return EXIT_FAILURE;
                 }
                 r = dat_meta_new(o->output, n_cpus, page_size, o->file_version, &c.meta);

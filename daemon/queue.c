@@ -123,6 +123,15 @@ int queue_push_own(Queue *q, Batch *b, uint32_t offset, uint32_t length) {
         return 0;
 }
 
+void queue_charge_tail(Queue *q, const Batch *b, size_t n) {
+        QueueEntry *tail = queue_tail(q);
+
+        if (!tail || tail->batch != b)
+                return;
+        tail->charge += n;
+        q->held += n;
+}
+
 int queue_push_static(Queue *q, const char *text, size_t length) {
         /* Static text costs nothing but its entry. */
         return queue_append(

@@ -50,6 +50,9 @@ int queue_push_static(Queue *q, const char *text, size_t length);
 int queue_reserve(Queue *q, size_t n);
 /* The memory a slice of b would add to the queue's charge. */
 size_t queue_charge_for(const Queue *q, const Batch *b);
+/* Adds n bytes to the charge of the last entry if it is a slice of b (memory of b that lives as
+ * long as that slice); else does nothing. */
+void queue_charge_tail(Queue *q, const Batch *b, size_t n);
 /* Queues malloc()ed text, taking it over (also on failure) as the buffer of a batch of its own. */
 int queue_push_text(Queue *q, char *text, size_t length);
 /* Copies data into a batch of its own and queues it. */

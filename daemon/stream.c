@@ -43,6 +43,7 @@ Stream *stream_free(Stream *s) {
         free(s->overrun_seen);
         free(s->comm_pids);
         free(s->scratch);
+        free(s->notice);
         batch_unref(s->own);
         free(s);
         return NULL;
@@ -221,26 +222,43 @@ bool stream_matches(const Stream *s, Decoder *d, const Record *r) {
         return true;
 }
 
-/* Appends a copy of a line to the stream's own buffer. Chunks are never reallocated: queued
- * slices refer to them by offset, and the data must not move under a partial write. */
-static int stream_copy(Stream *s, const char *data, size_t length, uint32_t *ret_offset) {
+/* Makes room for length bytes at the end of the stream's own buffer and returns where they go.
+ * Chunks are never reallocated: queued slices refer to them by offset, and the data must not move
+ * under a partial write. */
+static char *stream_own_append(Stream *s, size_t length, uint32_t *ret_offset) {
         Batch *own = s->own;
+        char *p;
 
         if (own && own->refs == 1)
                 batch_reset(own); /* nothing queued refers to it any more */
         if (!own || own->buf.cap - own->buf.len < length) {
                 Batch *b = batch_new();
                 if (!b)
-                        return -ENOMEM;
+                        return NULL;
                 if (jsonbuf_reserve(&b->buf, MAX(length, (size_t) STREAM_CHUNK_SIZE)) < 0) {
                         batch_unref(b);
-                        return -ENOMEM;
+                        return NULL;
                 }
+                /* The end of the old chunk that stays empty lives as long as its last slice: charged
+                 * to that slice, so that the queue's charge is the memory its chunks hold. */
+                if (own)
+                        queue_charge_tail(&s->queue, own, own->buf.cap - own->buf.len);
                 batch_unref(s->own);
                 s->own = own = b;
         }
         *ret_offset = (uint32_t) own->buf.len;
-        jsonbuf_put(&own->buf, data, length);
+        p = own->buf.data + own->buf.len;
+        own->buf.len += length;
+        return p;
+}
+
+/* Appends a copy of a line to the stream's own buffer. */
+static int stream_copy(Stream *s, const char *data, size_t length, uint32_t *ret_offset) {
+        char *p = stream_own_append(s, length, ret_offset);
+
+        if (!p)
+                return -ENOMEM;
+        memcpy(p, data, length);
         return 0;
 }
 
@@ -301,6 +319,8 @@ static void stream_drop(Stream *s, const Record *rec, uint64_t n) {
         s->drops_pending = true;
 }
 
+static int stream_report_page_losses(Stream *s);
+
 /* Starts a line of tpd's own, {"ts":TS,"KEY":"VALUE", in a new batch. */
 static int stream_line_start(uint64_t ts, const char *key, const char *value, Batch **ret) {
         Batch *b = batch_new();
@@ -357,6 +377,33 @@ int stream_queue_clock(Stream *s, uint64_t ts, const char *clock, int64_t offset
         return stream_line_queue(s, b);
 }
 
+/* A recording's notice: the line's object as a NOTICE frame, or kept for later (the latest only)
+ * when the queue has no room for it. */
+static int stream_notice_frame(Stream *s, Batch *b) {
+        int r = jsonbuf_reserve(&b->buf, 1);
+
+        if (r >= 0) {
+                jsonbuf_putc(&b->buf, '}');
+                r = stream_report_page_losses(s);
+        }
+        if (r >= 0 && !s->drops_pending)
+                r = stream_queue_frame(s, TPD_FRAME_NOTICE, 0, 0, b->buf.data, b->buf.len, NULL, 0);
+        else if (r >= 0)
+                r = -ENOBUFS;
+        if (r == -ENOBUFS) {
+                char *text = strndup(b->buf.data, b->buf.len);
+
+                r = text ? 0 : -ENOMEM;
+                if (text) {
+                        free(s->notice);
+                        s->notice = text;
+                        s->drops_pending = true;
+                }
+        }
+        batch_unref(b);
+        return r;
+}
+
 int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *message) {
         static const char key_message[] = ",\"message\":";
         Batch *b;
@@ -374,13 +421,13 @@ int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *
                 batch_unref(b);
                 return r;
         }
+        if (s->mode == STREAM_PAGES)
+                return stream_notice_frame(s, b);
         return stream_line_queue(s, b);
 }
 
 static const int loss_order[] = { RECORD_LOST_OVERRUN, RECORD_LOST_DROPPED, RECORD_LOST_UNKNOWN,
                                   RECORD_LOST_DECODE, RECORD_LOST_CLIENT };
-
-static int stream_report_page_losses(Stream *s);
 
 int stream_report_drops(Stream *s) {
         const int *order = loss_order;
@@ -640,6 +687,14 @@ int stream_offer_batch(Stream *s, Decoder *d, Batch *b) {
  * flags overruns, so that trace-cmd reports it, and counted exactly in LOST frames.
  */
 
+/* What a recording holds: its queue, and its table of the names it sent. */
+static size_t stream_held(const Stream *s) {
+        return s->queue.held + s->comm_pids_cap * sizeof(StreamComm);
+}
+
+/* Large frames (files) get a buffer of their own; small ones share the stream's chunks. */
+#define STREAM_FRAME_OWN_MAX (STREAM_CHUNK_SIZE / 4)
+
 int stream_queue_frame(Stream *s, uint32_t type, uint32_t cpu, uint32_t arg, const void *a, size_t na,
                        const void *b, size_t nb) {
         TpdFrame f = { .type = type, .length = (uint32_t) (na + nb), .cpu = cpu, .arg = arg };
@@ -650,10 +705,13 @@ int stream_queue_frame(Stream *s, uint32_t type, uint32_t cpu, uint32_t arg, con
 
         if (na + nb > TPD_FRAME_MAX)
                 return -E2BIG;
+        /* Charged as queue_push_text() and queue_push_own() charge it: the frame's memory. */
+        if (stream_held(s) + length + (length > STREAM_FRAME_OWN_MAX ? sizeof(Batch) : 0) > s->max_bytes)
+                return -ENOBUFS;
         r = queue_reserve(&s->queue, 1);
         if (r < 0)
                 return r;
-        p = malloc(length);
+        p = length > STREAM_FRAME_OWN_MAX ? malloc(length) : stream_own_append(s, length, &offset);
         if (!p)
                 return -ENOMEM;
         memcpy(p, &f, sizeof(f));
@@ -661,13 +719,8 @@ int stream_queue_frame(Stream *s, uint32_t type, uint32_t cpu, uint32_t arg, con
                 memcpy(p + sizeof(f), a, na);
         if (nb > 0)
                 memcpy(p + sizeof(f) + na, b, nb);
-        /* Small frames share the stream's chunks; large ones (files) get a buffer of their own. */
-        if (length > STREAM_CHUNK_SIZE / 4)
+        if (length > STREAM_FRAME_OWN_MAX)
                 return queue_push_text(&s->queue, p, length);
-        r = stream_copy(s, p, length, &offset);
-        free(p);
-        if (r < 0)
-                return r;
         return queue_push_own(&s->queue, s->own, offset, (uint32_t) length);
 }
 
@@ -684,15 +737,26 @@ static uint32_t lost_cause(int kind) {
         }
 }
 
+/* Queues the frames that found no room before: loss counts and the latest notice. A frame that
+ * still finds none stays pending (drops_pending), and so does the rest. */
 static int stream_report_page_losses(Stream *s) {
+        int r;
+
         if (!s->drops_pending)
                 return 0;
+        if (s->notice) {
+                r = stream_queue_frame(s, TPD_FRAME_NOTICE, 0, 0, s->notice, strlen(s->notice), NULL, 0);
+                if (r == -ENOBUFS)
+                        return 0;
+                if (r < 0)
+                        return r;
+                s->notice = mfree(s->notice);
+        }
         for (unsigned cpu = 0; cpu < s->n_cpus; cpu++)
                 for (size_t i = 0; i < ELEMENTSOF(loss_order); i++) {
                         int kind = loss_order[i];
                         uint64_t *n = kind == RECORD_LOST_CLIENT ? &s->dropped[cpu] : &CARRIED(s, cpu, kind);
                         uint64_t payload[2];
-                        int r;
 
                         if (*n == 0)
                                 continue;
@@ -702,6 +766,8 @@ static int stream_report_page_losses(Stream *s) {
                                              : s->carried_ts[(size_t) cpu * _RECORD_KIND_MAX + kind];
                         r = stream_queue_frame(s, TPD_FRAME_LOST, cpu, lost_cause(kind), payload,
                                                sizeof(payload), NULL, 0);
+                        if (r == -ENOBUFS)
+                                return 0;
                         if (r < 0)
                                 return r;
                         *n = 0;
@@ -747,8 +813,9 @@ void stream_note_kernel_losses(Stream *s, unsigned cpu, uint64_t overrun, uint64
 
 /* The command names sent, by pid, in an open-addressing table: a name goes out for a pid's first
  * record and again when it changes (exec, prctl), so that the file ends with each pid's last name,
- * as trace-cmd's files do. Beyond the table's bound, the kernel's saved command lines (sent at the
- * start) have to do. */
+ * as trace-cmd's files do. The table is charged to the recording like its queue and takes at most
+ * half of the recording's bound (65,536 pids with the default ClientQueueKB=); beyond that, the
+ * kernel's saved command lines (sent at the start) have to do. */
 #define STREAM_COMM_PIDS_MAX 65536U
 
 /* The slot of pid, NULL when the table is full; a new slot has key 0 and is not counted yet. */
@@ -759,7 +826,7 @@ static StreamComm *stream_comm_slot(Stream *s, int32_t pid) {
                 size_t cap = s->comm_pids_cap ? s->comm_pids_cap * 2 : 256;
                 StreamComm *t;
 
-                if (cap > STREAM_COMM_PIDS_MAX * 2)
+                if (cap > STREAM_COMM_PIDS_MAX * 2 || cap * sizeof(StreamComm) > s->max_bytes / 2)
                         return NULL;
                 t = calloc(cap, sizeof(StreamComm));
                 if (!t)
@@ -783,12 +850,20 @@ static StreamComm *stream_comm_slot(Stream *s, int32_t pid) {
         return &s->comm_pids[h];
 }
 
+/* Sends pid's name. With the queue full it is not sent, and not noted as sent: the pid's next
+ * record (or the next look, see stream_resolve_comms()) tries again. */
 static int stream_comm_send(Stream *s, StreamComm *slot, unsigned cpu, int32_t pid, const char *comm) {
         size_t len = strnlen(comm, sizeof(slot->comm));
+        int r;
 
+        r = stream_queue_frame(s, TPD_FRAME_COMM, cpu, (uint32_t) pid, comm, len, NULL, 0);
+        if (r == -ENOBUFS)
+                return 0;
+        if (r < 0)
+                return r;
         memset(slot->comm, 0, sizeof(slot->comm));
         memcpy(slot->comm, comm, len);
-        return stream_queue_frame(s, TPD_FRAME_COMM, cpu, (uint32_t) pid, comm, len, NULL, 0);
+        return 0;
 }
 
 /* Queues a COMM frame for the record's pid if its name is new to the recording. A new pid is
@@ -841,6 +916,7 @@ typedef struct PageKeepContext {
         Decoder *d;
         unsigned cpu;
         int32_t last_pid; /* of the last record kept: a run of one pid is named once */
+        bool names;       /* the page may go out: send the names of its pids */
         int error;
 } PageKeepContext;
 
@@ -864,7 +940,7 @@ static bool stream_page_keep(void *userdata, const PageEntry *e) {
         rec.event_id = id;
         if (!stream_matches(s, k->d, &rec))
                 return false;
-        if (k->error >= 0 && rec.pid > 0 && rec.pid != k->last_pid)
+        if (k->names && k->error >= 0 && rec.pid > 0 && rec.pid != k->last_pid)
                 k->error = stream_send_comm(s, k->d, k->cpu, rec.pid, rec.ts);
         k->last_pid = rec.pid;
         return true;
@@ -890,7 +966,12 @@ int stream_offer_pages(Stream *s, Decoder *d, const PageSource *src, const void 
         for (size_t i = 0; i < n_pages; i++) {
                 const uint8_t *page = (const uint8_t *) pages + i * src->page_size;
                 uint8_t *out = s->scratch + sizeof(TpdFrame);
-                PageKeepContext k = { .s = s, .d = d, .cpu = cpu, .last_pid = -1 };
+                /* A page that cannot go out needs no names: it is only counted. */
+                PageKeepContext k = { .s = s,
+                                      .d = d,
+                                      .cpu = cpu,
+                                      .last_pid = -1,
+                                      .names = stream_held(s) + frame <= s->max_bytes };
                 uint64_t walked = 0, flagged, ts = 0;
                 PageWalk w;
                 TpdFrame f;
@@ -921,7 +1002,7 @@ int stream_offer_pages(Stream *s, Decoder *d, const PageSource *src, const void 
                         return k.error;
                 if (kept <= 0)
                         continue;
-                if (s->queue.held + frame > s->max_bytes) {
+                if (stream_held(s) + frame > s->max_bytes) {
                         stream_page_loss(s, cpu, RECORD_LOST_CLIENT, (uint64_t) kept, w.page_ts);
                         continue;
                 }
@@ -937,6 +1018,11 @@ int stream_offer_pages(Stream *s, Decoder *d, const PageSource *src, const void 
                 r = stream_report_page_losses(s);
                 if (r < 0)
                         return r;
+                /* Losses (and a notice) not reported for want of room go before any later page. */
+                if (s->drops_pending || stream_held(s) + frame > s->max_bytes) {
+                        stream_page_loss(s, cpu, RECORD_LOST_CLIENT, (uint64_t) kept, w.page_ts);
+                        continue;
+                }
 
                 f = (TpdFrame){ .type = TPD_FRAME_PAGE,
                                 .length = (uint32_t) src->page_size,

@@ -83,6 +83,7 @@ typedef struct Stream {
         uint8_t *scratch;       /* a frame: header and page */
         size_t scratch_size;
         uint64_t pages; /* queued */
+        char *notice;   /* a notice frame's payload that found the queue full: the latest one */
 } Stream;
 
 /* What a recording needs to know of the pages it is offered. */
@@ -121,7 +122,9 @@ int stream_offer(Stream *s, Decoder *d, Batch *b, size_t index);
 int stream_offer_batch(Stream *s, Decoder *d, Batch *b);
 
 /* Queues a notice record ({"ts":…,"notice":"instance-changed","message":"…"}), even when the
- * queue is full: notices are rare (at most one a second) and small. */
+ * queue is full: notices are rare (at most one a second) and small. A recording gets it as a NOTICE
+ * frame, charged like every frame: when its queue is full the notice waits (the latest one replaces
+ * an earlier one still waiting) and goes out before the recording's next page. */
 int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *message);
 /* Queues a clock record ({"ts":…,"clock":"boot","realtime_offset_ns":…}: from ts on, the wall
  * clock is ts + offset), even when the queue is full: they are rare and small. */
@@ -140,7 +143,8 @@ int stream_offer_pages(Stream *s, Decoder *d, const PageSource *src, const void 
  * the kernel's table, which names a task only once it switched after writing, and may until then
  * hold an earlier task of the same pid (or none). From the flush timer. */
 int stream_resolve_comms(Stream *s, Decoder *d);
-/* Queues one frame of a recording whatever the queue holds: for the files at its start. */
+/* Queues one frame of a recording, charged against the stream's bound like its pages: -ENOBUFS
+ * when it does not fit (nothing is queued then). */
 int stream_queue_frame(Stream *s, uint32_t type, uint32_t cpu, uint32_t arg, const void *a, size_t na,
                        const void *b, size_t nb);
 /* Notes the kernel's loss counters of a recording's CPU: what they grew by since the last note or

@@ -44,8 +44,11 @@
 /*
  * After the reply to a Record call the connection carries frames, not JSON: each a header in the
  * machine's byte order, then length bytes of payload. In order: FILE frames (the tracefs files a
- * trace-cmd data file needs), then PAGE, COMM and LOST frames as records come.
+ * trace-cmd data file needs), then PAGE, COMM, LOST and NOTICE frames as they come. The reply's
+ * "frames" names the version of these frames; a client refuses one it does not know.
  */
+#define TPD_FRAMES_VERSION 1
+
 typedef struct TpdFrame {
         uint32_t type;
         uint32_t length; /* of the payload */
@@ -63,6 +66,9 @@ enum {
         TPD_FRAME_COMM = 3,
         /* Records lost before the CPU's next page: a u64 count, then the u64 time stamp. */
         TPD_FRAME_LOST = 4,
+        /* A notice of tpd's, as a stream gets it: one JSON object, {"ts":…,"notice":…,"message":…}
+         * (no newline). Version 1. */
+        TPD_FRAME_NOTICE = 5,
 };
 
 /* The causes of a LOST frame, as in the "cause" of a stream's lost records. */

@@ -2,7 +2,9 @@
 /*
  * Notice records (stream_queue_notice()): the exact line in both stream modes, escaping of a
  * message that carries quotes, backslashes, control bytes and invalid UTF-8 (text another process
- * wrote to tracefs), and that a notice goes out even when the stream's queue is over its bound.
+ * wrote to tracefs), and that a notice goes out even when the stream's queue is over its bound. A
+ * recording gets a NOTICE frame, charged to its queue: with no room it waits (the latest one) and
+ * goes out once the queue has room again, before anything else.
  */
 
 #include <sys/socket.h>
@@ -10,6 +12,7 @@
 #include "encode.h"
 #include "queue.h"
 #include "stream.h"
+#include "tpd-protocol.h"
 #include "tpd-test.h"
 
 static void written(Stream *s, JsonBuf *out) {
@@ -80,9 +83,70 @@ static void test_full_queue(void) {
         stream_free(s);
 }
 
+/* The frame of a notice of a recording: header, then the object without a newline. */
+static void assert_notice_frame(const char *data, size_t len, const char *want) {
+        TpdFrame f;
+
+        ASSERT(len >= sizeof(f));
+        memcpy(&f, data, sizeof(f));
+        ASSERT_INT_EQ(f.type, TPD_FRAME_NOTICE);
+        ASSERT_INT_EQ(f.cpu, 0);
+        ASSERT_INT_EQ(f.arg, 0);
+        ASSERT_MEM_EQ(data + sizeof(f), len - sizeof(f), want, strlen(want));
+        ASSERT_INT_EQ(f.length, strlen(want));
+}
+
+static void test_pages(void) {
+        JsonBuf out = {};
+        Stream *s;
+
+        ASSERT_INT_EQ(stream_new(STREAM_PAGES, 2, 1 << 20, &s), 0);
+        ASSERT_INT_EQ(stream_queue_notice(s, 7, "instance-changed", "tracing_on \"x\""), 0);
+        written(s, &out);
+        assert_notice_frame(
+                out.data, out.len,
+                "{\"ts\":7,\"notice\":\"instance-changed\",\"message\":\"tracing_on \\\"x\\\"\"}");
+        jsonbuf_done(&out);
+        stream_free(s);
+}
+
+static void test_pages_full(void) {
+        static const char name[16] = "0123456789abcdef";
+        JsonBuf out = {};
+        size_t frames = 0;
+        Stream *s;
+        int r;
+
+        /* Names fill the queue to its bound: one more frame is refused, nothing queued for it. */
+        ASSERT_INT_EQ(stream_new(STREAM_PAGES, 1, 1024, &s), 0);
+        while ((r = stream_queue_frame(s, TPD_FRAME_COMM, 0, 1, name, sizeof(name), NULL, 0)) == 0)
+                frames++;
+        ASSERT_INT_EQ(r, -ENOBUFS);
+        ASSERT_INT_EQ(frames, 1024 / (sizeof(TpdFrame) + sizeof(name)));
+        ASSERT(s->queue.held <= s->max_bytes);
+
+        /* The notices wait; the latest one goes out once there is room. */
+        ASSERT_INT_EQ(stream_queue_notice(s, 1, "instance-changed", "first"), 0);
+        ASSERT_INT_EQ(stream_queue_notice(s, 2, "instance-changed", "second"), 0);
+        ASSERT(s->drops_pending);
+        ASSERT(s->queue.held <= s->max_bytes);
+        written(s, &out);
+        ASSERT_INT_EQ(out.len, frames * (sizeof(TpdFrame) + sizeof(name)));
+        out.len = 0;
+        ASSERT_INT_EQ(stream_report_drops(s), 0);
+        ASSERT(!s->drops_pending);
+        written(s, &out);
+        assert_notice_frame(out.data, out.len,
+                            "{\"ts\":2,\"notice\":\"instance-changed\",\"message\":\"second\"}");
+        jsonbuf_done(&out);
+        stream_free(s);
+}
+
 int main(void) {
         test_raw();
         test_more();
         test_full_queue();
+        test_pages();
+        test_pages_full();
         return EXIT_SUCCESS;
 }
