@@ -1053,8 +1053,11 @@ static int record_queue_file(Stream *s, const char *path, const char *text, size
 
 /* The tracefs files a trace-cmd data file needs: the page and entry headers, the formats of the
  * recorded events, printk formats, saved command lines and the clock. tpd reads only these fixed
- * names; the client writes its file itself, as the calling user. */
-static int record_queue_files(Manager *m, StreamSetup *st) {
+ * names; the client writes its file itself, as the calling user. printk_formats pairs kernel
+ * addresses with strings: it goes only to root, or to everyone with KernelAddresses=yes (the
+ * other files hold no addresses: layouts, print formats, names, the clock). Every file is charged
+ * to the recording's queue: -ENOBUFS when they do not fit. */
+static int record_queue_files(Manager *m, StreamSetup *st, bool kernel_addresses) {
         TracingEvent *const *known;
         size_t n_known;
         int r;
@@ -1063,6 +1066,8 @@ static int record_queue_files(Manager *m, StreamSetup *st) {
                 _cleanup_free_ char *text = NULL;
                 size_t size;
 
+                if (!kernel_addresses && streq(tracing_meta_files[i], "printk_formats"))
+                        continue;
                 r = tracing_read_meta(m->tracing, i, &text, &size);
                 if (r < 0) {
                         /* Old kernels lack some of them; the client writes what it gets. */
@@ -1106,8 +1111,15 @@ static int method_record(Manager *m, Peer *c, const VarlinkCall *call) {
         r = stream_setup(m, c, call, keys, STREAM_PAGES, true, &st);
         if (r != 0)
                 return r < 0 ? r : 0;
-        /* The files go first, whatever the queue's limit: a recording cannot do without them. */
-        r = record_queue_files(m, &st);
+        /* The files go first: a recording cannot do without them. */
+        r = record_queue_files(m, &st, m->config.kernel_addresses || peer_is_root(c));
+        if (r == -ENOBUFS) {
+                stream_setup_done(m, &st, true);
+                return peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "client_queue",
+                                   "The formats of the recorded events do not fit the recording's queue "
+                                   "(ClientQueueKB=%u): record fewer events.",
+                                   m->config.client_queue_kb);
+        }
         if (r < 0) {
                 stream_setup_done(m, &st, true);
                 return tracefs_error(c, r, "read the files a recording needs");
@@ -1125,6 +1137,7 @@ static int method_record(Manager *m, Peer *c, const VarlinkCall *call) {
         json_object_object_add(p, "cpus", json_object_new_int((int) m->n_cpus));
         json_object_object_add(p, "flush_interval_ms", json_object_new_int64(m->config.flush_interval_ms));
         json_object_object_add(p, "events", names);
+        json_object_object_add(p, "frames", json_object_new_int(TPD_FRAMES_VERSION));
         r = peer_reply(c, p);
         if (r < 0) {
                 stream_setup_done(m, &st, true);

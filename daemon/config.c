@@ -127,6 +127,10 @@ const Setting config_settings[] = {
           .default_value = "no", .expected = "yes or no",
           .help = "Streams add \"sym\", readable forms of flags, symbols, syscalls and errnos, unless "
                   "they ask otherwise" },
+        { "Record", "KernelAddresses", "kernel-addresses", "kernel_addresses", "BOOL", SETTING_BOOL,
+          FIELD(kernel_addresses), .default_value = "no", .expected = "yes or no",
+          .help = "Members' recordings get printk_formats, which pairs kernel addresses with strings "
+                  "(root's always do)" },
         { NULL, NULL, "state-dir", "state_dir", "DIR", SETTING_STRING, FIELD(state_dir),
           .expected = "a directory",
           .help = "Save pinned events here ($STATE_DIRECTORY, else /var/lib/tpd); "

@@ -39,6 +39,7 @@ typedef struct Config {
         unsigned max_call_events;    /* a member's call may select at most this many events */
         unsigned max_enabled_events; /* tpd enables at most this many events (0: no bound) */
         bool symbolic;               /* streams add "sym" unless they say "symbolic":false */
+        bool kernel_addresses;       /* members' recordings get printk_formats (kernel addresses) */
         char *state_dir;             /* pins are saved here; NULL: not saved */
         char **events;               /* Events=: pinned at every start */
         char **events_origin;        /* "file:line" of each, for error messages */
