@@ -199,6 +199,7 @@ int dat_meta_set_kallsyms(DatMeta *m, int enabled) {
         _cleanup_free_ char *path = NULL;
         _cleanup_close_ int in = -1, out = -1;
         char buf[65536];
+        bool in_address = true, address = false;
         ssize_t n;
 
         if (asprintf(&path, "%s/kallsyms", m->dir) < 0)
@@ -216,8 +217,26 @@ int dat_meta_set_kallsyms(DatMeta *m, int enabled) {
                 if (r < 0)
                         return r;
                 m->kallsyms_size += (uint64_t) n;
+                for (ssize_t i = 0; i < n && !address; i++) {
+                        if (buf[i] == '\n')
+                                in_address = true;
+                        else if (buf[i] == ' ')
+                                in_address = false;
+                        else if (in_address && buf[i] != '0')
+                                address = true;
+                }
         }
-        return n < 0 ? -errno : 0;
+        if (n < 0)
+                return -errno;
+        /* The kernel shows the addresses only to whom it trusts with them (CAP_SYSLOG; everyone
+         * with kptr_restrict=0 and perf_event_paranoid <= 1), zeros to others: symbols without
+         * addresses name nothing, so a file gets none, as with --no-kallsyms. */
+        if (!address) {
+                if (ftruncate(out, 0) < 0)
+                        return -errno;
+                m->kallsyms_size = 0;
+        }
+        return 0;
 }
 
 uint64_t dat_meta_header_size(const DatMeta *m) {
