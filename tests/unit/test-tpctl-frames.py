@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""tpctl record against a stand-in for tpd on a socketpair-like Unix socket (no kernel needed):
+
+- a Record reply naming another frame version, or none, is refused with exit 1 and a message
+  naming both versions, and no file is left behind;
+- a NOTICE frame (version 1) is printed on stderr as a warning with its text escaped (a message
+  carrying a terminal escape), and the recording goes on: the page after it is counted.
+
+Usage: test-tpctl-frames.py TPCTL
+"""
+
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+
+FRAME_PAGE, FRAME_FILE, FRAME_NOTICE = 1, 2, 5
+PAGE_SIZE = 4096
+
+
+def frame(t, payload, cpu=0, arg=0):
+    return struct.pack('=IIII', t, len(payload), cpu, arg) + payload
+
+
+def page_with(records):
+    """A sub-buffer page: u64 timestamp, u64 commit, then 'records' 8-byte padding-free events."""
+    data = b''
+    for i in range(records):
+        # type_len 2 (2 words of data), time delta 1; then 8 bytes: event id 1, flags, pid
+        data += struct.pack('=I', (1 << 5) | 2) + struct.pack('=HBBi', 1, 0, 0, 1000 + i)
+    return struct.pack('=QQ', 1000, len(data)) + data + b'\0' * (PAGE_SIZE - 16 - len(data))
+
+
+def serve(path, reply, frames, ready):
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+    ready.set()
+    conn, _ = srv.accept()
+    buf = b''
+    while b'\0' not in buf:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return
+        buf += chunk
+    conn.sendall(json.dumps({'parameters': reply}).encode() + b'\0' + frames)
+    # tpctl stops on SIGTERM or when tpd closes: close after the frames.
+    conn.close()
+    srv.close()
+
+
+def record(tpctl, tmp, name, reply, frames=b''):
+    path = os.path.join(tmp, f'{name}.sock')
+    ready = threading.Event()
+    t = threading.Thread(target=serve, args=(path, reply, frames, ready), daemon=True)
+    t.start()
+    ready.wait(5)
+    out = os.path.join(tmp, f'{name}.dat')
+    r = subprocess.run([tpctl, '--socket', path, 'record', '-o', out, '--no-kallsyms'], capture_output=True,
+                       text=True, timeout=30)
+    t.join(5)
+    return r, out
+
+
+def check(cond, msg):
+    if not cond:
+        print(f'FAIL: {msg}', flush=True)
+        sys.exit(1)
+
+
+def main():
+    tpctl = sys.argv[1]
+    base = {'clock': 'boot', 'boot_to_realtime_ns': 0, 'page_size': PAGE_SIZE, 'cpus': 1,
+            'flush_interval_ms': 10, 'events': ['syscalls:sys_enter_getppid']}
+    with tempfile.TemporaryDirectory() as tmp:
+        r, out = record(tpctl, tmp, 'v2', dict(base, frames=2))
+        check(r.returncode == 1, f'frames 2: exit {r.returncode}, stderr {r.stderr!r}')
+        check('version 2' in r.stderr and 'version 1' in r.stderr, f'frames 2: {r.stderr!r}')
+        check(not os.path.exists(out), 'frames 2: a file was left behind')
+
+        r, out = record(tpctl, tmp, 'none', base)
+        check(r.returncode == 1 and 'no frame version' in r.stderr, f'no frames: {r.returncode} {r.stderr!r}')
+        check(not os.path.exists(out), 'no frames: a file was left behind')
+
+        # As tpd escapes it: the control byte as \u001b; tpctl must not print it raw.
+        notice = json.dumps({'ts': 42, 'notice': 'instance-changed',
+                             'message': "tracing_on was changed to '0'\x1b[31m"}).encode()
+        frames = frame(FRAME_NOTICE, notice) + frame(FRAME_PAGE, page_with(3), arg=3)
+        r, out = record(tpctl, tmp, 'notice', dict(base, frames=1), frames)
+        err = r.stderr
+        check('tpd notice instance-changed at ts 42' in err, f'no notice warning: {err!r}')
+        check('\x1b' not in err and '\\x1b[31m' in err, f'the notice is not escaped: {err!r}')
+        check('tpctl: 3 records in' in err, f'the page after the notice was not kept: {err!r}')
+        # tpd "went away" after the frames (and sent no files a data file needs): 69, as for any
+        # recording whose tpd closes it.
+        check(r.returncode == 69, f'notice: exit {r.returncode}: {err!r}')
+    print('PASS: tpctl frames', flush=True)
+
+
+if __name__ == '__main__':
+    main()
