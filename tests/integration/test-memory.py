@@ -32,14 +32,6 @@ CHUNK_KB = 64
 FIXED_KB = 16 * 1024
 
 
-def vm_kb(pid, key):
-    with open(f'/proc/{pid}/status') as f:
-        for line in f:
-            if line.startswith(key + ':'):
-                return int(line.split()[1])
-    return 0
-
-
 def sanitized(path):
     """An ASan build keeps freed memory in quarantine and shadows all of it: RSS says nothing there."""
     r = subprocess.run(['ldd', path], capture_output=True, text=True)
@@ -71,14 +63,14 @@ def main(ctx):
     for s in selective:
         s.signal(signal.SIGSTOP)
     before = tpd.stats()
-    rss_start = vm_kb(tpd_pid, 'VmRSS')
+    rss_start = T.vm_kb(tpd_pid, 'VmRSS')
 
     # A stream may have started after the first probes: the run is what follows "go".
     go_ts = {pid_a: gen_a.go(), pid_b: gen_b.go()}
     peak = rss_start
     done_a = done_b = False
     while not (done_a and done_b):
-        peak = max(peak, vm_kb(tpd_pid, 'VmRSS'))
+        peak = max(peak, T.vm_kb(tpd_pid, 'VmRSS'))
         if not done_a and gen_a.proc.poll() is not None:
             done_a = True
         if not done_b and gen_b.proc.poll() is not None:
@@ -87,8 +79,8 @@ def main(ctx):
     gen_a.wait_done(timeout=10)
     gen_b.wait_done(timeout=10)
     time.sleep(1)   # the readers catch up with the storm's last pages
-    peak = max(peak, vm_kb(tpd_pid, 'VmRSS'))
-    hwm = vm_kb(tpd_pid, 'VmHWM')
+    peak = max(peak, T.vm_kb(tpd_pid, 'VmRSS'))
+    hwm = T.vm_kb(tpd_pid, 'VmHWM')
     n_streams = 1 + len(selective)
     bound = FIXED_KB + n_streams * (QUEUE_KB + CHUNK_KB)
     log(f'tpd RSS: {rss_start} KiB at the start, peak sampled {peak} KiB, VmHWM {hwm} KiB; '

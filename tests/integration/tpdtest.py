@@ -119,6 +119,15 @@ def online_cpus():
 # ----------------------------------------------------------------------------------------------
 # tracefs ground truth
 
+def vm_kb(pid, key):
+    """A size of /proc/PID/status in KiB: VmRSS, VmHWM, ...; 0 when it is not there."""
+    with open(f'/proc/{pid}/status') as f:
+        for line in f:
+            if line.startswith(key + ':'):
+                return int(line.split()[1])
+    return 0
+
+
 def read_cpu_stats(instance_dir):
     """{cpu: {'entries': .., 'overrun': .., 'commit overrun': .., 'dropped events': .., 'read events': ..}}"""
     stats = {}
@@ -1109,6 +1118,16 @@ class TestUsers:
             return ['setpriv', f'--reuid={name}', f'--regid={self.primary[key]}', '--init-groups']
         gid = self.primary[key] if groups == 'clear' else groups
         return ['setpriv', f'--reuid={name}', f'--regid={gid}', '--clear-groups']
+
+    def stop_and_remove(self, ctx):
+        """At a test's end, whatever happened: stops every process the test started but tpd (nothing
+        of the users may outlive them), removes the users, and fails on what could not be removed."""
+        for p in reversed(ctx._processes):
+            if not p.name.startswith('tpd-'):
+                p.kill()
+        errors = self.remove()
+        if errors:
+            fail('cleanup: ' + '; '.join(errors))
 
     def remove(self):
         errors = []
