@@ -1116,8 +1116,9 @@ static int method_record(Manager *m, Peer *c, const VarlinkCall *call) {
         if (r == -ENOBUFS) {
                 stream_setup_done(m, &st, true);
                 return peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "client_queue",
-                                   "The formats of the recorded events do not fit the recording's queue "
-                                   "(ClientQueueKB=%u): record fewer events.",
+                                   "The files a recording starts with (the events' formats, the kernel's "
+                                   "saved command lines) do not fit its queue (ClientQueueKB=%u): record "
+                                   "fewer events, or raise ClientQueueKB=.",
                                    m->config.client_queue_kb);
         }
         if (r < 0) {
