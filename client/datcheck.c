@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "datcheck.h"
+#include "page.h"
 #include "util.h"
 
 /* More formats or systems than any kernel has: a damaged count. */
@@ -38,6 +39,8 @@ typedef struct Reader {
         int fd;
         uint64_t pos, size;
         bool big_endian;
+        unsigned long_size;
+        size_t page_size;
 } Reader;
 
 static int reader_get(Reader *r, void *buf, size_t n) {
@@ -167,6 +170,34 @@ static int check_options(Reader *r) {
         }
 }
 
+/* libtraceevent 1.7's kbuffer, with which libtracecmd walks pages, reads past a page whose commit
+ * word or entries overstate their length: each page must walk as tpd walks live ones (daemon/page.c),
+ * which reads the header of a little-endian kernel with 8-byte longs (others are left to kbuffer). */
+static int check_pages(Reader *r, uint64_t offset, uint64_t size) {
+        _cleanup_free_ uint8_t *page = NULL;
+        uint64_t pos = r->pos;
+        int k = 0;
+
+        if (r->big_endian || r->long_size != 8 || size == 0)
+                return 0;
+        page = malloc(r->page_size);
+        if (!page)
+                return -ENOMEM;
+        for (uint64_t at = offset; k >= 0 && at < offset + size; at += r->page_size) {
+                PageWalk w;
+                PageEntry e;
+
+                r->pos = at;
+                k = reader_get(r, page, r->page_size);
+                if (k >= 0)
+                        k = page_walk_init(&w, page, r->page_size);
+                while (k >= 0 && (k = page_walk_next(&w, &e)) > 0)
+                        ;
+        }
+        r->pos = pos;
+        return k;
+}
+
 static int check_v6(Reader *r, const char **why) {
         char name[DATCHECK_STRING_MAX + 1];
         uint64_t n, m;
@@ -230,8 +261,13 @@ static int check_v6(Reader *r, const char **why) {
 
                 if ((k = reader_number(r, 8, &offset)) < 0 || (k = reader_number(r, 8, &size)) < 0)
                         return k;
-                if (offset > r->size || size > r->size - offset)
+                if (offset > r->size || size > r->size - offset || size % r->page_size != 0)
                         return -EBADMSG;
+                k = check_pages(r, offset, size);
+                if (k < 0) {
+                        *why = "a page of its CPU data is damaged";
+                        return k;
+                }
         }
         return 0;
 }
@@ -263,11 +299,13 @@ int datcheck_file(int fd, const char **ret_why) {
         if (b[0] > 1 || (b[1] != 4 && b[1] != 8))
                 return -EBADMSG;
         r.big_endian = b[0] == 1;
+        r.long_size = b[1];
         if ((k = reader_number(&r, 4, &v)) < 0)
                 return k;
         /* Sub-buffers of 4 KiB up to 1 MiB (64 KiB pages, the kernel's largest sub-buffers). */
         if (v < 4096 || v > 1024 * 1024 || (v & (v - 1)) != 0)
                 return -EBADMSG;
+        r.page_size = (size_t) v;
 
         if (streq(version, "6"))
                 return check_v6(&r, ret_why);

@@ -7,8 +7,9 @@
  * few KiB), and some of its error paths then crash (tracecmd_close() after a failed allocation).
  * What is checked here is the start that every file has (trace-cmd.dat(5)): magic, version 6 or
  * 7, byte order, long and page size, the compression of version 7 and where its options start;
- * for version 6 also the sizes of the sections that follow one another up to the command lines,
- * against the size of the file. The rest (options, buffers, version 7's sections) is left to
+ * for version 6 also the sizes and counts of its sections, its options (those libtracecmd reads
+ * without looking at their size), where each CPU's data lies, and that every page of it walks as
+ * tpd walks pages live. Version 7's options and sections are compressed: they are left to
  * libtracecmd, in the child process of replay that turns a crash into an error.
  */
 
