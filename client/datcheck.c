@@ -8,32 +8,15 @@
 #include <unistd.h>
 
 #include "datcheck.h"
+#include "lines.h"
 #include "page.h"
+#include "tracecmd-output.h"
 #include "util.h"
 
 /* More formats or systems than any kernel has: a damaged count. */
 #define DATCHECK_COUNT_MAX 65536U
 #define DATCHECK_STRING_MAX 256U
 #define DATCHECK_TEXT_MAX (64U * 1024U)
-/* NR_CPUS of the kernel is at most this (x86's MAXSMP). */
-#define DATCHECK_CPUS_MAX 8192U
-
-/* libtracecmd's option ids (trace-cmd's private trace-cmd-private.h, enum tracecmd_option_id). */
-enum {
-        DATCHECK_OPTION_DONE = 0,
-        DATCHECK_OPTION_DATE = 1,
-        DATCHECK_OPTION_CPUSTAT = 2,
-        DATCHECK_OPTION_BUFFER = 3,
-        DATCHECK_OPTION_TRACECLOCK = 4,
-        DATCHECK_OPTION_UNAME = 5,
-        DATCHECK_OPTION_HOOK = 6,
-        DATCHECK_OPTION_OFFSET = 7,
-        DATCHECK_OPTION_CPUCOUNT = 8,
-        DATCHECK_OPTION_VERSION = 9,
-        DATCHECK_OPTION_TRACEID = 11,
-        DATCHECK_OPTION_TSC2NSEC = 14,
-        DATCHECK_OPTION_BUFFER_TEXT = 22,
-};
 
 typedef struct Reader {
         int fd;
@@ -113,38 +96,38 @@ static int check_options(Reader *r) {
 
                 if ((k = reader_number(r, 2, &id)) < 0)
                         return k;
-                if (id == DATCHECK_OPTION_DONE)
+                if (id == TRACECMD_OPTION_DONE)
                         return 0;
                 if (n >= DATCHECK_COUNT_MAX || (k = reader_number(r, 4, &size)) < 0)
                         return n >= DATCHECK_COUNT_MAX ? -EBADMSG : k;
                 if (size > r->size - r->pos)
                         return -EBADMSG;
                 switch (id) {
-                case DATCHECK_OPTION_DATE:
-                case DATCHECK_OPTION_TRACECLOCK:
-                case DATCHECK_OPTION_UNAME:
-                case DATCHECK_OPTION_HOOK:
-                case DATCHECK_OPTION_OFFSET:
-                case DATCHECK_OPTION_VERSION:
+                case TRACECMD_OPTION_DATE:
+                case TRACECMD_OPTION_TRACECLOCK:
+                case TRACECMD_OPTION_UNAME:
+                case TRACECMD_OPTION_HOOK:
+                case TRACECMD_OPTION_OFFSET:
+                case TRACECMD_OPTION_VERSION:
                         text = true;
                         min = 1;
                         break;
-                case DATCHECK_OPTION_CPUSTAT:
+                case TRACECMD_OPTION_CPUSTAT:
                         min = 1;
                         break;
-                case DATCHECK_OPTION_BUFFER:
-                case DATCHECK_OPTION_BUFFER_TEXT:
+                case TRACECMD_OPTION_BUFFER:
+                case TRACECMD_OPTION_BUFFER_TEXT:
                         /* An offset, then the buffer's name. */
                         text = true;
                         min = 9;
                         break;
-                case DATCHECK_OPTION_CPUCOUNT:
+                case TRACECMD_OPTION_CPUCOUNT:
                         min = 4;
                         break;
-                case DATCHECK_OPTION_TRACEID:
+                case TRACECMD_OPTION_TRACEID:
                         min = 8;
                         break;
-                case DATCHECK_OPTION_TSC2NSEC:
+                case TRACECMD_OPTION_TSC2NSEC:
                         min = 16;
                         break;
                 default:
@@ -241,7 +224,7 @@ static int check_v6(Reader *r, const char **why) {
         *why = "its count of CPUs is none a kernel has";
         if ((k = reader_number(r, 4, &n)) < 0)
                 return k;
-        if (n > DATCHECK_CPUS_MAX)
+        if (n > LINES_CPUS_MAX)
                 return -EBADMSG;
 
         *why = "its options or CPU data are cut short or damaged";
