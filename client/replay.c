@@ -14,6 +14,7 @@
 #include "datcheck.h"
 #include "decode.h"
 #include "filter.h"
+#include "linereader.h"
 #include "lines.h"
 #include "log.h"
 #include "names.h"
@@ -158,18 +159,6 @@ static void json_tokener_freep(json_tokener **t) {
                 json_tokener_free(*t);
 }
 
-/* Lines of a file, each at most max bytes (the newline not counted), in a buffer that grows up to
- * that: a file of one endless line costs no more. */
-typedef struct LineReader {
-        int fd;
-        size_t max;
-        char *buf;
-        size_t cap;
-        size_t start, end; /* buf[start, end): read, not yet returned */
-        size_t scanned;    /* buf[start, scanned) holds no newline */
-        bool eof;
-} LineReader;
-
 static bool has_control_byte(const char *s, size_t n) {
         for (size_t i = 0; i < n; i++)
                 if ((unsigned char) s[i] < 0x20)
@@ -177,71 +166,18 @@ static bool has_control_byte(const char *s, size_t n) {
         return false;
 }
 
-static void line_reader_done(LineReader *r) {
-        free(r->buf);
-}
-
-/* The next line, its newline included (none at the end of the file): 1, 0 after the last line,
- * -E2BIG for a line longer than max, or another negative errno. */
-static int line_next(LineReader *r, const char **ret, size_t *ret_len) {
-        for (;;) {
-                char *nl = memchr(r->buf + r->scanned, '\n', r->end - r->scanned);
-                size_t len;
-                ssize_t n;
-
-                if (nl || (r->eof && r->end > r->start)) {
-                        len = nl ? (size_t) (nl - r->buf) + 1 - r->start : r->end - r->start;
-                        if (len - (nl ? 1 : 0) > r->max)
-                                return -E2BIG;
-                        *ret = r->buf + r->start;
-                        *ret_len = len;
-                        r->start += len;
-                        r->scanned = r->start;
-                        return 1;
-                }
-                if (r->eof)
-                        return 0;
-                if (r->end - r->start > r->max)
-                        return -E2BIG;
-                r->scanned = r->end;
-                if (r->start > 0) {
-                        memmove(r->buf, r->buf + r->start, r->end - r->start);
-                        r->end -= r->start;
-                        r->scanned -= r->start;
-                        r->start = 0;
-                }
-                if (r->end == r->cap) {
-                        size_t cap = MIN(MAX(r->cap * 2, (size_t) 65536), r->max + 2);
-                        char *b = realloc(r->buf, cap);
-
-                        if (!b)
-                                return -ENOMEM;
-                        r->buf = b;
-                        r->cap = cap;
-                }
-                n = read(r->fd, r->buf + r->end, r->cap - r->end);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return -errno;
-                if (n == 0)
-                        r->eof = true;
-                r->end += (size_t) n;
-        }
-}
-
 /*
  * An NDJSON capture: the lines stream's selection keeps, as they are. Only "event", "pid" and
  * "cpu" are looked at, with stream's rules (daemon/stream.c stream_matches()): a line of another
  * CPU goes, a line without "event" (a loss or a notice) stays, an event line must match the events
  * and pids. A lost record of cause "unknown" does not name its event or pid, so it stays too.
+ * head (n_head bytes) is what was read of fd already: a pipe cannot be read twice.
  */
-/* head: what was read of fd already (a pipe cannot be read again). */
 static int replay_ndjson(int fd, const char *head, size_t n_head, const char *path, const ReplayOptions *o,
                          Output *out) {
         _cleanup_(patterns_done) Patterns patterns = {};
         _cleanup_(json_tokener_freep) json_tokener *tok = NULL;
-        _cleanup_(line_reader_done) LineReader lines = { .fd = fd, .max = LINES_LINE_MAX };
+        _cleanup_(line_reader_done) LineReader lines = {};
         size_t line_no = 0, n = 0;
         const char *line = NULL;
         int k;
@@ -249,11 +185,8 @@ static int replay_ndjson(int fd, const char *head, size_t n_head, const char *pa
         if (patterns_compile(&patterns, o->events, o->n_events) < 0)
                 return EXIT_FAILURE;
         tok = json_tokener_new();
-        lines.buf = malloc(lines.cap = 65536);
-        if (!tok || !lines.buf)
+        if (!tok || line_reader_init(&lines, fd, LINES_LINE_MAX, head, n_head) < 0)
                 return log_oom(), EXIT_FAILURE;
-        memcpy(lines.buf, head, n_head);
-        lines.end = n_head;
         /* As tpd writes them: strict JSON of valid UTF-8 without control bytes, so that a
          * terminal's escape keeps the meaning of a line (terminal.h). */
         json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
