@@ -17,6 +17,9 @@
 #define DATCHECK_COUNT_MAX 65536U
 #define DATCHECK_STRING_MAX 256U
 #define DATCHECK_TEXT_MAX (64U * 1024U)
+#define DATCHECK_OPTIONS_MAX (64U * 1024U * 1024U)
+/* A version 7 section's flag: its data is one compressed block. */
+#define DATCHECK_SECTION_COMPRESSED 1U
 
 typedef struct Reader {
         int fd;
@@ -255,6 +258,30 @@ static int check_v6(Reader *r, const char **why) {
         return 0;
 }
 
+/* The section header of version 7's first options, and the size of its compressed block, which
+ * libtracecmd allocates as the block states it (tracecmd_uncompress_block(): up to 4 GiB, and a
+ * failed allocation crashes its tracecmd_close()). The options themselves are compressed: what
+ * they say is left to libtracecmd. */
+static int check_v7_section(Reader *r, const char **why) {
+        uint64_t id, flags, size, zsize, usize;
+        int k;
+
+        *why = "its options section is cut short or damaged";
+        if ((k = reader_number(r, 2, &id)) < 0 || (k = reader_number(r, 2, &flags)) < 0 ||
+            (k = reader_number(r, 4, &size)) < 0 || (k = reader_number(r, 8, &size)) < 0)
+                return k;
+        if (id != TRACECMD_OPTION_DONE || size > r->size - r->pos)
+                return -EBADMSG;
+        if (!(flags & DATCHECK_SECTION_COMPRESSED))
+                return 0;
+        if ((k = reader_number(r, 4, &zsize)) < 0 || (k = reader_number(r, 4, &usize)) < 0)
+                return k;
+        /* Options are a few KiB; no compression makes 64 MiB of them. */
+        if (zsize > size - 8 || usize > DATCHECK_OPTIONS_MAX)
+                return -EBADMSG;
+        return 0;
+}
+
 int datcheck_file(int fd, const char **ret_why) {
         static const char magic[] = { 0x17, 0x08, 0x44, 't', 'r', 'a', 'c', 'i', 'n', 'g' };
         char buf[DATCHECK_STRING_MAX + 1], version[DATCHECK_STRING_MAX + 1];
@@ -303,5 +330,6 @@ int datcheck_file(int fd, const char **ret_why) {
                 return k;
         if (v < r.pos || v > r.size)
                 return -EBADMSG;
-        return 0;
+        r.pos = v;
+        return check_v7_section(&r, ret_why);
 }

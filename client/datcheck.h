@@ -9,8 +9,9 @@
  * 7, byte order, long and page size, the compression of version 7 and where its options start;
  * for version 6 also the sizes and counts of its sections, its options (those libtracecmd reads
  * without looking at their size), where each CPU's data lies, and that every page of it walks as
- * tpd walks pages live. Version 7's options and sections are compressed: they are left to
- * libtracecmd, in the child process of replay that turns a crash into an error.
+ * tpd walks pages live. Version 7's options and sections are compressed: past the header of its
+ * first options section and the sizes of its compressed block, they are left to libtracecmd, in
+ * the child process of replay that turns a crash into an error.
  */
 
 /* 0 when the file's start is sane; -EBADMSG with *ret_why (static text) when not; another
