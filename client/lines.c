@@ -14,9 +14,6 @@
 
 #define LINES_IN_SIZE (256U * 1024U)
 #define LINES_OUT_SIZE (256U * 1024U)
-/* tpd's lines are bounded by its records (16-bit lengths inside a record): far below this. */
-#define LINES_LINE_MAX (16U * 1024U * 1024U)
-#define LINES_CPUS_MAX 8192U
 #define LINES_CLOCK_CHANGES 64U
 /* While records are held back for ordering, how often the loop looks whether they may go. */
 #define LINES_ORDER_POLL_MSEC 10

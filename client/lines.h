@@ -12,6 +12,12 @@
  * {"ts":N,"cpu":N,"event":… (DESIGN §3), so a line costs a few comparisons, not a JSON parse.
  */
 
+/* The longest line of a stream tpctl reads: tpd's lines are bounded by its records (16-bit lengths
+ * inside a record), far below this. */
+#define LINES_LINE_MAX (16U * 1024U * 1024U)
+/* CPUs tpctl keeps apart: the kernel's NR_CPUS is at most this. */
+#define LINES_CPUS_MAX 8192U
+
 typedef enum LinesTime {
         LINES_TIME_BOOT,     /* "ts" only, as tpd sends it */
         LINES_TIME_ISO,      /* "time":"2026-12-01T02:30:00.123456789Z" after "ts" */

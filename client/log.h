@@ -27,6 +27,12 @@ int log_error_errno(int r, const char *format, ...) _printf_(2, 3);
  * with -q. */
 void log_hint(const char *format, ...) _printf_(1, 2);
 
+/* Text of a file or a peer made safe for a message: tpd's log_escape() (daemon/log.c), which tpctl
+ * links with the pure layer. Quotes, backslashes and every byte outside printable ASCII become
+ * escapes; cut with "..." to fit size. */
+const char *log_escape(const char *s, char *buf, size_t size);
+#define LOG_ESCAPE_MAX 1024U
+
 /* A usage error: the message and a pointer to --help. Returns -EINVAL. */
 int log_usage(const char *format, ...) _printf_(1, 2);
 /* For commands: usage errors print a hint and end with status 2. */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <signal.h>
@@ -10,12 +11,16 @@
 #include <trace-cmd.h>
 #include <unistd.h>
 
+#include "datcheck.h"
 #include "decode.h"
 #include "filter.h"
+#include "linereader.h"
+#include "lines.h"
 #include "log.h"
 #include "names.h"
 #include "replay.h"
 #include "stream.h"
+#include "terminal.h"
 #include "tpd-protocol.h"
 
 /* What a trace-cmd data file starts with (trace-cmd.dat(5)). */
@@ -36,7 +41,8 @@ const char *tracecmd_get_cpustats(struct tracecmd_input *handle);
 typedef struct Output {
         char *buf;
         size_t len;
-        int error; /* the first write error, negative errno */
+        int error;   /* the first write error, negative errno */
+        bool escape; /* a terminal: no control byte of the capture reaches it (terminal.h) */
 } Output;
 
 static int output_flush(Output *o) {
@@ -56,7 +62,7 @@ static int output_flush(Output *o) {
         return o->error;
 }
 
-static int output_put(Output *o, const char *p, size_t n) {
+static int output_put_raw(Output *o, const char *p, size_t n) {
         if (o->error < 0)
                 return o->error;
         if (o->len + n > OUTPUT_BUFFER_SIZE && output_flush(o) < 0)
@@ -79,6 +85,24 @@ static int output_put(Output *o, const char *p, size_t n) {
         memcpy(o->buf + o->len, p, n);
         o->len += n;
         return 0;
+}
+
+/* Lines of JSON (the capture's, or the decoder's), escaped on a terminal. */
+static int output_put(Output *o, const char *p, size_t n) {
+        while (o->escape && n > 0 && o->error == 0) {
+                size_t safe = terminal_json_safe(p, n), used;
+                char esc[6];
+
+                if (safe > 0 && output_put_raw(o, p, safe) < 0)
+                        break;
+                p += safe;
+                n -= safe;
+                if (n > 0 && output_put_raw(o, esc, terminal_json_escape(p, n, esc, &used)) >= 0) {
+                        p += used;
+                        n -= used;
+                }
+        }
+        return o->escape ? o->error : output_put_raw(o, p, n);
 }
 
 /* The exit status for a replay that stopped writing: a reader that went away is no failure. */
@@ -135,9 +159,11 @@ static void json_tokener_freep(json_tokener **t) {
                 json_tokener_free(*t);
 }
 
-static void fclosep(FILE **f) {
-        if (*f)
-                fclose(*f);
+static bool has_control_byte(const char *s, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char) s[i] < 0x20)
+                        return true;
+        return false;
 }
 
 /*
@@ -145,28 +171,36 @@ static void fclosep(FILE **f) {
  * "cpu" are looked at, with stream's rules (daemon/stream.c stream_matches()): a line of another
  * CPU goes, a line without "event" (a loss or a notice) stays, an event line must match the events
  * and pids. A lost record of cause "unknown" does not name its event or pid, so it stays too.
+ * head (n_head bytes) is what was read of fd already: a pipe cannot be read twice.
  */
-static int replay_ndjson(FILE *f, const char *path, const ReplayOptions *o, Output *out) {
+static int replay_ndjson(int fd, const char *head, size_t n_head, const char *path, const ReplayOptions *o,
+                         Output *out) {
         _cleanup_(patterns_done) Patterns patterns = {};
         _cleanup_(json_tokener_freep) json_tokener *tok = NULL;
-        _cleanup_free_ char *line = NULL;
-        size_t cap = 0, line_no = 0;
-        ssize_t n;
+        _cleanup_(line_reader_done) LineReader lines = {};
+        size_t line_no = 0, n = 0;
+        const char *line = NULL;
+        int k;
 
         if (patterns_compile(&patterns, o->events, o->n_events) < 0)
                 return EXIT_FAILURE;
         tok = json_tokener_new();
-        if (!tok)
+        if (!tok || line_reader_init(&lines, fd, LINES_LINE_MAX, head, n_head) < 0)
                 return log_oom(), EXIT_FAILURE;
+        /* As tpd writes them: strict JSON of valid UTF-8 without control bytes, so that a
+         * terminal's escape keeps the meaning of a line (terminal.h). */
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
 
-        while ((n = getline(&line, &cap, f)) > 0) {
-                size_t len = (size_t) n - (line[n - 1] == '\n');
+        while ((k = line_next(&lines, &line, &n)) > 0) {
+                size_t len = n - (line[n - 1] == '\n');
                 json_object *v, *obj;
                 bool keep = true;
 
                 line_no++;
                 json_tokener_reset(tok);
-                obj = json_tokener_parse_ex(tok, line, (int) len);
+                /* tpd escapes every control byte, and puts no whitespace between tokens: a raw one
+                 * is none of its lines (json-c takes them inside strings even when strict). */
+                obj = has_control_byte(line, len) ? NULL : json_tokener_parse_ex(tok, line, (int) len);
                 if (!obj || json_tokener_get_parse_end(tok) != len ||
                     !json_object_is_type(obj, json_type_object)) {
                         json_object_put(obj);
@@ -193,11 +227,17 @@ static int replay_ndjson(FILE *f, const char *path, const ReplayOptions *o, Outp
                 }
                 json_object_put(obj);
 
-                if (keep && output_put(out, line, (size_t) n) < 0)
+                if (keep && output_put(out, line, n) < 0)
                         break;
         }
-        if (ferror(f)) {
-                log_error_errno(errno > 0 ? -errno : -EIO, "cannot read '%s': %m", path);
+        if (k == -E2BIG) {
+                (void) output_flush(out);
+                log_error("%s:%zu: a line longer than %u bytes: not a record of tpctl stream", path,
+                          line_no + 1, LINES_LINE_MAX);
+                return EXIT_FAILURE;
+        }
+        if (k < 0) {
+                log_error_errno(k, "cannot read '%s': %m", path);
                 return EXIT_FAILURE;
         }
         return output_status(out);
@@ -270,7 +310,7 @@ static int replay_load_stats(Replay *r, const char *stats) {
                         buffer_len = (size_t) (eol - buffer);
                         cpu = -1;
                 } else if (sscanf(p, "CPU: %ld", &cpu) == 1) {
-                        if (cpu < 0 || cpu >= 65536)
+                        if (cpu < 0 || cpu >= LINES_CPUS_MAX)
                                 cpu = -1;
                 } else if (sscanf(p, "overrun: %llu", &v) == 1 && cpu >= 0)
                         for (size_t i = 0; i < r->n_sources; i++) {
@@ -364,7 +404,7 @@ static int replay_on_record(struct tracecmd_input *handle, struct tep_record *re
         for (size_t i = 0; i < r->n_sources && !src; i++)
                 if (r->sources[i].handle == handle)
                         src = &r->sources[i];
-        if (!src || record->cpu < 0 || record->size < 0)
+        if (!src || record->cpu < 0 || record->cpu >= (int) LINES_CPUS_MAX || record->size < 0)
                 return -EBADMSG;
         c = source_cpu(src, cpu);
         if (!c)
@@ -469,8 +509,11 @@ static int replay_select(Replay *r, const ReplayOptions *o) {
                         return log_oom();
                 if (k < 0) {
                         if (patterns.n > 0)
-                                return log_error_errno(k, "invalid filter for '%s:%s': %s", all[j]->system,
-                                                       all[j]->name, strempty(why));
+                                return log_error_errno(
+                                        k, "invalid filter for '%s:%s': %s",
+                                        log_escape(all[j]->system, (char[256]){}, 256),
+                                        log_escape(all[j]->name, (char[256]){}, 256),
+                                        log_escape(strempty(why), (char[LOG_ESCAPE_MAX]){}, LOG_ESCAPE_MAX));
                         continue;
                 }
                 if (asprintf(&name, "%s:%s", all[j]->system, all[j]->name) < 0)
@@ -482,10 +525,36 @@ static int replay_select(Replay *r, const ReplayOptions *o) {
         for (size_t i = 0; i < n_names; i++)
                 free((char *) names[i]);
         if (k == -EINVAL)
-                return log_error_errno(k, "invalid stream filter: %s",
-                                       message ? message : "it applies to no event of the capture");
+                return log_error_errno(
+                        k, "invalid stream filter: %s",
+                        message ? log_escape(message, (char[LOG_ESCAPE_MAX]){}, LOG_ESCAPE_MAX)
+                                : "it applies to no event of the capture");
         if (k < 0)
                 return log_error_errno(k, "cannot set the filter: %m");
+        return 0;
+}
+
+/* The file's formats are not the kernel's: one that would make the decoder or libtraceevent read
+ * beyond a record (whose fields they read by the format's offsets, libtraceevent those of common_type
+ * from any event) damages the whole file. */
+static int replay_check_formats(struct tep_handle *tep, const char *path) {
+        int n = tep_get_events_count(tep);
+
+        for (int i = 0; i < n; i++) {
+                struct tep_event *event = tep_get_event(tep, i);
+                const char *field;
+
+                if (!event || decoder_check_event(event, &field) >= 0)
+                        continue;
+                return log_error_errno(-EBADMSG,
+                                       "'%s' is damaged: the format of '%s:%s' is not one of records "
+                                       "(%s%s%s)",
+                                       path, log_escape(event->system, (char[256]){}, 256),
+                                       log_escape(event->name, (char[256]){}, 256),
+                                       field ? "field '" : "names too long or fields miscounted",
+                                       field ? log_escape(field, (char[256]){}, 256) : "",
+                                       field ? "' beyond what a record holds, or of the wrong size" : "");
+        }
         return 0;
 }
 
@@ -495,8 +564,10 @@ static int replay_dat(const char *path, const ReplayOptions *o, Output *out) {
         Replay r = { .print = o->print, .out = out };
         int n_instances, k, status = EXIT_FAILURE;
 
-        /* No plugins: tpd's "print" is the kernel's own format, read from tracefs without them. */
+        /* No plugins: tpd's "print" is the kernel's own format, read from tracefs without them. No
+         * messages of the libraries either: they would quote the file, unescaped. */
         tracecmd_set_loglevel(TEP_LOG_NONE);
+        tep_set_loglevel(TEP_LOG_NONE);
         handle = tracecmd_open(path, TRACECMD_FL_LOAD_NO_PLUGINS | TRACECMD_FL_LOAD_NO_SYSTEM_PLUGINS);
         if (!handle) {
                 log_error("'%s' is not a readable trace-cmd data file (truncated, damaged, or of an "
@@ -505,6 +576,8 @@ static int replay_dat(const char *path, const ReplayOptions *o, Output *out) {
                 return EXIT_FAILURE;
         }
         r.tep = tracecmd_get_tep(handle);
+        if (replay_check_formats(r.tep, path) < 0)
+                goto finish;
         r.page_size = (size_t) MAX(tep_get_page_size(r.tep), 1);
         if (tep_set_function_resolver(r.tep, replay_no_function, NULL) < 0) {
                 log_oom();
@@ -525,7 +598,9 @@ static int replay_dat(const char *path, const ReplayOptions *o, Output *out) {
                 struct tracecmd_input *h = tracecmd_buffer_instance_handle(handle, i);
                 if (!h) {
                         log_error("cannot read buffer '%s' of '%s'",
-                                  strempty(tracecmd_buffer_instance_name(handle, i)), path);
+                                  log_escape(strempty(tracecmd_buffer_instance_name(handle, i)),
+                                             (char[256]){}, 256),
+                                  path);
                         goto finish;
                 }
                 r.sources[r.n_sources++] = (ReplaySource){
@@ -618,19 +693,25 @@ static int replay_dat_isolated(const char *path, const ReplayOptions *o, Output 
 }
 
 int replay_file(const char *path, const ReplayOptions *o) {
-        _cleanup_(fclosep) FILE *f = NULL;
+        _cleanup_close_ int fd = -1;
         _cleanup_free_ char *buf = NULL;
-        Output out = {};
+        Output out = { .escape = isatty(STDOUT_FILENO) };
         char head[sizeof(dat_magic)];
-        size_t n;
+        size_t n = 0;
 
-        f = fopen(path, "re");
-        if (!f)
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
                 return log_error_errno(-errno, "cannot open '%s': %m", path), EXIT_FAILURE;
-        n = fread(head, 1, sizeof(head), f);
-        if (ferror(f))
-                return log_error_errno(errno > 0 ? -errno : -EIO, "cannot read '%s': %m", path),
-                       EXIT_FAILURE;
+        while (n < sizeof(head)) {
+                ssize_t k = read(fd, head + n, sizeof(head) - n);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return log_error_errno(-errno, "cannot read '%s': %m", path), EXIT_FAILURE;
+                if (k == 0)
+                        break;
+                n += (size_t) k;
+        }
 
         out.buf = buf = malloc(OUTPUT_BUFFER_SIZE);
         if (!buf)
@@ -639,8 +720,15 @@ int replay_file(const char *path, const ReplayOptions *o) {
         (void) signal(SIGPIPE, SIG_IGN);
 
         if (n == sizeof(dat_magic) && memcmp(head, dat_magic, sizeof(dat_magic)) == 0) {
-                fclose(TAKE_PTR(f));
-                return replay_dat_isolated(path, o, &out);
+                const char *why;
+                int k = datcheck_file(fd, &why);
+
+                if (k == -EBADMSG)
+                        return log_error("'%s' is damaged: %s", path, why), EXIT_FAILURE;
+                if (k < 0)
+                        return log_error_errno(k, "cannot read '%s': %m", path), EXIT_FAILURE;
+                fd = safe_close(fd);
+                return o->in_process ? replay_dat(path, o, &out) : replay_dat_isolated(path, o, &out);
         }
         /* An empty capture is a stream that printed nothing. */
         if (n > 0 && head[0] != '{') {
@@ -652,6 +740,5 @@ int replay_file(const char *path, const ReplayOptions *o) {
                 return usage_error("%s needs a trace-cmd data file: '%s' is NDJSON, whose records keep no "
                                    "raw data",
                                    o->filter ? "--filter" : "--print", path);
-        rewind(f);
-        return replay_ndjson(f, path, o, &out);
+        return replay_ndjson(fd, head, n, path, o, &out);
 }

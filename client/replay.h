@@ -21,6 +21,9 @@ typedef struct ReplayOptions {
         size_t n_cpus;
         const char *filter; /* a stream filter; trace-cmd data files only */
         bool print;         /* add "print"; trace-cmd data files only */
+        /* Read a data file in this process, not in a child that turns a crash of libtracecmd into
+         * an error: for a fuzzer, which must see it. */
+        bool in_process;
 } ReplayOptions;
 
 /* Prints the records of the capture at path that the options select. Returns an exit status:

@@ -51,6 +51,38 @@ const char *terminal_color(int fd, const char *ansi) {
         return terminal_colors(fd) ? ansi : "";
 }
 
+size_t terminal_json_safe(const char *s, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                unsigned char c = (unsigned char) s[i];
+
+                if ((c < 0x20 && c != '\n') || c == 0x7f ||
+                    (c == 0xc2 && i + 1 < n && (unsigned char) s[i + 1] >= 0x80 &&
+                     (unsigned char) s[i + 1] <= 0x9f))
+                        return i;
+        }
+        return n;
+}
+
+size_t terminal_json_escape(const char *s, size_t n, char out[static 6], size_t *ret_used) {
+        static const char hex[] = "0123456789abcdef";
+        unsigned char c = (unsigned char) s[0];
+
+        if (c == 0xc2 && n > 1 && (unsigned char) s[1] >= 0x80 && (unsigned char) s[1] <= 0x9f) {
+                c = (unsigned char) s[1];
+                *ret_used = 2;
+        } else if (c == 0x7f)
+                *ret_used = 1;
+        else {
+                *ret_used = 1;
+                out[0] = c < 0x20 && c != '\n' ? ' ' : (char) c;
+                return 1;
+        }
+        memcpy(out, "\\u00", 4);
+        out[4] = hex[c >> 4];
+        out[5] = hex[c & 15];
+        return 6;
+}
+
 static pid_t pager_pid;
 
 static void pager_exec(void) {

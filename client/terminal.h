@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /*
  * What tpctl does differently for a person at a terminal, decided as systemd's tools decide it:
@@ -32,3 +33,17 @@ bool pager_open(bool no_pager);
 /* Returns 0 if no pager ran, 1 once it ended, negative errno if output was lost for another reason
  * than the pager quitting early. stdout is closed afterwards. */
 int pager_close(void);
+
+/*
+ * JSON text from a file or a peer, made safe for a terminal without changing what it means: DEL
+ * and the C1 controls (U+0080 to U+009F in UTF-8, which some terminals obey as ESC sequences) can
+ * only stand inside strings of valid JSON and become "\u00XX" there. C0 controls but '\n' become a
+ * space: valid JSON has them only as whitespace between tokens (json-c also takes them inside
+ * strings: refuse such text before, or its strings change).
+ *
+ * terminal_json_safe() is the length of the longest start of s that needs nothing;
+ * terminal_json_escape() writes the replacement of the character at s (n > 0 bytes left) into
+ * out (room for 6 bytes) and returns its length, with *ret_used the bytes of s it replaces.
+ */
+size_t terminal_json_safe(const char *s, size_t n);
+size_t terminal_json_escape(const char *s, size_t n, char out[static 6], size_t *ret_used);

@@ -16,11 +16,22 @@ struct tracecmd_output;
 struct tracecmd_event_list;
 struct tracecmd_option;
 
+/* The ids of a data file's options (trace-cmd.dat(5); libtracecmd's private header names them):
+ * those tpctl writes, and those client/datcheck.c checks before libtracecmd reads them. */
 enum {
+        TRACECMD_OPTION_DONE = 0,
+        TRACECMD_OPTION_DATE = 1,
         TRACECMD_OPTION_CPUSTAT = 2,
+        TRACECMD_OPTION_BUFFER = 3,
         TRACECMD_OPTION_TRACECLOCK = 4,
         TRACECMD_OPTION_UNAME = 5,
+        TRACECMD_OPTION_HOOK = 6,
+        TRACECMD_OPTION_OFFSET = 7,
+        TRACECMD_OPTION_CPUCOUNT = 8,
         TRACECMD_OPTION_VERSION = 9,
+        TRACECMD_OPTION_TRACEID = 11,
+        TRACECMD_OPTION_TSC2NSEC = 14,
+        TRACECMD_OPTION_BUFFER_TEXT = 22,
 };
 
 struct tracecmd_output *tracecmd_output_create(const char *output_file);

@@ -11,6 +11,7 @@
 
 #include "decode.h"
 #include "page.h"
+#include "tpd-protocol.h"
 #include "util.h"
 
 typedef enum FieldKind {
@@ -65,9 +66,10 @@ struct Decoder {
         size_t scratch_used;
 };
 
-/* A record holds 16-bit __data_loc offsets and lengths: nothing it points at lies further than
- * this from its start. */
-#define SCRATCH_SIZE (2 * 65536 + 16)
+/* A record holds 16-bit __data_loc offsets and lengths, and fields end within
+ * DECODER_FIELD_END_MAX bytes: nothing libtraceevent reads lies further than this from its start
+ * (a __rel_loc offset counts from its field's end, at most a page's size from it). */
+#define SCRATCH_SIZE (DECODER_PADDED_MAX + DECODER_FIELD_END_MAX + 16)
 
 static void sym_fields_free(SymField *f, size_t n);
 
@@ -236,6 +238,47 @@ static int plan_field(const struct tep_format_field *f, FieldPlan *fp) {
         return 0;
 }
 
+/* A field of a format tpd reads by its offset and size: inside the first DECODER_FIELD_END_MAX bytes
+ * of a record, with a name of a C identifier's length. */
+static bool field_is_sane(const struct tep_format_field *f) {
+        return f->offset >= 0 && f->size >= 0 &&
+               (size_t) f->offset + (size_t) f->size <= DECODER_FIELD_END_MAX && f->name &&
+               strlen(f->name) <= DECODER_NAME_MAX;
+}
+
+int decoder_check_event(const struct tep_event *event, const char **ret_field) {
+        const struct tep_format_field *f;
+        int n;
+
+        *ret_field = NULL;
+        if (!event->system || !event->name ||
+            strlen(event->system) + 1 + strlen(event->name) > TPD_EVENT_NAME_MAX)
+                return -EBADMSG;
+        n = 0;
+        for (f = event->format.common_fields; f; f = f->next, n++) {
+                *ret_field = f->name;
+                if (!field_is_sane(f))
+                        return -EBADMSG;
+                /* Every record starts with its event id, as libtraceevent and tpd read it. */
+                if (f->name && streq(f->name, "common_type") && (f->offset != 0 || f->size != 2))
+                        return -EBADMSG;
+                if (f->name && streq(f->name, "common_pid") && f->size != 4)
+                        return -EBADMSG;
+        }
+        if (n != event->format.nr_common)
+                return -EBADMSG;
+        n = 0;
+        for (f = event->format.fields; f; f = f->next, n++) {
+                *ret_field = f->name;
+                if (!field_is_sane(f))
+                        return -EBADMSG;
+        }
+        if (n != event->format.nr_fields)
+                return -EBADMSG;
+        *ret_field = NULL;
+        return 0;
+}
+
 static EventPlan *plan_compile(Decoder *d, unsigned id) {
         struct tep_event *event;
         struct tep_format_field *f, *pid;
@@ -245,7 +288,9 @@ static EventPlan *plan_compile(Decoder *d, unsigned id) {
         size_t i = 0;
 
         event = tep_find_event(d->tep, (int) id);
-        if (!event)
+        /* A format from a file is not the kernel's: one that would make a read go beyond what a
+         * record can hold is no format at all. */
+        if (!event || decoder_check_event(event, &(const char *){ NULL }) < 0)
                 return NULL;
         pid = tep_find_common_field(event, "common_pid");
         if (!pid || pid->size != 4)
@@ -493,6 +538,8 @@ static int encode_record(Decoder *d, Batch *batch, const uint8_t *data, size_t s
                 d->stats.unknown++;
                 return 0;
         }
+        if ((size_t) p->pid_offset + 4 > size)
+                return -EBADMSG;
         memcpy(&pid, data + p->pid_offset, 4);
 
         r = jsonbuf_reserve(b, p->max_fixed);
@@ -682,7 +729,7 @@ uint64_t decoder_page_walk(const void *page, size_t size, DecoderRecordFn fn, vo
 }
 
 void *decoder_padded_raw(Decoder *d, const Record *r) {
-        size_t n = MIN((size_t) r->raw_size, (size_t) 65536);
+        size_t n = MIN((size_t) r->raw_size, (size_t) DECODER_PADDED_MAX);
 
         /* Only the bytes the previous record left need clearing. */
         if (d->scratch_used > n)
@@ -767,6 +814,7 @@ struct SymField {
         uint8_t kind;
         uint8_t size;
         uint16_t offset; /* of the field (SYMF_SYSCALL, SYMF_ERRNO) */
+        size_t end;      /* of the fields the arguments read, conditions' included */
         unsigned index;  /* of the field in the format: the order of "sym" */
         char *key;       /* `"name":` */
         size_t key_len;
@@ -917,6 +965,7 @@ typedef struct SymCompile {
         bool cond_many;
         bool in_cond;
         bool has_table;
+        size_t end; /* of the fields the argument reads: a shorter record gets no "sym" */
 } SymCompile;
 
 static int sym_compile_num(SymCompile *sc, const struct tep_print_arg *arg, SymNode **ret);
@@ -1052,6 +1101,7 @@ static int sym_compile_num(SymCompile *sc, const struct tep_print_arg *arg, SymN
                 n->offset = (uint16_t) f->offset;
                 n->size = (uint8_t) f->size;
                 n->value = UINT64_MAX;
+                sc->end = MAX(sc->end, (size_t) f->offset + (size_t) f->size);
                 break;
         case TEP_PRINT_TYPE:
                 if (!(n = sym_node_new(SYM_CAST)))
@@ -1400,6 +1450,7 @@ static int plan_compile_sym(EventPlan *p) {
                 sf->last_arg = k;
                 sf->multi = sf->multi || sc.cond_many || (sc.cond_field && sc.cond_field != field);
                 sf->has_table = sf->has_table || sc.has_table;
+                sf->end = MAX(sf->end, sc.end);
         }
         r = 0;
 
@@ -1456,8 +1507,8 @@ static int plan_compile_sym(EventPlan *p) {
         for (size_t i = 0; i < n; i++) {
                 p->sym_max += fields[i].key_len + 1 +
                               (fields[i].plain ? fields[i].max_len + 2 : JSON_STRING_MAX_LEN(SYM_TEXT_MAX));
-                p->sym_end =
-                        MAX(p->sym_end, (size_t) fields[i].field->offset + (size_t) fields[i].field->size);
+                p->sym_end = MAX(p->sym_end, MAX(fields[i].end, (size_t) fields[i].field->offset +
+                                                                        (size_t) fields[i].field->size));
         }
         p->sym = fields;
         p->n_sym = (uint16_t) n;
@@ -1646,8 +1697,8 @@ int decoder_encode_variant(Decoder *d, Batch *batch, size_t index, unsigned vari
                 struct tep_record record = {
                         .ts = rec->ts,
                         .data = decoder_padded_raw(d, rec),
-                        .size = (int) rec->raw_size,
-                        .record_size = (int) rec->raw_size,
+                        .size = (int) MIN(rec->raw_size, DECODER_PADDED_MAX),
+                        .record_size = (int) MIN(rec->raw_size, DECODER_PADDED_MAX),
                         .cpu = (int) rec->cpu,
                 };
 

@@ -17,6 +17,19 @@ struct tep_handle;
  */
 
 typedef struct Decoder Decoder;
+struct tep_event;
+
+/* What a format may describe, beyond which decoder_check_event() refuses it: __data_loc offsets are
+ * 16 bits, so no field of a record lies further; names are C identifiers. */
+#define DECODER_FIELD_END_MAX 65535U
+#define DECODER_NAME_MAX 255U
+
+/* Whether tpd may read records by the format of event: every field within DECODER_FIELD_END_MAX
+ * bytes, common_type the 2 bytes at 0 and common_pid 4 bytes, names not too long. The kernel's
+ * formats always pass; a format read from a file may not. Returns 0 or -EBADMSG, with *ret_field
+ * the name of the field at fault (NULL when the event's names are). Events that fail have no plan:
+ * their records are of unknown events. */
+int decoder_check_event(const struct tep_event *event, const char **ret_field);
 
 typedef struct DecoderCallbacks {
         /* The command name of pid for its record written at ts (NUL-terminated), or NULL when
@@ -93,8 +106,10 @@ int decoder_encode_variant(Decoder *d, Batch *batch, size_t index, unsigned vari
 
 /* The record's raw data copied into a buffer with enough zeros after it that libtraceevent, which
  * follows __data_loc offsets and reads strings up to a NUL without bounds, stays inside it even for
- * a corrupt record. Valid until the next call. */
+ * a corrupt record, of a format that passed decoder_check_event(). Valid until the next call. At
+ * most DECODER_PADDED_MAX bytes are copied: give libtraceevent no larger size. */
 void *decoder_padded_raw(Decoder *d, const Record *r);
+#define DECODER_PADDED_MAX 65536U
 
 /* The command name of pid for a record written at ts, through the comm callback; NULL when unknown. */
 const char *decoder_comm(Decoder *d, int pid, uint64_t ts);

@@ -212,8 +212,8 @@ bool stream_matches(const Stream *s, Decoder *d, const Record *r) {
                 struct tep_record rec = {
                         .ts = r->ts,
                         .data = d ? decoder_padded_raw(d, r) : (void *) r->raw,
-                        .size = (int) r->raw_size,
-                        .record_size = (int) r->raw_size,
+                        .size = (int) (d ? MIN(r->raw_size, DECODER_PADDED_MAX) : r->raw_size),
+                        .record_size = (int) (d ? MIN(r->raw_size, DECODER_PADDED_MAX) : r->raw_size),
                         .cpu = (int) r->cpu,
                 };
                 /* FILTER_NOT_FOUND: an event the filter was not set for; it does not pass. */

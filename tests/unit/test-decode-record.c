@@ -188,7 +188,63 @@ static void test_dataset(const char *datadir, const char *name, bool formats) {
         dataset_done(&ds);
 }
 
+/* Formats read from a file are not the kernel's: a field beyond what a record can hold makes the
+ * event one without a plan (its records unknown), and a common_pid past the record's end makes the
+ * record one shorter than its format, never a read past it. */
+static void test_hostile_formats(void) {
+        static const char far[] =
+                "name: far\nID: 7\nformat:\n"
+                "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+                "\tfield:int common_pid;\toffset:70000;\tsize:4;\tsigned:1;\n\n"
+                "\tfield:int x;\toffset:8;\tsize:4;\tsigned:1;\n\nprint fmt: \"%d\", REC->x\n";
+        static const char past[] =
+                "name: past\nID: 8\nformat:\n"
+                "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+                "\tfield:int common_pid;\toffset:4000;\tsize:4;\tsigned:1;\n\n"
+                "\tfield:int x;\toffset:8;\tsize:4;\tsigned:1;\n\nprint fmt: \"%d\", REC->x\n";
+        static const char type[] =
+                "name: type\nID: 9\nformat:\n"
+                "\tfield:unsigned short common_type;\toffset:2;\tsize:2;\tsigned:0;\n"
+                "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
+                "\tfield:int x;\toffset:8;\tsize:4;\tsigned:1;\n\nprint fmt: \"%d\", REC->x\n";
+        struct tep_handle *tep = tep_alloc();
+        DecoderUnknownRun unknown = {};
+        const char *field;
+        uint8_t rec[12] = { 0 };
+        Batch *b = batch_new();
+        Decoder *d;
+
+        ASSERT(tep && b);
+        tep_set_loglevel(TEP_LOG_NONE);
+        ASSERT_INT_EQ(tep_parse_event(tep, far, sizeof(far) - 1, "hostile"), TEP_ERRNO__SUCCESS);
+        ASSERT_INT_EQ(tep_parse_event(tep, past, sizeof(past) - 1, "hostile"), TEP_ERRNO__SUCCESS);
+        ASSERT_INT_EQ(tep_parse_event(tep, type, sizeof(type) - 1, "hostile"), TEP_ERRNO__SUCCESS);
+        ASSERT_INT_EQ(decoder_check_event(tep_find_event(tep, 7), &field), -EBADMSG);
+        ASSERT_STR_EQ(field, "common_pid");
+        ASSERT_INT_EQ(decoder_check_event(tep_find_event(tep, 8), &field), 0);
+        ASSERT_INT_EQ(decoder_check_event(tep_find_event(tep, 9), &field), -EBADMSG);
+        ASSERT_STR_EQ(field, "common_type");
+        ASSERT_INT_EQ(decoder_new(tep, NULL, &d), 0);
+
+        /* A record of 12 bytes (the ASan build sees a read past it). */
+        rec[0] = 7;
+        ASSERT_INT_EQ(decoder_decode_record(d, 1, 0, rec, sizeof(rec), &unknown, b), 0);
+        ASSERT_U64_EQ(unknown.count, 1);
+        ASSERT(decoder_event_name(d, 7) == NULL);
+        rec[0] = 8;
+        ASSERT_INT_EQ(decoder_decode_record(d, 2, 0, rec, sizeof(rec), &unknown, b), -EBADMSG);
+        ASSERT_STR_EQ(decoder_event_name(d, 8), "hostile:past");
+        ASSERT_INT_EQ(decoder_flush_unknown(&unknown, b, 0), 0);
+        ASSERT_U64_EQ(b->n_records, 1);
+        ASSERT_INT_EQ(b->records[0].kind, RECORD_LOST_UNKNOWN);
+
+        decoder_free(d);
+        batch_unref(b);
+        tep_free(tep);
+}
+
 int main(int argc, char **argv) {
+        test_hostile_formats();
         if (argc != 2) {
                 fprintf(stderr, "usage: test-decode-record DATADIR\n");
                 return EXIT_FAILURE;
