@@ -4,14 +4,17 @@
  *
  * Two threads share one queue under one mutex. The main thread only reads tpd's stream and appends
  * each line to the open batch of its subject; it never waits for NATS, so tpd never sees a slow
- * client because the cluster is slow or gone. When the records held (open, ready and not yet
- * acknowledged) would exceed --buffer-size, a record is counted instead, and the count is published
- * as a lost record of cause "export" once there is room again. The publisher thread publishes
- * sealed batches in sequence order with js_PublishMsgAsync, at most EXPORT_WINDOW unacknowledged;
- * libnats' callbacks (its own threads) free an acknowledged batch or put a failed one back at the
- * head of the queue. Each message carries a Nats-Msg-Id unique to this run and batch, so a batch
- * sent again after a lost acknowledgement is dropped by JetStream's de-duplication window instead
- * of stored twice.
+ * client because the cluster is slow or gone. When what export holds would exceed --buffer-size, a
+ * record is counted instead, and the count is published as a lost record of cause "export" once
+ * there is room again. What is held is charged as allocated, not as payload: the subjects' open
+ * buffers by their capacity, and each sealed batch by its message (a natsMsg of exactly its
+ * records, made when the batch is sealed, which libnats sends and, after a failure, hands back)
+ * plus EXPORT_MSG_OVERHEAD, so that a buffer of small batches is no larger than one of full ones.
+ * The publisher thread publishes sealed batches in sequence order with js_PublishMsgAsync, at most
+ * EXPORT_WINDOW unacknowledged; libnats' callbacks (its own threads) free an acknowledged batch or
+ * put a failed one back at the head of the queue. Each message carries a Nats-Msg-Id unique to
+ * this run and batch, so a batch sent again after a lost acknowledgement is dropped by JetStream's
+ * de-duplication window instead of stored twice.
  */
 
 #include <errno.h>
@@ -53,6 +56,16 @@
 #define EXPORT_DRAIN_USEC (5U * 1000U * 1000U)
 #define EXPORT_READ_SIZE (256U * 1024U)
 #define EXPORT_LINE_MAX (1024U * 1024U)
+/* What a sealed batch costs besides its records and subject: our Batch, libnats' message and, while
+ * it is in flight, its Nats-Msg-Id header and libnats' pending-acknowledgement entry, with their
+ * allocators' headers. Measured with --batch-size 0 and the cluster away, RSS grew by about 400
+ * bytes a message besides its record; in flight a message costs a few hundred more. */
+#define EXPORT_MSG_OVERHEAD 1024U
+/* An open buffer starts this small and doubles up to the batch size: a quiet subject's stays small. */
+#define EXPORT_OPEN_MIN 4096U
+/* What libnats keeps of messages published while it reconnects (its default is 8 MiB), outside of
+ * --buffer-size: it is sent again from our queue anyway. */
+#define EXPORT_RECONNECT_BUF (1024U * 1024U)
 
 /* Causes a lost record of tpd can carry, and ours; counted when the buffer had no room for it. */
 static const char *const loss_causes[] = { "export", "overrun", "dropped", "client", "unknown", "decode" };
@@ -60,19 +73,24 @@ static const char *const loss_causes[] = { "export", "overrun", "dropped", "clie
 
 typedef struct Subject Subject;
 
+/* A sealed batch: its records are in msg, ours except while libnats sends it (then NULL). */
 typedef struct Batch {
         struct Batch *next;
         Subject *subject;
-        uint64_t seq; /* message number of this run, set when sealed */
-        uint64_t opened;
-        size_t len, cap, records;
-        char *data;
+        uint64_t seq; /* message number of this run */
+        size_t records;
+        size_t cost; /* charged to Exporter.held */
+        natsMsg *msg;
 } Batch;
 
 struct Subject {
         char *key; /* event name; "" for lost records, "\n" for anything else */
         char *name;
-        Batch *open;
+        size_t overhead; /* the cost of one of its batches besides the records */
+        /* The open batch: records appended since the last seal, in a buffer kept for the next. */
+        char *buf;
+        size_t len, cap, records;
+        uint64_t opened;
 };
 
 typedef struct Exporter {
@@ -89,7 +107,7 @@ typedef struct Exporter {
         Batch *ready_last; /* its tail: sealing is O(1) however long the backlog */
         Batch *inflight;
         size_t n_inflight;
-        size_t held; /* bytes of records in open, ready and in-flight batches */
+        size_t held; /* bytes allocated for open buffers, open, ready and in-flight batches */
         uint64_t next_seq;
         bool connected;
         bool stopping;
@@ -128,7 +146,7 @@ static int log_nats(natsStatus s, const char *what) {
 
 static void batch_free(Batch *b) {
         if (b) {
-                free(b->data);
+                natsMsg_Destroy(b->msg);
                 free(b);
         }
 }
@@ -146,12 +164,24 @@ static void ready_insert(Exporter *e, Batch *b) {
         pthread_cond_signal(&e->cond);
 }
 
+/* The open batch of s becomes a message at the tail of the ready list. Without memory for it, it
+ * stays open and the next seal tries again. */
 static void batch_seal(Exporter *e, Subject *s) {
-        Batch *b = s->open;
+        Batch *b = calloc(1, sizeof(*b));
 
-        s->open = NULL;
+        if (!b)
+                return;
+        if (natsMsg_Create(&b->msg, s->name, NULL, s->buf, (int) s->len) != NATS_OK) {
+                free(b);
+                return;
+        }
+        /* The charge of the open batch (appended records, overhead) moves over to b. */
+        b->subject = s;
+        b->records = s->records;
+        b->cost = s->overhead + s->len;
         b->seq = ++e->next_seq;
-        b->next = NULL;
+        s->len = 0;
+        s->records = 0;
         if (e->ready_last)
                 e->ready_last->next = b;
         else
@@ -161,32 +191,32 @@ static void batch_seal(Exporter *e, Subject *s) {
 }
 
 static bool batch_append(Exporter *e, Subject *s, const char *line, size_t len) {
-        Batch *b = s->open;
+        size_t need = len + (s->len == 0 ? s->overhead : 0), cap = s->cap;
 
-        if (e->held + len > e->o->buffer_size)
-                return false;
-        if (!b) {
-                b = calloc(1, sizeof(*b));
-                if (!b)
-                        return false;
-                b->subject = s;
-                b->opened = now_usec();
-                s->open = b;
+        if (s->len + len > cap) {
+                cap = MAX(cap, (size_t) EXPORT_OPEN_MIN);
+                while (cap < s->len + len)
+                        cap *= 2;
+                cap = MAX(MIN(cap, e->o->batch_size + EXPORT_OPEN_MIN), s->len + len);
         }
-        if (b->len + len > b->cap) {
-                size_t cap = MAX(b->len + len, e->o->batch_size + 4096);
-                char *d = realloc(b->data, cap);
+        if (e->held + need + (cap - s->cap) > e->o->buffer_size)
+                return false;
+        if (cap != s->cap) {
+                char *d = realloc(s->buf, cap);
 
                 if (!d)
                         return false;
-                b->data = d;
-                b->cap = cap;
+                e->held += cap - s->cap;
+                s->buf = d;
+                s->cap = cap;
         }
-        memcpy(b->data + b->len, line, len);
-        b->len += len;
-        b->records++;
-        e->held += len;
-        if (b->len >= e->o->batch_size)
+        if (s->len == 0)
+                s->opened = now_usec();
+        memcpy(s->buf + s->len, line, len);
+        s->len += len;
+        s->records++;
+        e->held += need;
+        if (s->len >= e->o->batch_size)
                 batch_seal(e, s);
         return true;
 }
@@ -229,7 +259,8 @@ static Subject *subject_get(Exporter *e, const char *key, size_t keylen) {
         s = calloc(1, sizeof(*s));
         if (!s)
                 return NULL;
-        *s = (Subject){ .key = TAKE_PTR(k), .name = TAKE_PTR(name) };
+        *s = (Subject){ .key = TAKE_PTR(k), .overhead = sizeof(Batch) + EXPORT_MSG_OVERHEAD + (size_t) r };
+        s->name = TAKE_PTR(name);
         e->subjects[e->n_subjects++] = s;
         return (e->last_subject = s);
 }
@@ -338,10 +369,19 @@ static void take_line(Exporter *e, const char *line, size_t len) {
 
 static void seal_old(Exporter *e, uint64_t now, bool all) {
         for (size_t i = 0; i < e->n_subjects; i++) {
-                Batch *b = e->subjects[i]->open;
+                Subject *s = e->subjects[i];
+                size_t len = s->len;
 
-                if (b && (all || now - b->opened >= EXPORT_FLUSH_USEC))
-                        batch_seal(e, e->subjects[i]);
+                if (len == 0 || (!all && now - s->opened < EXPORT_FLUSH_USEC))
+                        continue;
+                batch_seal(e, s);
+                /* A buffer sealed by the clock at a quarter full is too large for its subject's rate:
+                 * given back, it starts small again. */
+                if (s->len == 0 && s->cap > EXPORT_OPEN_MIN && len < s->cap / 4) {
+                        e->held -= s->cap;
+                        s->buf = mfree(s->buf);
+                        s->cap = 0;
+                }
         }
 }
 
@@ -367,7 +407,7 @@ static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void
                         /* A full window was what kept the publisher waiting. */
                         if (e->n_inflight + 1 >= EXPORT_WINDOW && e->ready)
                                 pthread_cond_signal(&e->cond);
-                        e->held -= b->len;
+                        e->held -= b->cost;
                         e->records_acked += b->records;
                         e->messages_acked++;
                         e->duplicates += pa->Duplicate;
@@ -386,6 +426,8 @@ static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void
                         e->backoff_ms = e->backoff_ms ? MIN(e->backoff_ms * 2, EXPORT_BACKOFF_MAX_MS)
                                                       : EXPORT_BACKOFF_MIN_MS;
                         e->retry_at = now_usec() + e->backoff_ms * 1000U;
+                        /* libnats hands the message back: it is sent again as it is. */
+                        b->msg = TAKE_PTR(msg);
                         ready_insert(e, b);
                 }
                 break;
@@ -469,21 +511,21 @@ static void *publisher(void *userdata) {
                 b->next = e->inflight;
                 e->inflight = b;
                 e->n_inflight++;
-                s = natsMsg_Create(&msg, b->subject->name, NULL, b->data, (int) b->len);
+                /* From here the message is libnats' (or on_ack's, which may run before the call
+                 * returns); a call that fails leaves it with us. */
+                msg = TAKE_PTR(b->msg);
                 (void) snprintf(id, sizeof(id), "%s-%" PRIu64, e->msg_id_prefix, b->seq);
                 pthread_mutex_unlock(&e->lock);
 
-                if (s == NATS_OK) {
-                        jsPubOptions_Init(&po);
-                        po.MsgId = id;
-                        po.MaxWait = EXPORT_ACK_WAIT_MS;
-                        s = js_PublishMsgAsync(e->js, &msg, &po);
-                }
-                natsMsg_Destroy(msg);
+                jsPubOptions_Init(&po);
+                po.MsgId = id;
+                po.MaxWait = EXPORT_ACK_WAIT_MS;
+                s = js_PublishMsgAsync(e->js, &msg, &po);
 
                 pthread_mutex_lock(&e->lock);
                 if (s != NATS_OK) {
                         /* Not sent: it stays ours, back to the head of the queue. */
+                        b->msg = TAKE_PTR(msg);
                         for (Batch **p = &e->inflight; *p; p = &(*p)->next)
                                 if (*p == b) {
                                         *p = b->next;
@@ -584,6 +626,8 @@ static int nats_setup(Exporter *e) {
                 s = natsOptions_SetDisconnectedCB(e->nopts, on_disconnected, e);
         if (s == NATS_OK)
                 s = natsOptions_SetReconnectedCB(e->nopts, on_reconnected, e);
+        if (s == NATS_OK)
+                s = natsOptions_SetReconnectBufSize(e->nopts, EXPORT_RECONNECT_BUF);
         if (s == NATS_OK)
                 s = natsOptions_SetPingInterval(e->nopts, 2000);
         if (s == NATS_OK)
@@ -696,7 +740,7 @@ static int stream_check(Exporter *e, const char *stream) {
 /* After libnats is closed: its threads call on_ack until then, and on_ack walks the lists. */
 static void exporter_done(Exporter *e) {
         for (size_t i = 0; i < e->n_subjects; i++) {
-                batch_free(e->subjects[i]->open);
+                free(e->subjects[i]->buf);
                 free(e->subjects[i]->key);
                 free(e->subjects[i]->name);
                 free(e->subjects[i]);

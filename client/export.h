@@ -17,7 +17,7 @@ typedef struct ExportOptions {
         const char *stream;         /* JetStream stream name, default: the prefix in capitals */
         const char *creds;          /* NATS credentials file (JWT and NKey seed) */
         const char *tls_ca;         /* CA certificates to verify the servers with; enables TLS */
-        size_t buffer_size;         /* bytes of records held while not acknowledged */
+        size_t buffer_size;         /* bytes allocated for records while not acknowledged */
         size_t batch_size;          /* bytes per message; 0: one record per message */
         int replicas;               /* with create_stream */
         bool create_stream;
