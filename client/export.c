@@ -37,6 +37,7 @@
 #include "connection.h"
 #include "export.h"
 #include "log.h"
+#include "servers.h"
 #include "tpd-protocol.h"
 
 /* Unacknowledged messages at most: 256 of 64 KiB keep a 3-node cluster on loopback busy. */
@@ -136,9 +137,11 @@ static uint64_t now_usec(void) {
 
 static int log_nats(natsStatus s, const char *what) {
         const char *detail = nats_GetLastError(NULL);
+        char shown[1024];
 
-        log_error("%s: %s%s%s", what, natsStatus_GetText(s), detail && *detail ? ": " : "",
-                  strempty(detail));
+        /* libnats' own words may name a server, with its password. */
+        servers_redact(strempty(detail), shown, sizeof(shown));
+        log_error("%s: %s%s%s", what, natsStatus_GetText(s), *shown ? ": " : "", shown);
         return -EIO;
 }
 
@@ -417,11 +420,14 @@ static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void
                         e->failing = false;
                         batch_free(b);
                 } else {
+                        char shown[512] = "";
+
+                        if (pae && pae->ErrText)
+                                servers_redact(pae->ErrText, shown, sizeof(shown));
                         if (!e->failing)
                                 log_error("publish failed, sending again with back-off: %s%s%s",
                                           natsStatus_GetText(pae ? pae->Err : NATS_ERR),
-                                          pae && pae->ErrText ? ": " : "",
-                                          pae && pae->ErrText ? pae->ErrText : "");
+                                          pae && pae->ErrText ? ": " : "", pae && pae->ErrText ? shown : "");
                         e->failing = true;
                         e->backoff_ms = e->backoff_ms ? MIN(e->backoff_ms * 2, EXPORT_BACKOFF_MAX_MS)
                                                       : EXPORT_BACKOFF_MIN_MS;
@@ -450,22 +456,12 @@ static void on_disconnected(natsConnection *nc, void *userdata) {
                           e->o->buffer_size);
 }
 
-/* A URL for messages: never a password of it (nats://USER:PASSWORD@HOST). */
-static void url_redact(const char *url, char *buf, size_t size) {
-        const char *at = strrchr(url, '@'), *scheme = strstr(url, "://");
-
-        if (at && scheme && scheme < at)
-                (void) snprintf(buf, size, "%.*s…@%s", (int) (scheme + 3 - url), url, at + 1);
-        else
-                (void) snprintf(buf, size, "%s", url);
-}
-
 static void on_reconnected(natsConnection *nc, void *userdata) {
         Exporter *e = userdata;
         char url[256] = "", shown[256];
 
         (void) natsConnection_GetConnectedUrl(nc, url, sizeof(url));
-        url_redact(url, shown, sizeof(shown));
+        servers_redact_url(url, shown, sizeof(shown));
         pthread_mutex_lock(&e->lock);
         e->connected = true;
         e->retry_at = 0;
@@ -596,8 +592,9 @@ static int make_ids(Exporter *e) {
         return 0;
 }
 
-static int nats_setup(Exporter *e) {
-        _cleanup_free_ char *servers = strdup(e->o->servers);
+/* servers: URLs joined by commas (taken over). */
+static int nats_setup(Exporter *e, char *list) {
+        _cleanup_free_ char *servers = list;
         const char *urls[64];
         int n_urls = 0;
         jsOptions jo;
@@ -654,7 +651,7 @@ static int nats_setup(Exporter *e) {
                 for (int i = 0; i < n_urls; i++) {
                         char shown[512];
 
-                        url_redact(urls[i], shown, sizeof(shown));
+                        servers_redact_url(urls[i], shown, sizeof(shown));
                         fprintf(stderr, " %s", shown);
                 }
                 fputc('\n', stderr);
@@ -795,7 +792,8 @@ static void wait_drained(Exporter *e) {
 int export_run(const char *socket_path, json_object *params, const ExportOptions *o) {
         _cleanup_(connection_done) Connection c = CONNECTION_NULL;
         _cleanup_(varlink_reply_done) VarlinkReply reply = {};
-        _cleanup_free_ char *stream = NULL, *buf = NULL;
+        _cleanup_free_ char *stream = NULL, *buf = NULL, *servers = NULL;
+        char url[256] = "", shown[256];
         _cleanup_close_ int sfd = -1;
         Exporter e = { .o = o };
         pthread_t thread;
@@ -827,7 +825,12 @@ int export_run(const char *socket_path, json_object *params, const ExportOptions
                 return log_error_errno(-errno, "cannot create a signalfd: %m"), EXIT_FAILURE;
         }
 
-        r = make_ids(&e);
+        if (o->servers_file)
+                r = servers_read_file(o->servers_file, &servers);
+        else
+                r = (servers = strdup(o->servers)) ? 0 : log_oom();
+        if (r >= 0)
+                r = make_ids(&e);
         if (r < 0) {
                 json_object_put(params);
                 return EXIT_FAILURE;
@@ -851,7 +854,7 @@ int export_run(const char *socket_path, json_object *params, const ExportOptions
                 free(e.base);
                 return log_nats(NATS_ERR, "cannot initialise libnats"), EXIT_FAILURE;
         }
-        r = nats_setup(&e);
+        r = nats_setup(&e, TAKE_PTR(servers));
         if (r >= 0)
                 r = stream_check(&e, stream);
         if (r < 0) {
@@ -865,7 +868,9 @@ int export_run(const char *socket_path, json_object *params, const ExportOptions
                 goto finish;
         }
         varlink_reply_done(&reply);
-        log_error("exporting to JetStream stream '%s' as '%s.…'", stream, e.base);
+        (void) natsConnection_GetConnectedUrl(e.nc, url, sizeof(url));
+        servers_redact_url(url, shown, sizeof(shown));
+        log_error("exporting to JetStream stream '%s' at %s as '%s.…'", stream, shown, e.base);
 
         len = MIN(varlink_buffer_pending(&c.in), (size_t) EXPORT_LINE_MAX);
         memcpy(buf, c.in.data + c.in.consumed, len);

@@ -13,6 +13,7 @@
 
 typedef struct ExportOptions {
         const char *servers;        /* nats://HOST:PORT[,…] */
+        const char *servers_file;   /* or a file of them (servers.h) */
         const char *subject_prefix; /* first subject token, default "tpd" */
         const char *stream;         /* JetStream stream name, default: the prefix in capitals */
         const char *creds;          /* NATS credentials file (JWT and NKey seed) */

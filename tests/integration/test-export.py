@@ -14,6 +14,8 @@
    generated, once as one record per message (--batch-size 0, where the messages' own cost is
    largest) and once in batches: export's peak RSS (VmHWM) stays under 2 x 16 MiB + 16 MiB, and
    after the cluster is back delivered + lost = written, exactly.
+5. Secrets: servers with a password read from --servers-file; the password is in no message, also
+   when the servers cannot be reached.
 """
 
 import os
@@ -295,6 +297,95 @@ def memory_runs(ctx, cluster):
     memory_run(ctx, cluster, 'tpdb', 64)
 
 
+PASSWORD = 'tpd-Pw0rd/with:odd@chars'
+
+
+def secrets_run(ctx, cluster):
+    """A server that wants a password, given only in --servers-file: export connects, publishes, and
+    the password is neither on its command line nor in anything it says, also when it fails."""
+    log('--- secrets: servers with a password from --servers-file')
+    auth = T.NatsCluster(ctx, 1)
+    with open(auth.conf(0), 'a') as f:
+        f.write(f'authorization {{ user: tpduser, password: "{PASSWORD}" }}\n')
+    auth.start()
+    port = auth.client_ports[0]
+    url = f'nats://tpduser:{PASSWORD}@127.0.0.1:{port}'
+    servers = os.path.join(ctx.tmpdir, 'nats-servers')
+    with open(servers, 'w') as f:
+        f.write(f'# the server of the test\n  {url}\n\n')
+    os.chmod(servers, 0o600)
+
+    tpd = ctx.tpd()
+    gen = ctx.gen('GEN_GETPPID', '--count', 1, '--cpu', GEN_CPU)
+    pid, = gen.pids()
+    tpd.tpctl_ok('enable', EVENT, '--filter', f'common_pid == {pid}')
+    argv = [T.env_program('TPCTL'), '--socket', tpd.socket, 'export', '--servers-file', servers,
+            '--subject-prefix', 'tpds', '--create-stream', '--replicas', '1', '-e', EVENT]
+    export = T.Process(ctx, 'export-tpds', argv, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while 'exporting to' not in export.stderr_text():
+        check(export.running(), f'tpctl export exited with {export.proc.returncode}: {export.stderr_text()}')
+        check(time.monotonic() < deadline, f'export not exporting within 30 s: {export.stderr_text()}')
+        time.sleep(0.1)
+    cmdline = open(f'/proc/{export.proc.pid}/cmdline', 'rb').read()
+    check(PASSWORD.encode() not in cmdline and b'--servers-file' in cmdline,
+          f'export\'s command line: {cmdline!r}')
+    check(f'at nats://…@127.0.0.1:{port} ' in export.stderr_text(),
+          f'export does not name its server without the password: {export.stderr_text()!r}')
+    for _ in range(3):
+        gen.probe()
+    deadline = time.monotonic() + 30
+    while True:
+        r = subprocess.run([T.env_program('NATS_CONSUME'), url, 'TPDS', 'count'], capture_output=True, timeout=60)
+        check(r.returncode == 0, f'nats-consume: {r.stderr!r}')
+        if int(r.stdout) > 0:
+            break
+        check(time.monotonic() < deadline, 'no message in TPDS within 30 s')
+        time.sleep(0.2)
+    # The server goes away and comes back: the messages about it name it without the password.
+    auth.stop()
+    time.sleep(1.0)
+    auth.start()
+    deadline = time.monotonic() + 30
+    while 'reconnected to NATS' not in export.stderr_text():
+        check(time.monotonic() < deadline, f'export did not reconnect within 30 s: {export.stderr_text()}')
+        time.sleep(0.1)
+    export.signal(signal.SIGTERM)
+    check(export.wait(20) == 0, f'tpctl export exited with {export.proc.returncode}: {export.stderr_text()}')
+    text = export.stderr_text()
+    log('export: ' + text.strip().replace('\n', '\n        '))
+    check(PASSWORD not in text and 'tpd-Pw0rd' not in text, f'the password is in export\'s messages: {text!r}')
+    check(f'reconnected to NATS at nats://…@127.0.0.1:{port}' in text, f'no redacted reconnect message: {text!r}')
+
+    # Failures: a wrong password, no server at all; the messages name the servers, never a password.
+    def run(content):
+        with open(servers, 'w') as f:
+            f.write(content)
+        return subprocess.run([T.env_program('TPCTL'), '--socket', tpd.socket, 'export', '--servers-file', servers],
+                              capture_output=True, text=True, timeout=60)
+    r = run(f'nats://tpduser:wrong-{PASSWORD}@127.0.0.1:{port}\n')
+    check(r.returncode == 1 and 'cannot connect to NATS' in r.stderr and PASSWORD not in r.stderr and
+          'wrong-' not in r.stderr and f'nats://…@127.0.0.1:{port}' in r.stderr,
+          f'export with a wrong password: exit {r.returncode}, stderr {r.stderr!r}')
+    free, = T.free_ports(1)
+    r = run(f'tpduser:{PASSWORD}@127.0.0.1:{free}, nats://{PASSWORD}@127.0.0.1:{free}\n')
+    check(r.returncode == 1 and 'cannot connect to NATS' in r.stderr and 'Pw0rd' not in r.stderr and
+          f'…@127.0.0.1:{free}' in r.stderr, f'export to no server: exit {r.returncode}, stderr {r.stderr!r}')
+    r = run('# nothing\n\n')
+    check(r.returncode == 1 and 'names no server' in r.stderr, f'export with an empty servers file: exit '
+          f'{r.returncode}, stderr {r.stderr!r}')
+    r = subprocess.run([T.env_program('TPCTL'), 'export', '--servers-file', os.path.join(ctx.tmpdir, 'none')],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 1 and 'cannot open the servers file' in r.stderr,
+          f'export with a missing servers file: exit {r.returncode}, stderr {r.stderr!r}')
+    r = subprocess.run([T.env_program('TPCTL'), 'export', url, '--servers-file', servers],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 2 and PASSWORD not in r.stderr,
+          f'export with servers twice: exit {r.returncode}, stderr {r.stderr!r}')
+    auth.stop()
+    tpd.stop()
+
+
 def usage_errors(ctx, cluster):
     """Bad options exit 2; a missing stream is an error that says how to create it (exit 1)."""
     tpctl = T.env_program('TPCTL')
@@ -328,9 +419,9 @@ def main(ctx):
     t0 = time.monotonic()
     cluster.start()
     log(f'3-node JetStream cluster healthy after {time.monotonic() - t0:.1f} s: {cluster.urls}')
-    phases = os.environ.get('TPD_TEST_EXPORT_PHASES', 'usage,exact,failover,outage,memory').split(',')
-    for name, run in (('usage', usage_errors), ('exact', exact_run), ('failover', failover_run),
-                      ('outage', outage_run), ('memory', memory_runs)):
+    phases = os.environ.get('TPD_TEST_EXPORT_PHASES', 'usage,secrets,exact,failover,outage,memory').split(',')
+    for name, run in (('usage', usage_errors), ('secrets', secrets_run), ('exact', exact_run),
+                      ('failover', failover_run), ('outage', outage_run), ('memory', memory_runs)):
         if name in phases:
             run(ctx, cluster)
     cluster.stop()
