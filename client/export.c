@@ -827,8 +827,12 @@ int export_run(const char *socket_path, json_object *params, const ExportOptions
 
         if (o->servers_file)
                 r = servers_read_file(o->servers_file, &servers);
-        else
+        else {
+                if (strchr(o->servers, '@'))
+                        log_error("warning: a server's user information is on the command line, where "
+                                  "every user can read it; give it with --servers-file");
                 r = (servers = strdup(o->servers)) ? 0 : log_oom();
+        }
         if (r >= 0)
                 r = make_ids(&e);
         if (r < 0) {

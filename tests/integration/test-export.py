@@ -371,6 +371,10 @@ def secrets_run(ctx, cluster):
     r = run(f'tpduser:{PASSWORD}@127.0.0.1:{free}, nats://{PASSWORD}@127.0.0.1:{free}\n')
     check(r.returncode == 1 and 'cannot connect to NATS' in r.stderr and 'Pw0rd' not in r.stderr and
           f'…@127.0.0.1:{free}' in r.stderr, f'export to no server: exit {r.returncode}, stderr {r.stderr!r}')
+    r = subprocess.run([T.env_program('TPCTL'), '--socket', os.path.join(ctx.tmpdir, 'none.sock'), 'export', url,
+                        '--subject-prefix', 'tpds'], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 69 and 'user information is on the command line' in r.stderr and PASSWORD not in r.stderr,
+          f'export with a password on its command line: exit {r.returncode}, stderr {r.stderr!r}')
     r = run('# nothing\n\n')
     check(r.returncode == 1 and 'names no server' in r.stderr, f'export with an empty servers file: exit '
           f'{r.returncode}, stderr {r.stderr!r}')
