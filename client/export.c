@@ -4,14 +4,17 @@
  *
  * Two threads share one queue under one mutex. The main thread only reads tpd's stream and appends
  * each line to the open batch of its subject; it never waits for NATS, so tpd never sees a slow
- * client because the cluster is slow or gone. When the records held (open, ready and not yet
- * acknowledged) would exceed --buffer-size, a record is counted instead, and the count is published
- * as a lost record of cause "export" once there is room again. The publisher thread publishes
- * sealed batches in sequence order with js_PublishMsgAsync, at most EXPORT_WINDOW unacknowledged;
- * libnats' callbacks (its own threads) free an acknowledged batch or put a failed one back at the
- * head of the queue. Each message carries a Nats-Msg-Id unique to this run and batch, so a batch
- * sent again after a lost acknowledgement is dropped by JetStream's de-duplication window instead
- * of stored twice.
+ * client because the cluster is slow or gone. When what export holds would exceed --buffer-size, a
+ * record is counted instead, and the count is published as a lost record of cause "export" once
+ * there is room again. What is held is charged as allocated, not as payload: the subjects' open
+ * buffers by their capacity, and each sealed batch by its message (a natsMsg of exactly its
+ * records, made when the batch is sealed, which libnats sends and, after a failure, hands back)
+ * plus EXPORT_MSG_OVERHEAD, so that a buffer of small batches is no larger than one of full ones.
+ * The publisher thread publishes sealed batches in sequence order with js_PublishMsgAsync, at most
+ * EXPORT_WINDOW unacknowledged; libnats' callbacks (its own threads) free an acknowledged batch or
+ * put a failed one back at the head of the queue. Each message carries a Nats-Msg-Id unique to
+ * this run and batch, so a batch sent again after a lost acknowledgement is dropped by JetStream's
+ * de-duplication window instead of stored twice.
  */
 
 #include <errno.h>
@@ -34,6 +37,7 @@
 #include "connection.h"
 #include "export.h"
 #include "log.h"
+#include "servers.h"
 #include "tpd-protocol.h"
 
 /* Unacknowledged messages at most: 256 of 64 KiB keep a 3-node cluster on loopback busy. */
@@ -53,6 +57,16 @@
 #define EXPORT_DRAIN_USEC (5U * 1000U * 1000U)
 #define EXPORT_READ_SIZE (256U * 1024U)
 #define EXPORT_LINE_MAX (1024U * 1024U)
+/* What a sealed batch costs besides its records and subject: our Batch, libnats' message and, while
+ * it is in flight, its Nats-Msg-Id header and libnats' pending-acknowledgement entry, with their
+ * allocators' headers. Measured with --batch-size 0 and the cluster away, RSS grew by about 400
+ * bytes a message besides its record; in flight a message costs a few hundred more. */
+#define EXPORT_MSG_OVERHEAD 1024U
+/* An open buffer starts this small and doubles up to the batch size: a quiet subject's stays small. */
+#define EXPORT_OPEN_MIN 4096U
+/* What libnats keeps of messages published while it reconnects (its default is 8 MiB), outside of
+ * --buffer-size: it is sent again from our queue anyway. */
+#define EXPORT_RECONNECT_BUF (1024U * 1024U)
 
 /* Causes a lost record of tpd can carry, and ours; counted when the buffer had no room for it. */
 static const char *const loss_causes[] = { "export", "overrun", "dropped", "client", "unknown", "decode" };
@@ -60,19 +74,24 @@ static const char *const loss_causes[] = { "export", "overrun", "dropped", "clie
 
 typedef struct Subject Subject;
 
+/* A sealed batch: its records are in msg, ours except while libnats sends it (then NULL). */
 typedef struct Batch {
         struct Batch *next;
         Subject *subject;
-        uint64_t seq; /* message number of this run, set when sealed */
-        uint64_t opened;
-        size_t len, cap, records;
-        char *data;
+        uint64_t seq; /* message number of this run */
+        size_t records;
+        size_t cost; /* charged to Exporter.held */
+        natsMsg *msg;
 } Batch;
 
 struct Subject {
         char *key; /* event name; "" for lost records, "\n" for anything else */
         char *name;
-        Batch *open;
+        size_t overhead; /* the cost of one of its batches besides the records */
+        /* The open batch: records appended since the last seal, in a buffer kept for the next. */
+        char *buf;
+        size_t len, cap, records;
+        uint64_t opened;
 };
 
 typedef struct Exporter {
@@ -89,7 +108,7 @@ typedef struct Exporter {
         Batch *ready_last; /* its tail: sealing is O(1) however long the backlog */
         Batch *inflight;
         size_t n_inflight;
-        size_t held; /* bytes of records in open, ready and in-flight batches */
+        size_t held; /* bytes allocated for open buffers, open, ready and in-flight batches */
         uint64_t next_seq;
         bool connected;
         bool stopping;
@@ -118,9 +137,11 @@ static uint64_t now_usec(void) {
 
 static int log_nats(natsStatus s, const char *what) {
         const char *detail = nats_GetLastError(NULL);
+        char shown[1024];
 
-        log_error("%s: %s%s%s", what, natsStatus_GetText(s), detail && *detail ? ": " : "",
-                  strempty(detail));
+        /* libnats' own words may name a server, with its password. */
+        servers_redact(strempty(detail), shown, sizeof(shown));
+        log_error("%s: %s%s%s", what, natsStatus_GetText(s), *shown ? ": " : "", shown);
         return -EIO;
 }
 
@@ -128,7 +149,7 @@ static int log_nats(natsStatus s, const char *what) {
 
 static void batch_free(Batch *b) {
         if (b) {
-                free(b->data);
+                natsMsg_Destroy(b->msg);
                 free(b);
         }
 }
@@ -146,12 +167,24 @@ static void ready_insert(Exporter *e, Batch *b) {
         pthread_cond_signal(&e->cond);
 }
 
+/* The open batch of s becomes a message at the tail of the ready list. Without memory for it, it
+ * stays open and the next seal tries again. */
 static void batch_seal(Exporter *e, Subject *s) {
-        Batch *b = s->open;
+        Batch *b = calloc(1, sizeof(*b));
 
-        s->open = NULL;
+        if (!b)
+                return;
+        if (natsMsg_Create(&b->msg, s->name, NULL, s->buf, (int) s->len) != NATS_OK) {
+                free(b);
+                return;
+        }
+        /* The charge of the open batch (appended records, overhead) moves over to b. */
+        b->subject = s;
+        b->records = s->records;
+        b->cost = s->overhead + s->len;
         b->seq = ++e->next_seq;
-        b->next = NULL;
+        s->len = 0;
+        s->records = 0;
         if (e->ready_last)
                 e->ready_last->next = b;
         else
@@ -161,32 +194,32 @@ static void batch_seal(Exporter *e, Subject *s) {
 }
 
 static bool batch_append(Exporter *e, Subject *s, const char *line, size_t len) {
-        Batch *b = s->open;
+        size_t need = len + (s->len == 0 ? s->overhead : 0), cap = s->cap;
 
-        if (e->held + len > e->o->buffer_size)
-                return false;
-        if (!b) {
-                b = calloc(1, sizeof(*b));
-                if (!b)
-                        return false;
-                b->subject = s;
-                b->opened = now_usec();
-                s->open = b;
+        if (s->len + len > cap) {
+                cap = MAX(cap, (size_t) EXPORT_OPEN_MIN);
+                while (cap < s->len + len)
+                        cap *= 2;
+                cap = MAX(MIN(cap, e->o->batch_size + EXPORT_OPEN_MIN), s->len + len);
         }
-        if (b->len + len > b->cap) {
-                size_t cap = MAX(b->len + len, e->o->batch_size + 4096);
-                char *d = realloc(b->data, cap);
+        if (e->held + need + (cap - s->cap) > e->o->buffer_size)
+                return false;
+        if (cap != s->cap) {
+                char *d = realloc(s->buf, cap);
 
                 if (!d)
                         return false;
-                b->data = d;
-                b->cap = cap;
+                e->held += cap - s->cap;
+                s->buf = d;
+                s->cap = cap;
         }
-        memcpy(b->data + b->len, line, len);
-        b->len += len;
-        b->records++;
-        e->held += len;
-        if (b->len >= e->o->batch_size)
+        if (s->len == 0)
+                s->opened = now_usec();
+        memcpy(s->buf + s->len, line, len);
+        s->len += len;
+        s->records++;
+        e->held += need;
+        if (s->len >= e->o->batch_size)
                 batch_seal(e, s);
         return true;
 }
@@ -229,7 +262,8 @@ static Subject *subject_get(Exporter *e, const char *key, size_t keylen) {
         s = calloc(1, sizeof(*s));
         if (!s)
                 return NULL;
-        *s = (Subject){ .key = TAKE_PTR(k), .name = TAKE_PTR(name) };
+        *s = (Subject){ .key = TAKE_PTR(k), .overhead = sizeof(Batch) + EXPORT_MSG_OVERHEAD + (size_t) r };
+        s->name = TAKE_PTR(name);
         e->subjects[e->n_subjects++] = s;
         return (e->last_subject = s);
 }
@@ -338,10 +372,19 @@ static void take_line(Exporter *e, const char *line, size_t len) {
 
 static void seal_old(Exporter *e, uint64_t now, bool all) {
         for (size_t i = 0; i < e->n_subjects; i++) {
-                Batch *b = e->subjects[i]->open;
+                Subject *s = e->subjects[i];
+                size_t len = s->len;
 
-                if (b && (all || now - b->opened >= EXPORT_FLUSH_USEC))
-                        batch_seal(e, e->subjects[i]);
+                if (len == 0 || (!all && now - s->opened < EXPORT_FLUSH_USEC))
+                        continue;
+                batch_seal(e, s);
+                /* A buffer sealed by the clock at a quarter full is too large for its subject's rate:
+                 * given back, it starts small again. */
+                if (s->len == 0 && s->cap > EXPORT_OPEN_MIN && len < s->cap / 4) {
+                        e->held -= s->cap;
+                        s->buf = mfree(s->buf);
+                        s->cap = 0;
+                }
         }
 }
 
@@ -367,7 +410,7 @@ static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void
                         /* A full window was what kept the publisher waiting. */
                         if (e->n_inflight + 1 >= EXPORT_WINDOW && e->ready)
                                 pthread_cond_signal(&e->cond);
-                        e->held -= b->len;
+                        e->held -= b->cost;
                         e->records_acked += b->records;
                         e->messages_acked++;
                         e->duplicates += pa->Duplicate;
@@ -377,15 +420,20 @@ static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void
                         e->failing = false;
                         batch_free(b);
                 } else {
+                        char shown[512] = "";
+
+                        if (pae && pae->ErrText)
+                                servers_redact(pae->ErrText, shown, sizeof(shown));
                         if (!e->failing)
                                 log_error("publish failed, sending again with back-off: %s%s%s",
                                           natsStatus_GetText(pae ? pae->Err : NATS_ERR),
-                                          pae && pae->ErrText ? ": " : "",
-                                          pae && pae->ErrText ? pae->ErrText : "");
+                                          pae && pae->ErrText ? ": " : "", pae && pae->ErrText ? shown : "");
                         e->failing = true;
                         e->backoff_ms = e->backoff_ms ? MIN(e->backoff_ms * 2, EXPORT_BACKOFF_MAX_MS)
                                                       : EXPORT_BACKOFF_MIN_MS;
                         e->retry_at = now_usec() + e->backoff_ms * 1000U;
+                        /* libnats hands the message back: it is sent again as it is. */
+                        b->msg = TAKE_PTR(msg);
                         ready_insert(e, b);
                 }
                 break;
@@ -408,22 +456,12 @@ static void on_disconnected(natsConnection *nc, void *userdata) {
                           e->o->buffer_size);
 }
 
-/* A URL for messages: never a password of it (nats://USER:PASSWORD@HOST). */
-static void url_redact(const char *url, char *buf, size_t size) {
-        const char *at = strrchr(url, '@'), *scheme = strstr(url, "://");
-
-        if (at && scheme && scheme < at)
-                (void) snprintf(buf, size, "%.*s…@%s", (int) (scheme + 3 - url), url, at + 1);
-        else
-                (void) snprintf(buf, size, "%s", url);
-}
-
 static void on_reconnected(natsConnection *nc, void *userdata) {
         Exporter *e = userdata;
         char url[256] = "", shown[256];
 
         (void) natsConnection_GetConnectedUrl(nc, url, sizeof(url));
-        url_redact(url, shown, sizeof(shown));
+        servers_redact_url(url, shown, sizeof(shown));
         pthread_mutex_lock(&e->lock);
         e->connected = true;
         e->retry_at = 0;
@@ -469,21 +507,21 @@ static void *publisher(void *userdata) {
                 b->next = e->inflight;
                 e->inflight = b;
                 e->n_inflight++;
-                s = natsMsg_Create(&msg, b->subject->name, NULL, b->data, (int) b->len);
+                /* From here the message is libnats' (or on_ack's, which may run before the call
+                 * returns); a call that fails leaves it with us. */
+                msg = TAKE_PTR(b->msg);
                 (void) snprintf(id, sizeof(id), "%s-%" PRIu64, e->msg_id_prefix, b->seq);
                 pthread_mutex_unlock(&e->lock);
 
-                if (s == NATS_OK) {
-                        jsPubOptions_Init(&po);
-                        po.MsgId = id;
-                        po.MaxWait = EXPORT_ACK_WAIT_MS;
-                        s = js_PublishMsgAsync(e->js, &msg, &po);
-                }
-                natsMsg_Destroy(msg);
+                jsPubOptions_Init(&po);
+                po.MsgId = id;
+                po.MaxWait = EXPORT_ACK_WAIT_MS;
+                s = js_PublishMsgAsync(e->js, &msg, &po);
 
                 pthread_mutex_lock(&e->lock);
                 if (s != NATS_OK) {
                         /* Not sent: it stays ours, back to the head of the queue. */
+                        b->msg = TAKE_PTR(msg);
                         for (Batch **p = &e->inflight; *p; p = &(*p)->next)
                                 if (*p == b) {
                                         *p = b->next;
@@ -554,8 +592,9 @@ static int make_ids(Exporter *e) {
         return 0;
 }
 
-static int nats_setup(Exporter *e) {
-        _cleanup_free_ char *servers = strdup(e->o->servers);
+/* servers: URLs joined by commas (taken over). */
+static int nats_setup(Exporter *e, char *list) {
+        _cleanup_free_ char *servers = list;
         const char *urls[64];
         int n_urls = 0;
         jsOptions jo;
@@ -585,6 +624,8 @@ static int nats_setup(Exporter *e) {
         if (s == NATS_OK)
                 s = natsOptions_SetReconnectedCB(e->nopts, on_reconnected, e);
         if (s == NATS_OK)
+                s = natsOptions_SetReconnectBufSize(e->nopts, EXPORT_RECONNECT_BUF);
+        if (s == NATS_OK)
                 s = natsOptions_SetPingInterval(e->nopts, 2000);
         if (s == NATS_OK)
                 s = natsOptions_SetMaxPingsOut(e->nopts, 3);
@@ -610,7 +651,7 @@ static int nats_setup(Exporter *e) {
                 for (int i = 0; i < n_urls; i++) {
                         char shown[512];
 
-                        url_redact(urls[i], shown, sizeof(shown));
+                        servers_redact_url(urls[i], shown, sizeof(shown));
                         fprintf(stderr, " %s", shown);
                 }
                 fputc('\n', stderr);
@@ -696,7 +737,7 @@ static int stream_check(Exporter *e, const char *stream) {
 /* After libnats is closed: its threads call on_ack until then, and on_ack walks the lists. */
 static void exporter_done(Exporter *e) {
         for (size_t i = 0; i < e->n_subjects; i++) {
-                batch_free(e->subjects[i]->open);
+                free(e->subjects[i]->buf);
                 free(e->subjects[i]->key);
                 free(e->subjects[i]->name);
                 free(e->subjects[i]);
@@ -751,7 +792,8 @@ static void wait_drained(Exporter *e) {
 int export_run(const char *socket_path, json_object *params, const ExportOptions *o) {
         _cleanup_(connection_done) Connection c = CONNECTION_NULL;
         _cleanup_(varlink_reply_done) VarlinkReply reply = {};
-        _cleanup_free_ char *stream = NULL, *buf = NULL;
+        _cleanup_free_ char *stream = NULL, *buf = NULL, *servers = NULL;
+        char url[256] = "", shown[256];
         _cleanup_close_ int sfd = -1;
         Exporter e = { .o = o };
         pthread_t thread;
@@ -783,7 +825,16 @@ int export_run(const char *socket_path, json_object *params, const ExportOptions
                 return log_error_errno(-errno, "cannot create a signalfd: %m"), EXIT_FAILURE;
         }
 
-        r = make_ids(&e);
+        if (o->servers_file)
+                r = servers_read_file(o->servers_file, &servers);
+        else {
+                if (strchr(o->servers, '@'))
+                        log_error("warning: a server's user information is on the command line, where "
+                                  "every user can read it; give it with --servers-file");
+                r = (servers = strdup(o->servers)) ? 0 : log_oom();
+        }
+        if (r >= 0)
+                r = make_ids(&e);
         if (r < 0) {
                 json_object_put(params);
                 return EXIT_FAILURE;
@@ -807,7 +858,7 @@ int export_run(const char *socket_path, json_object *params, const ExportOptions
                 free(e.base);
                 return log_nats(NATS_ERR, "cannot initialise libnats"), EXIT_FAILURE;
         }
-        r = nats_setup(&e);
+        r = nats_setup(&e, TAKE_PTR(servers));
         if (r >= 0)
                 r = stream_check(&e, stream);
         if (r < 0) {
@@ -821,7 +872,9 @@ int export_run(const char *socket_path, json_object *params, const ExportOptions
                 goto finish;
         }
         varlink_reply_done(&reply);
-        log_error("exporting to JetStream stream '%s' as '%s.…'", stream, e.base);
+        (void) natsConnection_GetConnectedUrl(e.nc, url, sizeof(url));
+        servers_redact_url(url, shown, sizeof(shown));
+        log_error("exporting to JetStream stream '%s' at %s as '%s.…'", stream, shown, e.base);
 
         len = MIN(varlink_buffer_pending(&c.in), (size_t) EXPORT_LINE_MAX);
         memcpy(buf, c.in.data + c.in.consumed, len);

@@ -13,11 +13,12 @@
 
 typedef struct ExportOptions {
         const char *servers;        /* nats://HOST:PORT[,…] */
+        const char *servers_file;   /* or a file of them (servers.h) */
         const char *subject_prefix; /* first subject token, default "tpd" */
         const char *stream;         /* JetStream stream name, default: the prefix in capitals */
         const char *creds;          /* NATS credentials file (JWT and NKey seed) */
         const char *tls_ca;         /* CA certificates to verify the servers with; enables TLS */
-        size_t buffer_size;         /* bytes of records held while not acknowledged */
+        size_t buffer_size;         /* bytes allocated for records while not acknowledged */
         size_t batch_size;          /* bytes per message; 0: one record per message */
         int replicas;               /* with create_stream */
         bool create_stream;

@@ -41,7 +41,7 @@ _tpctl() {
                         skip=1
                         ;;
                 --socket=*) socket=${words[i]#--socket=} ;;
-                -e | --event | -p | --pid | -c | --cpu | -f | --filter) skip=1 ;;
+                -e | --event | -p | --pid | -c | --cpu | -f | --filter | --servers-file) skip=1 ;;
                 -*) ;;
                 *) [[ -z $verb ]] && verb=${words[i]} ;;
                 esac
@@ -50,14 +50,14 @@ _tpctl() {
         # An option's value in the same word (--event=NAME): completed as the value, prefix kept.
         local prefix='' what=''
         case $cur in
-        --event=* | --pid=* | --cpu=* | --socket=*)
+        --event=* | --pid=* | --cpu=* | --socket=* | --servers-file=*)
                 prefix=${cur%%=*}=
                 prev=${prefix%=}
                 cur=${cur#"$prefix"}
                 ;;
         esac
         case $prev in
-        --socket) what=file ;;
+        --socket | --servers-file) what=file ;;
         -e | --event) what=event ;;
         -p | --pid) what=pid ;;
         -c | --cpu) what=cpu ;;
@@ -96,7 +96,7 @@ _tpctl() {
                 replay) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --print' ;;
                 metrics) opts+=' --openmetrics' ;;
                 top) opts+=' -n --iterations= -d --delay= --sort=' ;;
-                export) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --subject-prefix= --stream= --create-stream --replicas= --buffer-size= --batch-size= --creds= --tls-ca=' ;;
+                export) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --subject-prefix= --stream= --create-stream --replicas= --buffer-size= --batch-size= --servers-file= --creds= --tls-ca=' ;;
                 esac
                 mapfile -t reply < <(compgen -W "$opts" -- "$cur")
                 ;;

@@ -133,6 +133,7 @@ enum {
         OPT_DURATION = 1 << 21,
         OPT_TIME = 1 << 22,
         OPT_ORDERED = 1 << 23,
+        OPT_SERVERS_FILE = 1 << 24,
 };
 
 static const char *const option_names[] = {
@@ -160,6 +161,7 @@ static const char *const option_names[] = {
         "--duration",
         "--time",
         "--ordered",
+        "--servers-file",
 };
 
 /* Sends method with params (taken over) and prints the reply: as JSON with --json, else with print
@@ -407,6 +409,9 @@ static int verb_export(const Args *a, char **args, size_t n) {
 
         if (a->export.create_stream != (a->export.replicas > 0))
                 return usage_error("--create-stream and --replicas N go together");
+        if (!a->export.servers == !a->export.servers_file)
+                return usage_error("export takes its servers as nats://HOST:PORT[,…] or from "
+                                   "--servers-file=FILE, one of the two");
         params = stream_params(a, NULL, 0);
         if (!params)
                 return connection_exit_status(log_oom());
@@ -490,9 +495,10 @@ static const Verb verbs[] = {
         { "replay", 1, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT, verb_replay },
         { "metrics", 0, 0, OPT_OPENMETRICS, verb_metrics },
         { "top", 0, 0, OPT_ITERATIONS | OPT_DELAY | OPT_SORT, verb_top },
-        { "export", 1, 1,
+        { "export", 0, 1,
           OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_SUBJECT_PREFIX | OPT_BUFFER_SIZE |
-                  OPT_BATCH_SIZE | OPT_CREDS | OPT_TLS_CA | OPT_CREATE_STREAM | OPT_REPLICAS | OPT_STREAM,
+                  OPT_BATCH_SIZE | OPT_CREDS | OPT_TLS_CA | OPT_CREATE_STREAM | OPT_REPLICAS | OPT_STREAM |
+                  OPT_SERVERS_FILE,
           verb_export },
 };
 
@@ -523,7 +529,7 @@ static void help(void) {
                "  top                        Show events and their busiest processes by rate, refreshed\n"
                "                             every second; keys r t l n sort by rate, total, lost, name,\n"
                "                             q quits; lines of key=value when stdout is no terminal\n"
-               "  export nats://HOST:PORT[,…]\n"
+               "  export nats://HOST:PORT[,…] | export --servers-file=FILE\n"
                "                             Publish the records into NATS JetStream until interrupted,\n"
                "                             as PREFIX.HOST.SYSTEM.EVENT and PREFIX.HOST.lost\n"
                "\n"
@@ -575,7 +581,9 @@ static void help(void) {
                "     --create-stream --replicas=N\n"
                "                             create the stream (subjects P.>) if it is missing; without\n"
                "                             it, a missing stream is an error\n"
-               "     --buffer-size=MB        records held while the cluster does not take them (default\n"
+               "     --servers-file=FILE     the servers' URLs from FILE instead of the command line,\n"
+               "                             where every user can read a password in them\n"
+               "     --buffer-size=MB        memory for records the cluster has not taken (default\n"
                "                             %u); beyond it they are counted as lost, cause \"export\"\n"
                "     --batch-size=KB         bytes of records per message (default %u, at most %u);\n"
                "                             0: one record per message\n"
@@ -702,6 +710,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 ARG_COUNT,
                 ARG_TIME,
                 ARG_ORDERED,
+                ARG_SERVERS_FILE,
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -742,6 +751,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 { "count", required_argument, NULL, ARG_COUNT },
                 { "time", required_argument, NULL, ARG_TIME },
                 { "ordered", optional_argument, NULL, ARG_ORDERED },
+                { "servers-file", required_argument, NULL, ARG_SERVERS_FILE },
                 {}
         };
         const Verb *verb = NULL;
@@ -921,6 +931,10 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                         a->export.creds = optarg;
                         a->options |= OPT_CREDS;
                         break;
+                case ARG_SERVERS_FILE:
+                        a->export.servers_file = optarg;
+                        a->options |= OPT_SERVERS_FILE;
+                        break;
                 case ARG_TLS_CA:
                         a->export.tls_ca = optarg;
                         a->options |= OPT_TLS_CA;
@@ -1004,7 +1018,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 if (a->options & ~verb->options & (1U << i))
                         return log_usage("%s does not apply to %s", option_names[i], verb->name);
 
-        if (verb->run == verb_export)
+        if (verb->run == verb_export && n == 1)
                 a->export.servers = argv[optind + 1];
         *ret_verb = verb;
         return 1;

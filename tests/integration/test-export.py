@@ -10,9 +10,16 @@
 3. Outage: the whole cluster is stopped for 5 s while export has a 1 MB buffer: records delivered
    plus records reported lost equals what the kernel wrote, the "export" part is not zero, and
    export resumes by itself (records written after the restart arrive).
+4. Memory: with the cluster stopped and --buffer-size 16, 1,000,000 records (about 120 MB) are
+   generated, once as one record per message (--batch-size 0, where the messages' own cost is
+   largest) and once in batches: export's peak RSS (VmHWM) stays under 2 x 16 MiB + 16 MiB, and
+   after the cluster is back delivered + lost = written, exactly.
+5. Secrets: servers with a password read from --servers-file; the password is in no message, also
+   when the servers cannot be reached.
 """
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -191,6 +198,21 @@ def failover_run(ctx, cluster):
     tpd.stop()
 
 
+def check_losses(books, delta, n, what):
+    """Delivered + lost = written, exactly, with export's own losses among them."""
+    written = T.written(delta)
+    log(f'stream: {len(books.run)} records of the run, {len(books.markers)} markers, lost {books.lost}; '
+        f'kernel written {written}, kernel lost {T.kernel_lost(delta)}')
+    books.check_unique()
+    check(written == n, f'kernel stats say {written} written, expected {n}')
+    delivered = len(books.run) + len(books.markers)
+    check(delivered + books.lost_total == written,
+          f'{len(books.run)} + {len(books.markers)} delivered + {books.lost_total} lost ({books.lost}) != {written} written')
+    check(books.lost.get('export', 0) > 0, f'no "export" loss over {what}: {books.lost}')
+    check(books.lost.get('overrun', 0) == T.kernel_lost(delta),
+          f'overrun lost records say {books.lost.get("overrun", 0)}, the kernel {T.kernel_lost(delta)}')
+
+
 def outage_run(ctx, cluster):
     n, rate, outage, markers = 1_000_000, 100_000, 5.0, 100
     log(f'--- outage: {n} getppid calls at {rate}/s, the whole cluster stopped for {outage} s, 1 MB buffer')
@@ -214,20 +236,157 @@ def outage_run(ctx, cluster):
     books, count = wait_records(cluster, export.stream, export.prefix, pid, go_ts, n + markers, 60)
     delta = T.stats_delta(before, tpd.stats())
     finish(cluster, export, count)
-    written = T.written(delta)
-    log(f'stream: {len(books.run)} records of the run, lost {books.lost}; kernel written {written}, '
-        f'kernel lost {T.kernel_lost(delta)}')
-    books.check_unique()
-    check(written == n + markers, f'kernel stats say {written} written, expected {n} + {markers}')
-    delivered = len(books.run) + len(books.markers)
-    check(delivered + books.lost_total == written,
-          f'{len(books.run)} + {len(books.markers)} delivered + {books.lost_total} lost ({books.lost}) != {written} written')
-    check(books.lost.get('export', 0) > 0, f'no "export" loss over a {outage} s outage with a 1 MB buffer: {books.lost}')
-    check(books.lost.get('overrun', 0) == T.kernel_lost(delta),
-          f'overrun lost records say {books.lost.get("overrun", 0)}, the kernel {T.kernel_lost(delta)}')
+    check_losses(books, delta, n + markers, f'a {outage} s outage with a 1 MB buffer')
     check(books.markers == [f'tpdexport {i}' for i in range(markers)],
           f'markers written after the cluster came back: {len(books.markers)} arrived, expected {markers} '
           f'(export did not resume?)')
+    tpd.stop()
+
+
+def vm_kb(pid, key):
+    m = re.search(rf'^{key}:\s+(\d+) kB', open(f'/proc/{pid}/status').read(), re.M)
+    return int(m[1])
+
+
+def sanitized():
+    """An ASan build keeps freed memory in quarantine and shadows all of it: RSS says nothing there."""
+    r = subprocess.run(['ldd', T.env_program('TPCTL')], capture_output=True, text=True)
+    return 'libasan' in r.stdout or T.ASAN
+
+
+def memory_run(ctx, cluster, prefix, batch_kb):
+    n, rate, buffer_mb = 1_000_000, 100_000, 16
+    bound_kb = (2 * buffer_mb + 16) * 1024
+    log(f'--- memory: {n} getppid calls at {rate}/s with the cluster stopped, --buffer-size {buffer_mb}, '
+        f'--batch-size {batch_kb}')
+    tpd, gen, pid, export = start_run(ctx, cluster, prefix, n, rate, '--create-stream', '--replicas', '3',
+                                      '--buffer-size', str(buffer_mb), '--batch-size', str(batch_kb))
+    export_pid = export.proc.pid
+    rss_live = vm_kb(export_pid, 'VmHWM')
+    cluster.stop()
+    log('cluster stopped')
+    before = tpd.stats()
+    go_ts = gen.go()
+    gen.wait_done(timeout=60)
+    # The buffer filled (the most export holds); what it reads after that is only counted.
+    deadline = time.monotonic() + 30
+    while 'counting records as lost' not in export.stderr_text():
+        check(export.running(), f'tpctl export exited with {export.proc.returncode}: {export.stderr_text()}')
+        check(time.monotonic() < deadline, f'export did not fill its buffer within 30 s: {export.stderr_text()}')
+        time.sleep(0.2)
+    time.sleep(2.0)
+    hwm = vm_kb(export_pid, 'VmHWM')
+    rss = vm_kb(export_pid, 'VmRSS')
+    log(f'export RSS: VmHWM {rss_live} KiB while live, VmHWM {hwm} KiB and VmRSS {rss} KiB after {n} records '
+        f'with the cluster stopped (bound {bound_kb} KiB)')
+    if sanitized():
+        log('sanitizer build: RSS not checked (quarantine and shadow memory)')
+    else:
+        check(hwm < bound_kb, f'export peak RSS {hwm} KiB with --buffer-size {buffer_mb}: not under {bound_kb} KiB')
+    cluster.start(timeout=60)
+    log('cluster back')
+    books, count = wait_records(cluster, export.stream, export.prefix, pid, go_ts, n, 120)
+    delta = T.stats_delta(before, tpd.stats())
+    finish(cluster, export, count)
+    check_losses(books, delta, n, f'{n} records with the cluster stopped')
+    tpd.stop()
+
+
+def memory_runs(ctx, cluster):
+    memory_run(ctx, cluster, 'tpdm', 0)
+    memory_run(ctx, cluster, 'tpdb', 64)
+
+
+PASSWORD = 'tpd-Pw0rd/with:odd@chars'
+
+
+def secrets_run(ctx, cluster):
+    """A server that wants a password, given only in --servers-file: export connects, publishes, and
+    the password is neither on its command line nor in anything it says, also when it fails."""
+    log('--- secrets: servers with a password from --servers-file')
+    auth = T.NatsCluster(ctx, 1)
+    with open(auth.conf(0), 'a') as f:
+        f.write(f'authorization {{ user: tpduser, password: "{PASSWORD}" }}\n')
+    auth.start()
+    port = auth.client_ports[0]
+    url = f'nats://tpduser:{PASSWORD}@127.0.0.1:{port}'
+    servers = os.path.join(ctx.tmpdir, 'nats-servers')
+    with open(servers, 'w') as f:
+        f.write(f'# the server of the test\n  {url}\n\n')
+    os.chmod(servers, 0o600)
+
+    tpd = ctx.tpd()
+    gen = ctx.gen('GEN_GETPPID', '--count', 1, '--cpu', GEN_CPU)
+    pid, = gen.pids()
+    tpd.tpctl_ok('enable', EVENT, '--filter', f'common_pid == {pid}')
+    argv = [T.env_program('TPCTL'), '--socket', tpd.socket, 'export', '--servers-file', servers,
+            '--subject-prefix', 'tpds', '--create-stream', '--replicas', '1', '-e', EVENT]
+    export = T.Process(ctx, 'export-tpds', argv, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while 'exporting to' not in export.stderr_text():
+        check(export.running(), f'tpctl export exited with {export.proc.returncode}: {export.stderr_text()}')
+        check(time.monotonic() < deadline, f'export not exporting within 30 s: {export.stderr_text()}')
+        time.sleep(0.1)
+    cmdline = open(f'/proc/{export.proc.pid}/cmdline', 'rb').read()
+    check(PASSWORD.encode() not in cmdline and b'--servers-file' in cmdline,
+          f'export\'s command line: {cmdline!r}')
+    check(f'at nats://…@127.0.0.1:{port} ' in export.stderr_text(),
+          f'export does not name its server without the password: {export.stderr_text()!r}')
+    for _ in range(3):
+        gen.probe()
+    deadline = time.monotonic() + 30
+    while True:
+        r = subprocess.run([T.env_program('NATS_CONSUME'), url, 'TPDS', 'count'], capture_output=True, timeout=60)
+        check(r.returncode == 0, f'nats-consume: {r.stderr!r}')
+        if int(r.stdout) > 0:
+            break
+        check(time.monotonic() < deadline, 'no message in TPDS within 30 s')
+        time.sleep(0.2)
+    # The server goes away and comes back: the messages about it name it without the password.
+    auth.stop()
+    time.sleep(1.0)
+    auth.start()
+    deadline = time.monotonic() + 30
+    while 'reconnected to NATS' not in export.stderr_text():
+        check(time.monotonic() < deadline, f'export did not reconnect within 30 s: {export.stderr_text()}')
+        time.sleep(0.1)
+    export.signal(signal.SIGTERM)
+    check(export.wait(20) == 0, f'tpctl export exited with {export.proc.returncode}: {export.stderr_text()}')
+    text = export.stderr_text()
+    log('export: ' + text.strip().replace('\n', '\n        '))
+    check(PASSWORD not in text and 'tpd-Pw0rd' not in text, f'the password is in export\'s messages: {text!r}')
+    check(f'reconnected to NATS at nats://…@127.0.0.1:{port}' in text, f'no redacted reconnect message: {text!r}')
+
+    # Failures: a wrong password, no server at all; the messages name the servers, never a password.
+    def run(content):
+        with open(servers, 'w') as f:
+            f.write(content)
+        return subprocess.run([T.env_program('TPCTL'), '--socket', tpd.socket, 'export', '--servers-file', servers],
+                              capture_output=True, text=True, timeout=60)
+    r = run(f'nats://tpduser:wrong-{PASSWORD}@127.0.0.1:{port}\n')
+    check(r.returncode == 1 and 'cannot connect to NATS' in r.stderr and PASSWORD not in r.stderr and
+          'wrong-' not in r.stderr and f'nats://…@127.0.0.1:{port}' in r.stderr,
+          f'export with a wrong password: exit {r.returncode}, stderr {r.stderr!r}')
+    free, = T.free_ports(1)
+    r = run(f'tpduser:{PASSWORD}@127.0.0.1:{free}, nats://{PASSWORD}@127.0.0.1:{free}\n')
+    check(r.returncode == 1 and 'cannot connect to NATS' in r.stderr and 'Pw0rd' not in r.stderr and
+          f'…@127.0.0.1:{free}' in r.stderr, f'export to no server: exit {r.returncode}, stderr {r.stderr!r}')
+    r = subprocess.run([T.env_program('TPCTL'), '--socket', os.path.join(ctx.tmpdir, 'none.sock'), 'export', url,
+                        '--subject-prefix', 'tpds'], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 69 and 'user information is on the command line' in r.stderr and PASSWORD not in r.stderr,
+          f'export with a password on its command line: exit {r.returncode}, stderr {r.stderr!r}')
+    r = run('# nothing\n\n')
+    check(r.returncode == 1 and 'names no server' in r.stderr, f'export with an empty servers file: exit '
+          f'{r.returncode}, stderr {r.stderr!r}')
+    r = subprocess.run([T.env_program('TPCTL'), 'export', '--servers-file', os.path.join(ctx.tmpdir, 'none')],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 1 and 'cannot open the servers file' in r.stderr,
+          f'export with a missing servers file: exit {r.returncode}, stderr {r.stderr!r}')
+    r = subprocess.run([T.env_program('TPCTL'), 'export', url, '--servers-file', servers],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 2 and PASSWORD not in r.stderr,
+          f'export with servers twice: exit {r.returncode}, stderr {r.stderr!r}')
+    auth.stop()
     tpd.stop()
 
 
@@ -264,9 +423,9 @@ def main(ctx):
     t0 = time.monotonic()
     cluster.start()
     log(f'3-node JetStream cluster healthy after {time.monotonic() - t0:.1f} s: {cluster.urls}')
-    phases = os.environ.get('TPD_TEST_EXPORT_PHASES', 'usage,exact,failover,outage').split(',')
-    for name, run in (('usage', usage_errors), ('exact', exact_run), ('failover', failover_run),
-                      ('outage', outage_run)):
+    phases = os.environ.get('TPD_TEST_EXPORT_PHASES', 'usage,secrets,exact,failover,outage,memory').split(',')
+    for name, run in (('usage', usage_errors), ('secrets', secrets_run), ('exact', exact_run),
+                      ('failover', failover_run), ('outage', outage_run), ('memory', memory_runs)):
         if name in phases:
             run(ctx, cluster)
     cluster.stop()

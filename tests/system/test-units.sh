@@ -337,17 +337,28 @@ t_build=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 declare -a binds=() installed=()
 while IFS= read -r f; do
         installed+=("/$f")
+        # The servers credential is the test's own (below), with a password.
+        [ "$f" = etc/tpd/nats-servers ] && continue
         binds+=("--bind-ro=$DESTDIR/$f:/$f")
 done < <(cd "$DESTDIR" && find . -type f -printf '%P\n' | sort)
 printf '# Written by the system test.\n[Tracing]\nInstance=%s\n' "$INSTANCE" >"$tmp/50-systest.conf"
 binds+=("--bind-ro=$tmp/50-systest.conf:/etc/tpd/tpd.conf.d/50-systest.conf")
 # tpd-export.service: a NATS server of the test's own in the container on loopback (port 14222: the
-# nats-server package's own service holds 4222, without JetStream), a stream created on first start,
-# and the test consumer to read it back.
-printf '# Written by the system test.\nNATS_SERVERS=nats://127.0.0.1:14222\nEXPORT_OPTIONS=--create-stream --replicas 1 -e sched:sched_switch\n' \
+# nats-server package's own service holds 4222, without JetStream) that wants a password, a stream
+# created on first start, and the test consumer to read it back. The password is only in the
+# server's configuration and in /etc/tpd/nats-servers (root's, mode 0600), which the unit reads
+# with LoadCredential=.
+NATS_PASSWORD=systest-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+NATS_URL=nats://tpdexport:$NATS_PASSWORD@127.0.0.1:14222
+printf '# Written by the system test.\nlisten: 127.0.0.1:14222\nhttp: 127.0.0.1:18222\njetstream { store_dir: /var/lib/nats-systest }\nauthorization { user: tpdexport, password: "%s" }\n' \
+        "$NATS_PASSWORD" >"$tmp/nats-systest.conf"
+(umask 077 && printf '# Written by the system test.\n%s\n' "$NATS_URL" >"$tmp/nats-servers")
+printf '# Written by the system test.\nEXPORT_OPTIONS=--create-stream --replicas 1 -e sched:sched_switch\n' \
         >"$tmp/export-systest.env"
 printf '# Written by the system test.\n[Service]\nEnvironmentFile=/etc/tpd/export-systest.env\n' >"$tmp/50-export-systest.conf"
 binds+=("--bind-ro=$tmp/export-systest.env:/etc/tpd/export-systest.env"
+        "--bind-ro=$tmp/nats-servers:/etc/tpd/nats-servers"
+        "--bind-ro=$tmp/nats-systest.conf:/etc/nats-systest.conf"
         "--bind-ro=$tmp/50-export-systest.conf:/etc/systemd/system/tpd-export.service.d/50-systest.conf"
         "--bind-ro=$PREFIX_BUILD/tests/integration/nats-consume:/usr/local/bin/nats-consume")
 say "Installed (bound read-only into the container):"
@@ -619,7 +630,7 @@ check_x() {
                         [ "$(prop SubState tpd-export.service)" = running ] &&
                         cx journalctl -u tpd-export.service -o cat --no-pager 2>/dev/null | grep -q "exporting to JetStream"
         }
-        messages() { cx nats-consume nats://127.0.0.1:14222 TPD count 2>/dev/null; }
+        messages() { cx nats-consume "$NATS_URL" TPD count 2>/dev/null; }
         # Healthy = JetStream is up, not only the client port.
         nats_up() {
                 cx bash -c 'exec 3<>/dev/tcp/127.0.0.1/18222 && printf "GET /healthz HTTP/1.0\r\n\r\n" >&3 && cat <&3' 2>/dev/null |
@@ -633,7 +644,7 @@ check_x() {
         }
 
         cx systemd-run -q --unit=nats-systest -p StateDirectory=nats-systest \
-                /usr/sbin/nats-server -js -sd /var/lib/nats-systest -a 127.0.0.1 -p 14222 -m 18222 ||
+                /usr/sbin/nats-server -c /etc/nats-systest.conf ||
                 { fail x "could not start nats-server in the container"; return; }
         if ! wait_for 20 nats_up; then
                 fail x "nats-server in the container is not healthy (JetStream) on 127.0.0.1:14222 within 20 s"
@@ -647,6 +658,7 @@ check_x() {
                 uid=$(cx stat -c %u "/proc/$main" 2>/dev/null)
                 pass x "tpd-export.service is active/running and exporting (MainPID $main)"
                 check x "it runs as a dynamic user, not root (uid $uid)" eval '[ -n "$uid" ] && [ "$uid" != 0 ]'
+                check_x_secrets "$main" "$uid"
         else
                 fail x "tpd-export.service is not exporting: $(prop ActiveState tpd-export.service)/$(prop SubState tpd-export.service)"
                 cx journalctl -u tpd-export.service -u nats-systest.service -o cat --no-pager | tail -n 30
@@ -654,7 +666,7 @@ check_x() {
                 return
         fi
         if wait_for 15 eval 'n1=$(messages); [ "${n1:-0}" -gt 0 ]'; then
-                subject=$(cx bash -c 'nats-consume nats://127.0.0.1:14222 TPD dump | head -n 1 | cut -f 1')
+                subject=$(cx bash -c 'nats-consume "$1" TPD dump | head -n 1 | cut -f 1' - "$NATS_URL")
                 check x "records arrive in JetStream stream TPD ($n1 messages, first on '$subject')" \
                         eval '[[ $subject == tpd.*.sched.sched_switch ]]'
         else
@@ -684,6 +696,33 @@ check_x() {
         check x "systemctl stop tpd-export: exit by SIGTERM counts as success (Result=$(prop Result tpd-export.service))" \
                 test "$(prop Result tpd-export.service)" = success
         x_done
+}
+
+# x. The servers' password: from the credential, and nowhere else to be read.
+check_x_secrets() {
+        local main=$1 uid=$2 cmdline environ journal cred mode
+        cmdline=$(cx cat "/proc/$main/cmdline" | tr '\0' ' ')
+        check x "the password is not on export's command line: '$cmdline'" \
+                eval '[ -n "$cmdline" ] && ! grep -qF "$NATS_PASSWORD" <<<"$cmdline"'
+        check x "export reads the servers from its credential (--servers-file=/run/credentials/tpd-export.service/nats-servers)" \
+                grep -qF -- "--servers-file=/run/credentials/tpd-export.service/nats-servers" <<<"$cmdline"
+        environ=$(cx cat "/proc/$main/environ" | tr '\0' '\n')
+        check x "the password is not in export's environment ($(grep -c . <<<"$environ") variables)" \
+                eval '[ -n "$environ" ] && ! grep -qF "$NATS_PASSWORD" <<<"$environ"'
+        journal=$(cx journalctl -u tpd-export.service -o cat --no-pager 2>/dev/null)
+        check x "the journal names the server without its password ($(grep -o "exporting to.*" <<<"$journal" | tail -n 1))" \
+                grep -qF "at nats://…@127.0.0.1:14222 as" <<<"$journal"
+        check x "the password is nowhere in the journal" eval '! cx journalctl -o cat --no-pager | grep -qF "$NATS_PASSWORD"'
+        cred=$(cx stat -c '%a %u' /run/credentials/tpd-export.service/nats-servers 2>&1)
+        mode=${cred%% *}
+        # systemd gives the service's user read access by ownership, or by an ACL on a root-owned
+        # file where the file system has them.
+        check x "the credential is no one else's: no group or other access (mode and owner: $cred)" \
+                eval '[[ $mode =~ ^[0-7]+$ ]] && [ $((8#$mode & 8#077)) -eq 0 ] && { [ "${cred#* }" = "$uid" ] || [ "${cred#* }" = 0 ]; }'
+        check x "the installed /etc/tpd/nats-servers is root's with mode 0600 ($(stat -c '%a %U' "$DESTDIR/etc/tpd/nats-servers"))" \
+                test "$(stat -c '%a %u' "$DESTDIR/etc/tpd/nats-servers")" = "600 0"
+        check x "the server refuses a client without the password (so export used it)" \
+                eval '! cx nats-consume nats://127.0.0.1:14222 TPD count >/dev/null 2>&1'
 }
 
 # e. Stop: no instance, nothing enabled, the top level untouched.
