@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,10 +22,12 @@
  * Even without conflicts, a name serves only records written until its lookup, so every pid costs
  * one /proc read per batch that follows its lookup: a crowd of tasks each switching once per batch
  * could still make a read of most records. Reads are budgeted so that the cost per record stays
- * flat: COMM_PROC_BURST per generation, plus one per COMM_PROC_COST lookups. Past the budget a
- * lookup is answered from what is at hand: the pid's entry, though older than the record (the name
- * it had at the last read), else the kernel's table as last read (a snapshot, as trace-cmd names
- * pids), else no name; nothing of that is cached, so the next lookup with budget reads /proc.
+ * flat: COMM_PROC_BURST per generation, plus one per COMM_PROC_COST lookups. The burst is wide
+ * enough for honest loads: a reader woken for every page of a busy CPU makes a few hundred batches
+ * per generation, each refreshing the names of the pids on it. Past the budget a lookup is
+ * answered from what is at hand: the pid's entry, though older than the record (the name it had
+ * at the last read), else the kernel's table as last read (a snapshot, as trace-cmd names pids),
+ * else no name; nothing of that is cached, so the next lookup with budget reads /proc.
  */
 #define COMM_LEN 16
 #define COMM_SET_BITS 10U
@@ -69,7 +70,7 @@ struct CommCache {
         uint64_t saved_ts; /* trace clock time of the last saved_cmdlines read */
         SavedComm *saved;
         size_t n_saved;
-        uint64_t key[2];      /* of the set hash; key[1] is odd */
+        uint64_t key;         /* of the set hash */
         uint32_t tick;        /* of the last use, for LRU within a set */
         uint32_t proc_credit; /* in lookups; a /proc read costs COMM_PROC_COST */
         CommCacheStats stats;
@@ -85,23 +86,8 @@ static void comm_cache_clear(CommCache *c) {
         }
 }
 
-static void comm_cache_pick_key(CommCache *c) {
-        struct timespec ts = {};
-
-        /* Not a secret worth blocking for at boot: a key the user cannot see is enough. */
-        if (getrandom(c->key, sizeof(c->key), GRND_NONBLOCK) != (ssize_t) sizeof(c->key)) {
-                (void) clock_gettime(CLOCK_BOOTTIME, &ts);
-                c->key[0] = (uint64_t) ts.tv_nsec * 0x9E3779B97F4A7C15ULL ^ (uint64_t) getpid() ^
-                            (uint64_t) (uintptr_t) c;
-                c->key[1] = ((uint64_t) ts.tv_sec << 32 ^ (uint64_t) ts.tv_nsec) * 0xC2B2AE3D27D4EB4FULL;
-        }
-        c->key[1] |= 1;
-}
-
 unsigned comm_cache_set_of(const CommCache *c, int pid) {
-        /* Multiply-shift: for a random odd multiplier, two given pids share a set with
-         * probability at most 2 / COMM_SETS, whatever the pids. */
-        return (unsigned) ((((uint64_t) (uint32_t) pid ^ c->key[0]) * c->key[1]) >> (64 - COMM_SET_BITS));
+        return hash_multiply_shift(c->key, (uint32_t) pid, COMM_SET_BITS);
 }
 
 int comm_cache_new(const char *saved_cmdlines_path, CommCache **ret) {
@@ -118,7 +104,7 @@ int comm_cache_new(const char *saved_cmdlines_path, CommCache **ret) {
         c->generation = 1;
         c->clock = -1;
         c->proc_credit = COMM_PROC_BURST * COMM_PROC_COST;
-        comm_cache_pick_key(c);
+        c->key = hash_key_new();
         comm_cache_clear(c);
         c->proc_first = stat("/proc/self/ns/pid", &st) == 0 && st.st_ino == PROC_PID_INIT_INO;
         *ret = c;

@@ -17,7 +17,7 @@ typedef struct CommCache CommCache;
 /* Entries per set; and the /proc reads a generation allows at once, plus one per COMM_CACHE_PROC_COST
  * lookups (see daemon/comm.c). */
 #define COMM_CACHE_WAYS 8U
-#define COMM_CACHE_PROC_BURST 256U
+#define COMM_CACHE_PROC_BURST 1024U
 #define COMM_CACHE_PROC_COST 16U
 
 typedef struct CommCacheStats {
