@@ -25,9 +25,8 @@
  * flat: COMM_PROC_BURST per generation, plus one per COMM_PROC_COST lookups. The burst is wide
  * enough for honest loads: a reader woken for every page of a busy CPU makes a few hundred batches
  * per generation, each refreshing the names of the pids on it. Past the budget a lookup is
- * answered from what is at hand: the pid's entry, though older than the record (the name it had
- * at the last read), else the kernel's table as last read (a snapshot, as trace-cmd names pids),
- * else no name; nothing of that is cached, so the next lookup with budget reads /proc.
+ * answered with the name the pid's entry had at its last read, not cached anew, so the next lookup
+ * with budget reads /proc.
  */
 #define COMM_LEN 16
 #define COMM_SET_BITS 10U
@@ -74,7 +73,6 @@ struct CommCache {
         uint32_t tick;        /* of the last use, for LRU within a set */
         uint32_t proc_credit; /* in lookups; a /proc read costs COMM_PROC_COST */
         CommCacheStats stats;
-        char fallback[COMM_LEN];
         CommSet sets[COMM_SETS];
 };
 
@@ -231,22 +229,6 @@ static SavedComm *find_saved(CommCache *c, int pid) {
         return c->n_saved > 0 ? bsearch(&key, c->saved, c->n_saved, sizeof(SavedComm), cmp_saved) : NULL;
 }
 
-/* Past the budget of /proc reads: the pid's entry though older than the record, else the kernel's
- * table as last read (reread only when old, as ever), else none. Nothing is cached. */
-static const char *comm_fallback(CommCache *c, const CommEntry *e, int pid) {
-        SavedComm *s;
-
-        c->stats.proc_deferred++;
-        if (e && e->known)
-                return e->comm;
-        load_saved(c);
-        s = find_saved(c, pid);
-        if (!s || streq(s->comm, "<...>"))
-                return NULL;
-        memcpy(c->fallback, s->comm, COMM_LEN);
-        return c->fallback;
-}
-
 const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
         CommSet *set;
         CommEntry *e = NULL;
@@ -274,8 +256,14 @@ const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
         if (_likely_(e && ts <= e->until_ts && (e->timed || e->generation == c->generation)))
                 return e->known ? e->comm : NULL;
 
-        if (c->proc_first && pid != 0 && c->proc_credit < COMM_PROC_COST)
-                return comm_fallback(c, e, pid);
+        /* Past the budget, a name the pid had at its last lookup serves, though older than the
+         * record. A pid without one is read all the same: the kernel's table may name an earlier
+         * task of the pid, and a miss without an entry needs a new pid or more pids than a set
+         * holds, which no user can aim at one set. */
+        if (e && e->known && c->proc_first && pid != 0 && c->proc_credit < COMM_PROC_COST) {
+                c->stats.proc_deferred++;
+                return e->comm;
+        }
 
         if (!e) {
                 /* An empty way, else the least recently used (ages count modulo 2^32). */
@@ -318,7 +306,7 @@ const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
          * is COMM_SAVED_GENERATIONS old, and its names last a generation. */
         e->from_proc = false;
         if (c->proc_first) {
-                c->proc_credit -= COMM_PROC_COST;
+                c->proc_credit -= MIN(c->proc_credit, COMM_PROC_COST);
                 c->stats.proc_reads++;
         }
         if (c->proc_first && lookup_proc(pid, e->comm)) {
