@@ -5,20 +5,41 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "comm.h"
 #include "config.h"
 #include "util.h"
 
+/*
+ * The cache is set-associative: COMM_SETS sets of COMM_WAYS entries, least recently used out
+ * first. A set is picked by a multiply-shift hash of the pid with a key drawn at each start, so a
+ * user cannot steer pids into one set: pids that agree modulo any power of two (what forking until
+ * a pid comes round again gives) land in sets as if at random. A direct-mapped table indexed by
+ * pid % N let two processes whose pids agree modulo N evict each other on every record when they
+ * ping-pong on one CPU, and turned each record into a /proc read.
+ *
+ * Even without conflicts, a name serves only records written until its lookup, so every pid costs
+ * one /proc read per batch that follows its lookup: a crowd of tasks each switching once per batch
+ * could still make a read of most records. Reads are budgeted so that the cost per record stays
+ * flat: COMM_PROC_BURST per generation, plus one per COMM_PROC_COST lookups. The burst is wide
+ * enough for honest loads: a reader woken for every page of a busy CPU makes a few hundred batches
+ * per generation, each refreshing the names of the pids on it. Past the budget a lookup is
+ * answered with the name the pid's entry had at its last read, not cached anew, so the next lookup
+ * with budget reads /proc.
+ */
 #define COMM_LEN 16
-#define COMM_SLOTS 4096U /* direct-mapped by pid */
+#define COMM_SET_BITS 10U
+#define COMM_SETS (1U << COMM_SET_BITS)
+#define COMM_WAYS COMM_CACHE_WAYS
+#define COMM_PROC_COST COMM_CACHE_PROC_COST   /* lookups that earn one /proc read */
+#define COMM_PROC_BURST COMM_CACHE_PROC_BURST /* /proc reads at once, and per generation */
 #define COMM_SAVED_GENERATIONS 10U
 
 /* The inode number of the initial PID namespace (include/linux/proc_ns.h). */
 #define PROC_PID_INIT_INO 0xEFFFFFFCU
 
 typedef struct CommEntry {
-        int pid;
         uint32_t generation;
         bool known;
         bool timed;     /* valid for records up to until_ts, in any generation */
@@ -26,6 +47,13 @@ typedef struct CommEntry {
         uint64_t until_ts;
         char comm[COMM_LEN];
 } CommEntry;
+
+/* The pids of a set apart from their entries: a lookup compares them in one cache line. */
+typedef struct CommSet {
+        int32_t pid[COMM_WAYS]; /* -1: empty */
+        uint32_t used[COMM_WAYS];
+        CommEntry entry[COMM_WAYS];
+} CommSet;
 
 typedef struct SavedComm {
         int pid;
@@ -41,8 +69,24 @@ struct CommCache {
         uint64_t saved_ts; /* trace clock time of the last saved_cmdlines read */
         SavedComm *saved;
         size_t n_saved;
-        CommEntry slots[COMM_SLOTS];
+        uint64_t key;         /* of the set hash */
+        uint32_t tick;        /* of the last use, for LRU within a set */
+        uint32_t proc_credit; /* in lookups; a /proc read costs COMM_PROC_COST */
+        CommCacheStats stats;
+        CommSet sets[COMM_SETS];
 };
+
+static void comm_cache_clear(CommCache *c) {
+        for (size_t i = 0; i < COMM_SETS; i++) {
+                memset(&c->sets[i], 0, sizeof(CommSet));
+                for (size_t w = 0; w < COMM_WAYS; w++)
+                        c->sets[i].pid[w] = -1;
+        }
+}
+
+unsigned comm_cache_set_of(const CommCache *c, int pid) {
+        return hash_multiply_shift(c->key, (uint32_t) pid, COMM_SET_BITS);
+}
 
 int comm_cache_new(const char *saved_cmdlines_path, CommCache **ret) {
         CommCache *c = calloc(1, sizeof(CommCache));
@@ -57,6 +101,9 @@ int comm_cache_new(const char *saved_cmdlines_path, CommCache **ret) {
         }
         c->generation = 1;
         c->clock = -1;
+        c->proc_credit = COMM_PROC_BURST * COMM_PROC_COST;
+        c->key = hash_key_new();
+        comm_cache_clear(c);
         c->proc_first = stat("/proc/self/ns/pid", &st) == 0 && st.st_ino == PROC_PID_INIT_INO;
         *ret = c;
         return 0;
@@ -75,7 +122,7 @@ void comm_cache_set_clock(CommCache *c, const char *name) {
         if (config_clock_id(name, &c->clock) < 0)
                 c->clock = -1;
         /* Times taken on the old clock mean nothing on the new one. */
-        memset(c->slots, 0, sizeof(c->slots));
+        comm_cache_clear(c);
         c->saved_ts = 0;
 }
 
@@ -91,6 +138,11 @@ static uint64_t comm_now(const CommCache *c) {
 void comm_cache_next_generation(CommCache *c) {
         if (++c->generation == 0)
                 c->generation = 1;
+        c->proc_credit = COMM_PROC_BURST * COMM_PROC_COST;
+}
+
+void comm_cache_get_stats(const CommCache *c, CommCacheStats *ret) {
+        *ret = c->stats;
 }
 
 /* Names are cached for one generation (a flush interval), so that a rename (exec, prctl) shows
@@ -178,25 +230,62 @@ static SavedComm *find_saved(CommCache *c, int pid) {
 }
 
 const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
-        CommEntry *e = &c->slots[(unsigned) pid % COMM_SLOTS];
+        CommSet *set;
+        CommEntry *e = NULL;
         char prev[COMM_LEN] = "";
+        unsigned way, victim = 0;
         uint64_t now;
         SavedComm *s;
         bool had;
+
+        if (pid < 0)
+                return NULL;
+        c->proc_credit = MIN(c->proc_credit + 1, COMM_PROC_BURST * COMM_PROC_COST);
+        set = &c->sets[comm_cache_set_of(c, pid)];
+        for (way = 0; way < COMM_WAYS; way++)
+                if (set->pid[way] == pid) {
+                        e = &set->entry[way];
+                        set->used[way] = ++c->tick;
+                        break;
+                }
 
         /* A name looked up at until_ts holds for records written until then: a record written
          * later may follow a rename (exec, prctl) or be another task's that reuses the pid. This
          * does not depend on the flush timer, which a busy loop may hold off for seconds. Without
          * a system clock for the trace clock, entries last one generation. */
-        if (_likely_(e->pid == pid && ts <= e->until_ts && (e->timed || e->generation == c->generation)))
+        if (_likely_(e && ts <= e->until_ts && (e->timed || e->generation == c->generation)))
                 return e->known ? e->comm : NULL;
 
-        /* The name this slot had for the pid, for a task found gone below. */
-        had = e->pid == pid && e->known && e->from_proc;
+        /* Past the budget, a name the pid had at its last lookup serves, though older than the
+         * record. A pid without one is read all the same: the kernel's table may name an earlier
+         * task of the pid, and a miss without an entry needs a new pid or more pids than a set
+         * holds, which no user can aim at one set. */
+        if (e && e->known && c->proc_first && pid != 0 && c->proc_credit < COMM_PROC_COST) {
+                c->stats.proc_deferred++;
+                return e->comm;
+        }
+
+        if (!e) {
+                /* An empty way, else the least recently used (ages count modulo 2^32). */
+                for (way = 0; way < COMM_WAYS; way++) {
+                        if (set->pid[way] < 0) {
+                                victim = way;
+                                break;
+                        }
+                        if (c->tick - set->used[way] > c->tick - set->used[victim])
+                                victim = way;
+                }
+                set->pid[victim] = pid;
+                set->used[victim] = ++c->tick;
+                e = &set->entry[victim];
+                e->known = false;
+        }
+
+        /* The name this entry had for the pid, for a task found gone below. */
+        had = e->known && e->from_proc;
         if (had)
                 memcpy(prev, e->comm, COMM_LEN);
         now = comm_now(c);
-        e->pid = pid;
         e->generation = c->generation;
         e->known = true;
         e->until_ts = now;
@@ -216,6 +305,10 @@ const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
          * (records carry initial-namespace pids): the table is the only source, reread when it
          * is COMM_SAVED_GENERATIONS old, and its names last a generation. */
         e->from_proc = false;
+        if (c->proc_first) {
+                c->proc_credit -= MIN(c->proc_credit, COMM_PROC_COST);
+                c->stats.proc_reads++;
+        }
         if (c->proc_first && lookup_proc(pid, e->comm)) {
                 e->from_proc = true;
                 return e->comm;

@@ -14,6 +14,17 @@
 
 typedef struct CommCache CommCache;
 
+/* Entries per set; and the /proc reads a generation allows at once, plus one per COMM_CACHE_PROC_COST
+ * lookups (see daemon/comm.c). */
+#define COMM_CACHE_WAYS 8U
+#define COMM_CACHE_PROC_BURST 1024U
+#define COMM_CACHE_PROC_COST 16U
+
+typedef struct CommCacheStats {
+        uint64_t proc_reads;    /* /proc/PID/comm reads */
+        uint64_t proc_deferred; /* lookups answered without the /proc read they wanted: over budget */
+} CommCacheStats;
+
 int comm_cache_new(const char *saved_cmdlines_path, CommCache **ret);
 CommCache *comm_cache_free(CommCache *c);
 /* The instance's trace clock (its trace_clock name), which record timestamps count on. */
@@ -22,3 +33,6 @@ void comm_cache_set_clock(CommCache *c, const char *name);
 void comm_cache_next_generation(CommCache *c);
 /* The name of pid for a record written at ts (trace clock), or NULL when neither source knows it. */
 const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts);
+void comm_cache_get_stats(const CommCache *c, CommCacheStats *ret);
+/* The set of pid, for tests: the sets are picked by a hash keyed at random per cache. */
+unsigned comm_cache_set_of(const CommCache *c, int pid);

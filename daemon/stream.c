@@ -55,6 +55,7 @@ int stream_new(StreamMode mode, unsigned n_cpus, size_t max_bytes, Stream **ret)
         if (!s)
                 return -ENOMEM;
         s->mode = mode;
+        s->comm_key = hash_key_new();
         s->n_cpus = n_cpus;
         s->max_bytes = max_bytes;
         s->dropped = calloc(n_cpus, sizeof(uint64_t));
@@ -815,7 +816,9 @@ void stream_note_kernel_losses(Stream *s, unsigned cpu, uint64_t overrun, uint64
  * record and again when it changes (exec, prctl), so that the file ends with each pid's last name,
  * as trace-cmd's files do. The table is charged to the recording like its queue and takes at most
  * half of the recording's bound (65,536 pids with the default ClientQueueKB=); beyond that, the
- * kernel's saved command lines (sent at the start) have to do. */
+ * kernel's saved command lines (sent at the start) have to do. The hash is keyed per stream: pids a
+ * user forks until they agree modulo the table size do not line up in one long probe. Names come
+ * from the daemon's comm cache, one lookup per run of records of a pid on a page. */
 #define STREAM_COMM_PIDS_MAX 65536U
 
 /* The slot of pid, NULL when the table is full; a new slot has key 0 and is not counted yet. */
@@ -824,6 +827,7 @@ static StreamComm *stream_comm_slot(Stream *s, int32_t pid) {
 
         if (s->n_comm_pids * 2 >= s->comm_pids_cap) {
                 size_t cap = s->comm_pids_cap ? s->comm_pids_cap * 2 : 256;
+                unsigned bits = (unsigned) __builtin_ctzll(cap);
                 StreamComm *t;
 
                 if (cap > STREAM_COMM_PIDS_MAX * 2 || cap * sizeof(StreamComm) > s->max_bytes / 2)
@@ -835,7 +839,8 @@ static StreamComm *stream_comm_slot(Stream *s, int32_t pid) {
                         uint32_t k = s->comm_pids[i].key;
                         if (k == 0)
                                 continue;
-                        for (h = (k * 2654435761U) & (cap - 1); t[h].key; h = (h + 1) & (cap - 1))
+                        for (h = hash_multiply_shift(s->comm_key, k, bits); t[h].key;
+                             h = (h + 1) & (cap - 1))
                                 ;
                         t[h] = s->comm_pids[i];
                 }
@@ -843,8 +848,8 @@ static StreamComm *stream_comm_slot(Stream *s, int32_t pid) {
                 s->comm_pids = t;
                 s->comm_pids_cap = cap;
         }
-        for (h = (key * 2654435761U) & (s->comm_pids_cap - 1); s->comm_pids[h].key;
-             h = (h + 1) & (s->comm_pids_cap - 1))
+        for (h = hash_multiply_shift(s->comm_key, key, (unsigned) __builtin_ctzll(s->comm_pids_cap));
+             s->comm_pids[h].key; h = (h + 1) & (s->comm_pids_cap - 1))
                 if (s->comm_pids[h].key == key)
                         break;
         return &s->comm_pids[h];

@@ -79,6 +79,7 @@ typedef struct Stream {
         struct StreamComm *comm_pids; /* the command names sent, by pid (see stream_send_comm()) */
         size_t comm_pids_cap;
         size_t n_comm_pids;
+        uint64_t comm_key;      /* of the hash of comm_pids: pids a user picks do not crowd one slot */
         size_t n_comm_checking; /* pids still looked at again (see stream_resolve_comms()) */
         uint8_t *scratch;       /* a frame: header and page */
         size_t scratch_size;

@@ -3,8 +3,11 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 /*
@@ -123,4 +126,26 @@ static inline void strv_freep(char ***l) {
 static inline void *mfree(void *p) {
         free(p);
         return NULL;
+}
+
+/* A key for hashing values a user may choose (pids), drawn anew by each table: a user who cannot
+ * see it cannot steer values into one bucket. Not a secret worth blocking for at boot: the clock
+ * when getrandom() has nothing yet. Odd, for hash_multiply_shift(). */
+static inline uint64_t hash_key_new(void) {
+        struct timespec ts = {};
+        uint64_t k;
+
+        if (getrandom(&k, sizeof(k), GRND_NONBLOCK) != (ssize_t) sizeof(k)) {
+                (void) clock_gettime(CLOCK_BOOTTIME, &ts);
+                k = ((uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec) * 0x9E3779B97F4A7C15ULL ^
+                    (uint64_t) getpid();
+        }
+        return k | 1;
+}
+
+/* The bucket of value among 2^bits (1..32): multiply-shift, for which two given values share a
+ * bucket with probability at most 2^(1 - bits) over the keys, whatever the values (values that
+ * agree modulo a power of two included). */
+static inline uint32_t hash_multiply_shift(uint64_t key, uint32_t value, unsigned bits) {
+        return (uint32_t) (((uint64_t) value * key) >> (64 - bits));
 }

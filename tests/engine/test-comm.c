@@ -5,6 +5,10 @@
  * (a prctl() or exec may have renamed the task since), however long the flush generation lasts.
  * A gone task is named from a saved_cmdlines read newer than its record, or not at all; the table
  * is reread no more often than every ten generations.
+ *
+ * No choice of pids thrashes it: pids that agree modulo 4096 (or any power of two) all stay cached,
+ * as do up to COMM_CACHE_WAYS pids of one set, and however many pids are looked up again, /proc is
+ * read no more than the budget allows; beyond it a pid keeps the name it had.
  */
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -12,8 +16,18 @@
 
 #include "../unit/tpd-test.h"
 #include "comm.h"
+#include "util.h"
 
 #define PROC_PID_INIT_INO 0xEFFFFFFCU
+/* Above PID_MAX_LIMIT (include/linux/threads.h): never a task, so /proc never knows them. */
+#define NO_TASK_PID 4194305
+
+static uint64_t proc_reads(const CommCache *c) {
+        CommCacheStats st;
+
+        comm_cache_get_stats(c, &st);
+        return st.proc_reads;
+}
 
 static uint64_t boot_ns(void) {
         struct timespec ts;
@@ -95,6 +109,113 @@ static void test_gone(const char *saved) {
         comm_cache_free(c);
 }
 
+/* pids beyond any task's, named "no-task-<i>" in the table. */
+static void write_saved_many(const char *path, const int *pids, size_t n) {
+        FILE *f = fopen(path, "we");
+
+        ASSERT(f);
+        for (size_t i = 0; i < n; i++)
+                fprintf(f, "%d no-task-%zu\n", pids[i], i);
+        ASSERT(fclose(f) == 0);
+}
+
+static void check_named(CommCache *c, const int *pids, size_t n, uint64_t ts) {
+        char want[32];
+
+        for (size_t i = 0; i < n; i++) {
+                snprintf(want, sizeof(want), "no-task-%zu", i);
+                ASSERT_STR_EQ(comm_cache_lookup(c, pids[i], ts), want);
+        }
+}
+
+static void test_sets(const char *saved) {
+        int congruent[64], set[COMM_CACHE_WAYS + 1];
+        CommCache *c = NULL;
+        size_t n = 0;
+        uint64_t ts, reads;
+
+        ASSERT_INT_EQ(comm_cache_new(saved, &c), 0);
+        comm_cache_set_clock(c, "boot");
+
+        /* Pids that share a slot of a table indexed by pid % 4096: each in a set as if at random,
+         * so all 64 stay cached (that more than COMM_CACHE_WAYS of them share a set is about as
+         * likely as guessing a 64-bit key). */
+        for (size_t i = 0; i < ELEMENTSOF(congruent); i++)
+                congruent[i] = NO_TASK_PID + (int) i * 4096;
+        write_saved_many(saved, congruent, ELEMENTSOF(congruent));
+        ts = boot_ns();
+        check_named(c, congruent, ELEMENTSOF(congruent), ts);
+        reads = proc_reads(c);
+        ASSERT_INT_EQ(reads, ELEMENTSOF(congruent));
+        for (int round = 0; round < 3; round++)
+                check_named(c, congruent, ELEMENTSOF(congruent), ts);
+        ASSERT_INT_EQ(proc_reads(c), reads);
+
+        /* COMM_CACHE_WAYS pids of one set all stay; one more evicts the least recently used. A new
+         * cache, with a new key: the set of a pid is found by asking. */
+        comm_cache_free(c);
+        ASSERT_INT_EQ(comm_cache_new(saved, &c), 0);
+        comm_cache_set_clock(c, "boot");
+        for (int pid = NO_TASK_PID; n < ELEMENTSOF(set); pid++)
+                if (comm_cache_set_of(c, pid) == comm_cache_set_of(c, NO_TASK_PID + 1))
+                        set[n++] = pid;
+        write_saved_many(saved, set, ELEMENTSOF(set));
+        ts = boot_ns();
+        check_named(c, set, COMM_CACHE_WAYS, ts);
+        ASSERT_INT_EQ(proc_reads(c), COMM_CACHE_WAYS);
+        check_named(c, set, COMM_CACHE_WAYS, ts);
+        ASSERT_INT_EQ(proc_reads(c), COMM_CACHE_WAYS);
+        ASSERT_STR_EQ(comm_cache_lookup(c, set[COMM_CACHE_WAYS], ts), "no-task-8");
+        ASSERT_INT_EQ(proc_reads(c), COMM_CACHE_WAYS + 1);
+        for (size_t i = 1; i < COMM_CACHE_WAYS; i++)
+                ASSERT(comm_cache_lookup(c, set[i], ts));
+        ASSERT_INT_EQ(proc_reads(c), COMM_CACHE_WAYS + 1);
+        ASSERT_STR_EQ(comm_cache_lookup(c, set[0], ts), "no-task-0");
+        ASSERT_INT_EQ(proc_reads(c), COMM_CACHE_WAYS + 2);
+        comm_cache_free(c);
+}
+
+static void test_budget(const char *saved) {
+        enum { N = 4 * COMM_CACHE_PROC_BURST };
+        static int pids[N];
+        CommCache *c = NULL;
+        CommCacheStats st0, st;
+        uint64_t named = 0;
+        uint64_t ts, allowed = COMM_CACHE_PROC_BURST + N / COMM_CACHE_PROC_COST;
+
+        for (size_t i = 0; i < N; i++)
+                pids[i] = NO_TASK_PID + (int) i;
+        write_saved_many(saved, pids, N);
+        ASSERT_INT_EQ(comm_cache_new(saved, &c), 0);
+        comm_cache_set_clock(c, "boot");
+        ts = boot_ns();
+        /* Each pid's first lookup reads /proc whatever the budget: nothing else knows a new pid. */
+        check_named(c, pids, N, ts);
+        comm_cache_get_stats(c, &st0);
+        ASSERT_INT_EQ(st0.proc_reads, N);
+
+        /* A crowd of pids, each once more for records written after their lookups, in the next
+         * generation: /proc is read no more than the budget allows, and the rest keep the name
+         * they had. */
+        comm_cache_next_generation(c);
+        ts = boot_ns();
+        for (size_t i = 0; i < N; i++)
+                named += comm_cache_lookup(c, pids[i], ts) != NULL;
+        comm_cache_get_stats(c, &st);
+        /* (A pid read again is gone, and unnamed after the table's read: see test_gone().) */
+        ASSERT_INT_EQ(named, st.proc_deferred);
+        ASSERT(st.proc_reads - st0.proc_reads <= allowed);
+        ASSERT(st.proc_reads - st0.proc_reads >= COMM_CACHE_PROC_BURST);
+        ASSERT_INT_EQ(st.proc_reads - st0.proc_reads + st.proc_deferred, N);
+
+        /* The next generation has a budget again. */
+        comm_cache_next_generation(c);
+        ASSERT_STR_EQ(comm_cache_lookup(c, getpid(), boot_ns()), "test-comm");
+        comm_cache_get_stats(c, &st0);
+        ASSERT_INT_EQ(st0.proc_reads, st.proc_reads + 1);
+        comm_cache_free(c);
+}
+
 int main(void) {
         char saved[] = "/tmp/test-comm-XXXXXX";
         struct stat st;
@@ -109,6 +230,9 @@ int main(void) {
         close(fd);
         test_rename(saved);
         test_gone(saved);
+        ASSERT(prctl(PR_SET_NAME, "test-comm", 0, 0, 0) == 0);
+        test_sets(saved);
+        test_budget(saved);
         unlink(saved);
         return 0;
 }

@@ -11,7 +11,7 @@ Exit codes follow meson/automake: 0 pass, 1 fail (the message says what differed
 when tracefs truly cannot be had: not root, or tracefs cannot be mounted).
 
 Environment (set by tests/integration/meson.build): TPD, TPCTL, GEN_GETPPID, GEN_MARKER,
-GEN_PINGPONG, TPD_VARLINK_FILE. TPD_TEST_VERBOSE=1 prints tpd's log even when a test passes.
+GEN_PINGPONG, GEN_RING, TPD_VARLINK_FILE. TPD_TEST_VERBOSE=1 prints tpd's log even when a test passes.
 """
 
 import glob
