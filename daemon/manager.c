@@ -63,6 +63,7 @@ Manager *manager_free(Manager *m) {
         comm_cache_free(m->comm);
         batch_unref(m->batch);
         counters_free(m->counters);
+        free(m->accounts);
         free(m->overrun_reported);
         free(m->dropped_reported);
         free(m->decode_pending);
@@ -96,6 +97,24 @@ static const char *manager_comm(void *userdata, int pid, uint64_t ts) {
         return comm_cache_lookup(m->comm, pid, ts);
 }
 
+/* The kernel's counters of cpu summed over the clears of its buffer (cpustats.h): every loss account
+ * of tpd takes differences of these, never of the raw counters, which a clear sets back to zero. */
+static int manager_cpu_stats(Manager *m, unsigned cpu, TracingCpuStats *ret) {
+        TracingCpuStats raw;
+        int r;
+
+        if (cpu >= m->n_cpus)
+                return -EINVAL;
+        r = tracing_cpu_stats(m->tracing, cpu, &raw);
+        if (r < 0)
+                return r;
+        if (cpu_account_sample(&m->accounts[cpu], &raw, ret))
+                log_debug("CPU %u: the kernel's counters went back: its buffer was cleared by another "
+                          "process; counting on from there.",
+                          cpu);
+        return 0;
+}
+
 /* A page flags that the kernel overwrote records before it. The count it may store is the overrun
  * since the kernel's previous page swap; when the page was full it stores none, and only the
  * kernel's counter tells. Reading the counter later counts overruns that a later page will flag
@@ -108,7 +127,7 @@ static uint64_t manager_missed(void *userdata, unsigned cpu, const uint64_t *sto
 
         if (cpu >= m->n_cpus)
                 return stored ? *stored : 0;
-        if (tracing_cpu_stats(m->tracing, cpu, &s) < 0) {
+        if (manager_cpu_stats(m, cpu, &s) < 0) {
                 n = stored ? *stored : 0;
                 m->overrun_reported[cpu] += n;
                 return n;
@@ -122,7 +141,7 @@ static uint64_t manager_overrun_now(void *userdata, unsigned cpu) {
         Manager *m = userdata;
         TracingCpuStats st;
 
-        if (tracing_cpu_stats(m->tracing, cpu, &st) < 0)
+        if (manager_cpu_stats(m, cpu, &st) < 0)
                 return UINT64_MAX;
         return st.overrun;
 }
@@ -162,7 +181,7 @@ static void manager_report_kernel_losses(Manager *m) {
                 uint64_t ts = 0;
                 int r = 0;
 
-                if (tracing_cpu_stats(m->tracing, cpu, &st) < 0)
+                if (manager_cpu_stats(m, cpu, &st) < 0)
                         continue;
                 /* Recordings keep their own account: each flags its losses on its next page. */
                 if (m->n_recordings > 0) {
@@ -426,7 +445,7 @@ void manager_stream_started(Manager *m) {
          * are not its own (they reach it only when reported later, for streams started earlier). */
         for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
                 TracingCpuStats st;
-                if (tracing_cpu_stats(m->tracing, cpu, &st) < 0)
+                if (manager_cpu_stats(m, cpu, &st) < 0)
                         continue;
                 if (first) {
                         m->overrun_reported[cpu] = st.overrun;
@@ -450,7 +469,7 @@ static void manager_kernel_losses(Manager *m, uint64_t *ret_overrun, uint64_t *r
 
         for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
                 TracingCpuStats st;
-                if (tracing_cpu_stats(m->tracing, cpu, &st) < 0)
+                if (manager_cpu_stats(m, cpu, &st) < 0)
                         continue;
                 overrun += st.overrun;
                 dropped += st.dropped;
@@ -463,11 +482,6 @@ void manager_counting_kernel_losses(Manager *m, uint64_t *ret_overrun, uint64_t 
         uint64_t overrun, dropped;
 
         manager_kernel_losses(m, &overrun, &dropped);
-        /* Setting the trace clock resets the kernel's counters (manager_check_instance()). */
-        if (overrun < m->counting_overrun)
-                m->counting_overrun = overrun;
-        if (dropped < m->counting_dropped)
-                m->counting_dropped = dropped;
         *ret_overrun = overrun - m->counting_overrun;
         *ret_dropped = dropped - m->counting_dropped;
 }
@@ -604,14 +618,6 @@ static void manager_check_instance(Manager *m) {
                         log_debug("Tracefs instance '%s' changed again: %s.",
                                   tracing_instance_name(m->tracing), report);
 
-                /* Setting trace_clock (theirs, and ours putting it back) clears the buffer and the
-                 * kernel's per-CPU counters: count overruns from where they start again. */
-                for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
-                        TracingCpuStats st;
-                        if (tracing_cpu_stats(m->tracing, cpu, &st) >= 0 &&
-                            st.overrun < m->overrun_reported[cpu])
-                                m->overrun_reported[cpu] = st.overrun;
-                }
                 for (unsigned i = 0; i < m->n_cpus; i++)
                         if (m->readers[i])
                                 (void) reader_flush(m->readers[i]);
@@ -806,6 +812,44 @@ static int manager_on_check_timer(sd_event_source *s, uint64_t usec, void *userd
         return rearm(s, CHECK_USEC);
 }
 
+/* tpd is about to write trace_clock (Configure, or putting back a clock another process set), which
+ * clears the buffers of the online CPUs (6.18: tracing_set_clock() resets them): first hand the
+ * streams what the buffers hold and note the counters; once written, close the buffers' lives, the
+ * records written in between counted as lost. */
+static void manager_on_clear(void *userdata, bool done) {
+        Manager *m = userdata;
+        unsigned kb = 0;
+        size_t max_pages = CPUS_DRAIN_PAGES;
+
+        if (!done) {
+                /* The whole buffer, not more: a writer that keeps up with the reader cannot hold
+                 * up the loop. */
+                if (tracing_get_buffer_size_kb(m->tracing, &kb) >= 0 && kb > 0)
+                        max_pages = (size_t) kb * 1024 / tracing_page_size(m->tracing) + 2;
+                for (unsigned cpu = 0; cpu < m->n_cpus; cpu++)
+                        if (m->readers[cpu])
+                                (void) reader_drain_all(m->readers[cpu], max_pages);
+        }
+        for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
+                TracingCpuStats st;
+                int r;
+
+                if (!done) {
+                        (void) manager_cpu_stats(m, cpu, &st);
+                        continue;
+                }
+                if (!m->cpus[cpu].online)
+                        continue; /* its buffer was left as it was */
+                r = tracing_cpu_stats(m->tracing, cpu, &st);
+                if (m->accounts[cpu].last.entries > 0)
+                        log_debug("CPU %u: %" PRIu64 " records not read out before the clock was set, lost.",
+                                  cpu, m->accounts[cpu].last.entries);
+                cpu_account_cleared(&m->accounts[cpu], r >= 0 ? &st : NULL);
+        }
+        if (!done)
+                manager_flush_clients(m);
+}
+
 static int manager_setup_tracing(Manager *m) {
         DecoderCallbacks callbacks = {
                 .comm = manager_comm,
@@ -857,14 +901,15 @@ static int manager_setup_tracing(Manager *m) {
         if (r < 0)
                 return r;
 
+        m->accounts = calloc(m->n_cpus, sizeof(CpuAccount));
         m->overrun_reported = calloc(m->n_cpus, sizeof(uint64_t));
         m->dropped_reported = calloc(m->n_cpus, sizeof(uint64_t));
         m->decode_pending = calloc(m->n_cpus, sizeof(uint64_t));
         m->readers = calloc(m->n_cpus, sizeof(Reader *));
         m->cpus = calloc(m->n_cpus, sizeof(ManagerCpu));
         online = calloc(m->n_cpus, sizeof(bool));
-        if (!m->overrun_reported || !m->dropped_reported || !m->decode_pending || !m->readers || !m->cpus ||
-            !online)
+        if (!m->accounts || !m->overrun_reported || !m->dropped_reported || !m->decode_pending ||
+            !m->readers || !m->cpus || !online)
                 return -ENOMEM;
 
         /* Only online CPUs: the trace_pipe_raw of a CPU that was offline when the instance was made
@@ -884,6 +929,8 @@ static int manager_setup_tracing(Manager *m) {
                         return log_error_errno(r, "Failed to start reading CPU %u: %m", cpu);
                 m->cpus[cpu].online = true;
         }
+        /* From here on the kernel's counters are summed over the clears of tpd's clock writes. */
+        tracing_set_clear_handler(m->tracing, manager_on_clear, m);
         return 0;
 }
 

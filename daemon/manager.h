@@ -62,6 +62,7 @@ typedef struct Manager {
         ManagerCpu *cpus; /* per possible CPU */
         unsigned n_cpus;  /* possible CPUs: CPU numbers index the per-CPU arrays */
         bool cpus_read_failed;
+        CpuAccount *accounts;       /* per CPU: the kernel's counters summed over buffer clears */
         uint64_t *overrun_reported; /* per CPU: overrun already reported in lost records */
         uint64_t *dropped_reported; /* per CPU: the kernel's "dropped events" likewise */
         uint64_t *decode_pending;   /* per CPU: records lost to a failed decode, not yet reported */

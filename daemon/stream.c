@@ -803,6 +803,9 @@ void stream_note_kernel_losses(Stream *s, unsigned cpu, uint64_t overrun, uint64
 
         if (s->mode != STREAM_PAGES || cpu >= s->n_cpus)
                 return;
+        /* The losses of a CPU the recording did not select are not its own. */
+        if (s->cpus && !bitmap_test(s->cpus, s->cpus_bits, cpu))
+                return;
         seen = &s->overrun_seen[cpu * 2];
         if (overrun > seen[0])
                 stream_page_loss(s, cpu, RECORD_LOST_OVERRUN, overrun - seen[0], ts);

@@ -41,6 +41,8 @@ struct Tracing {
         char *watched[ELEMENTSOF(watched_files)];  /* expected content of watched_files */
         int watched_fd[ELEMENTSOF(watched_files)]; /* kept open: a check costs one pread each */
         size_t check_cursor;                       /* next event whose filter tracing_check() reads */
+        TracingClearHandler clear_handler;
+        void *clear_userdata;
         char *saved_cmdlines;
         unsigned n_cpus;
         size_t page_size;
@@ -70,6 +72,23 @@ static int cmp_str(const void *a, const void *b) {
 
 static int instance_write(Tracing *t, const char *file, const char *value) {
         return tracefs_instance_file_write(t->instance, file, value) < 0 ? negative_errno() : 0;
+}
+
+/* Writes trace_clock, which clears the buffers: the handler hears of it before and after. */
+static int clock_write(Tracing *t, const char *clock) {
+        int r;
+
+        if (t->clear_handler)
+                t->clear_handler(t->clear_userdata, false);
+        r = instance_write(t, "trace_clock", clock);
+        if (r >= 0 && t->clear_handler)
+                t->clear_handler(t->clear_userdata, true);
+        return r;
+}
+
+void tracing_set_clear_handler(Tracing *t, TracingClearHandler handler, void *userdata) {
+        t->clear_handler = handler;
+        t->clear_userdata = userdata;
 }
 
 static int event_write(Tracing *t, const TracingEvent *e, const char *file, const char *value) {
@@ -490,7 +509,7 @@ int tracing_set_clock(Tracing *t, const char *clock) {
                 found = streq(w, clock);
         if (!found)
                 return -EINVAL;
-        r = instance_write(t, "trace_clock", clock);
+        r = clock_write(t, clock);
         if (r < 0)
                 return r;
         copy = strdup(clock);
@@ -1157,7 +1176,7 @@ static void check_clock(Tracing *t, CheckReport *rep) {
                 return;
         esc = escape_text(now);
         /* Setting the clock clears the ring buffer, both ways. */
-        r = instance_write(t, "trace_clock", t->clock);
+        r = clock_write(t, t->clock);
         if (r < 0) {
                 report_add(rep, "trace_clock was changed to '%s'; setting it back to '%s' failed: %s",
                            strempty(esc), t->clock, strerror(-r));

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cpustats.h"
 #include "util.h"
 
 struct tep_handle;
@@ -36,13 +37,13 @@ typedef struct TracingEvent {
         bool always_on; /* ftrace:* events have no enable switch: they are always recorded */
 } TracingEvent;
 
-typedef struct TracingCpuStats {
-        uint64_t entries;
-        uint64_t overrun;
-        uint64_t commit_overrun;
-        uint64_t dropped;
-        uint64_t read;
-} TracingCpuStats;
+/* The kernel's counters as per_cpu/cpuN/stats reads now (cpustats.h sums them over resets). */
+typedef CpuStats TracingCpuStats;
+
+/* Called around each write of trace_clock, which clears the instance's buffers on the online CPUs
+ * and sets their counters back to zero: first with done false, so that the caller reads out what
+ * the buffers still hold and notes the counters; then, once the write succeeded, with done true. */
+typedef void (*TracingClearHandler)(void *userdata, bool done);
 
 /* Sets libtracefs' and libtraceevent's log levels from ours (log_get_max_level()). */
 void tracing_setup_logging(void);
@@ -64,6 +65,9 @@ size_t tracing_page_size(Tracing *t);
 
 /* -EINVAL for a name the instance's trace_clock does not list. */
 int tracing_set_clock(Tracing *t, const char *clock);
+/* Sets the handler told of the buffer clears of tpd's own trace_clock writes (tracing_set_clock()
+ * and tracing_check() putting the clock back). */
+void tracing_set_clear_handler(Tracing *t, TracingClearHandler handler, void *userdata);
 int tracing_get_clock(Tracing *t, char **ret);
 int tracing_set_buffer_size_kb(Tracing *t, unsigned kb);
 int tracing_get_buffer_size_kb(Tracing *t, unsigned *ret);
