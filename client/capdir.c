@@ -143,21 +143,28 @@ int capdir_remove_file(int dirfd, const char *name, const struct stat *st) {
         return unlinkat(dirfd, name, 0) < 0 ? negative_errno() : 0;
 }
 
-int capdir_remove_tree(int at, const char *name) {
+/* The directory name in at as a DIR, never through a link: NULL with errno set. */
+static DIR *open_dir(int at, const char *name) {
         int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         DIR *d;
+
+        if (fd < 0)
+                return NULL;
+        d = fdopendir(fd);
+        if (!d)
+                safe_close(fd);
+        return d;
+}
+
+int capdir_remove_tree(int at, const char *name) {
+        DIR *d = open_dir(at, name);
         struct dirent *de;
 
         /* A file, or a link (ELOOP, or ENOTDIR for a link to a file): the name alone goes. */
-        if (fd < 0 && (errno == ENOTDIR || errno == ELOOP))
+        if (!d && (errno == ENOTDIR || errno == ELOOP))
                 return unlinkat(at, name, 0) < 0 ? negative_errno() : 0;
-        if (fd < 0)
+        if (!d)
                 return negative_errno();
-        d = fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
-                return -ENOMEM;
-        }
         while ((de = readdir(d))) {
                 if (streq(de->d_name, ".") || streq(de->d_name, ".."))
                         continue;
@@ -172,18 +179,12 @@ int capdir_remove_tree(int at, const char *name) {
 
 int capdir_find_rotated(int at, const char *stem, const char *ext, char **ret_name) {
         size_t stem_len = strlen(stem), ext_len = strlen(ext);
-        int fd = openat(at, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR *d;
+        DIR *d = open_dir(at, ".");
         struct dirent *de;
         int r = 0;
 
-        if (fd < 0)
+        if (!d)
                 return negative_errno();
-        d = fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
-                return -ENOMEM;
-        }
         while ((de = readdir(d))) {
                 const char *n = de->d_name;
                 size_t len = strlen(n), digits = 0;
