@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -7,24 +6,37 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include "build-config.h"
+#include "capdir.h"
 #include "datfile.h"
 #include "tracecmd-output.h"
 #include "util.h"
 
 /* LeakSanitizer's built-in suppressions for a sanitizer build of tpctl (an ordinary build never
  * calls it): Debian's libtracecmd 1.3 leaks the path tracecmd_output_set_kallsyms() keeps, which
- * tracecmd_output_close() does not free. In the program, so that it holds whoever runs it. */
+ * tracecmd_output_close() does not free; and libtracefs 1.6's tracefs_tracing_dir(), which every
+ * tracecmd_output_create_fd() calls, drops the path it cached without freeing it when the path
+ * fails its check (for a user who cannot read tracefs): once for each data file after the first.
+ * The stack of that one, unwound fast, ends in libtracefs's static function: matched by the
+ * library, which tpctl calls only through libtracecmd. In the program, so that it holds whoever
+ * runs it. */
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void) {
-        return "leak:tracecmd_output_set_kallsyms\n";
+        return "leak:tracecmd_output_set_kallsyms\nleak:libtracefs.so\n";
 }
 
+/* Below this, a failed write of a data file is taken for a full file system. */
+#define LOW_SPACE_BYTES (1024U * 1024U)
+
 struct DatMeta {
-        char *dir;     /* private directory next to the output: tracing/, kallsyms, page files */
+        int parent_fd; /* the output's directory */
+        char *name;    /* of the private directory in it: tracing/, kallsyms, page files, data files */
+        int dir_fd;    /* of the private directory */
+        char *dir;     /* the private directory as libtracecmd opens it: by its fd, never by name */
         char *tracing; /* dir/tracing: a tracing directory of the files tpd sent */
         unsigned n_cpus;
         size_t page_size;
@@ -40,7 +52,7 @@ struct DatMeta {
 };
 
 typedef struct DatCpu {
-        char *path;
+        char *name; /* in the private directory */
         int fd;
         uint64_t pages;
         uint64_t records;
@@ -50,18 +62,19 @@ typedef struct DatCpu {
 
 struct DatFile {
         DatMeta *meta;
-        char *path;
+        unsigned serial;
         DatCpu *cpus;
         uint64_t data_size;
 };
 
-static int rm_rf(const char *path);
-
 DatMeta *dat_meta_free(DatMeta *m) {
         if (!m)
                 return NULL;
-        if (m->dir)
-                (void) rm_rf(m->dir);
+        if (m->name)
+                (void) capdir_remove_tree(m->parent_fd, m->name);
+        safe_close(m->dir_fd);
+        safe_close(m->parent_fd);
+        free(m->name);
         free(m->dir);
         free(m->tracing);
         free(m->kernel_cmdlines);
@@ -71,37 +84,45 @@ DatMeta *dat_meta_free(DatMeta *m) {
         return NULL;
 }
 
-int dat_meta_new(const char *output, unsigned n_cpus, size_t page_size, int file_version, DatMeta **ret) {
-        _cleanup_free_ char *copy = strdup(output);
-        DatMeta *m;
-        char *slash;
+int dat_meta_new(int dir_fd, unsigned n_cpus, size_t page_size, int file_version, DatMeta **ret) {
+        DatMeta *m = calloc(1, sizeof(DatMeta));
+        int r;
 
-        if (!copy)
-                return -ENOMEM;
-        m = calloc(1, sizeof(DatMeta));
         if (!m)
                 return -ENOMEM;
         m->n_cpus = n_cpus;
         m->page_size = page_size;
         m->file_version = file_version;
-        /* Next to the output, so that the page files share its file system and its quota. */
-        slash = strrchr(copy, '/');
-        if (asprintf(&m->dir, "%s/.tpctl-record-XXXXXX",
-                     slash ? (slash == copy ? "/" : (*slash = 0, copy)) : ".") < 0) {
+        m->dir_fd = -1;
+        m->parent_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+        if (m->parent_fd < 0) {
+                r = negative_errno();
+                dat_meta_free(m);
+                return r;
+        }
+        /* In the output's directory, so that the page files share its file system and its quota, and
+         * a finished file moves into place by rename. */
+        r = capdir_mkdtemp(m->parent_fd, ".tpctl-record-", &m->name, &m->dir_fd);
+        if (r < 0) {
+                dat_meta_free(m);
+                return r;
+        }
+        /* libtracecmd takes paths: through the fd, the directory made here whatever its name
+         * becomes. */
+        if (asprintf(&m->dir, "/proc/self/fd/%d", m->dir_fd) < 0) {
                 m->dir = NULL;
                 dat_meta_free(m);
                 return -ENOMEM;
         }
-        if (!mkdtemp(m->dir)) {
-                int r = -errno;
-                free(m->dir);
-                m->dir = NULL;
+        if (asprintf(&m->tracing, "%s/tracing", m->dir) < 0) {
+                m->tracing = NULL;
+                dat_meta_free(m);
+                return -ENOMEM;
+        }
+        if (mkdirat(m->dir_fd, "tracing", 0700) < 0) {
+                r = negative_errno();
                 dat_meta_free(m);
                 return r;
-        }
-        if (asprintf(&m->tracing, "%s/tracing", m->dir) < 0 || mkdir(m->tracing, 0700) < 0) {
-                dat_meta_free(m);
-                return -errno ?: -ENOMEM;
         }
         *ret = m;
         return 0;
@@ -196,17 +217,14 @@ int dat_meta_add_comm(DatMeta *m, int pid, const char *comm, size_t len) {
 }
 
 int dat_meta_set_kallsyms(DatMeta *m, int enabled) {
-        _cleanup_free_ char *path = NULL;
         _cleanup_close_ int in = -1, out = -1;
         char buf[65536];
         bool in_address = true, address = false;
         ssize_t n;
 
-        if (asprintf(&path, "%s/kallsyms", m->dir) < 0)
-                return -ENOMEM;
-        out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        out = capdir_create(m->dir_fd, "kallsyms", O_WRONLY);
         if (out < 0)
-                return -errno;
+                return out;
         if (!enabled)
                 return 0;
         in = open("/proc/kallsyms", O_RDONLY | O_CLOEXEC);
@@ -245,15 +263,15 @@ uint64_t dat_meta_header_size(const DatMeta *m) {
                (uint64_t) m->n_cpus * (1024 + m->page_size);
 }
 
-int datfile_new(DatMeta *meta, const char *path, DatFile **ret) {
+int datfile_new(DatMeta *meta, DatFile **ret) {
         DatFile *f = calloc(1, sizeof(DatFile));
 
         if (!f)
                 return -ENOMEM;
         f->meta = meta;
-        f->path = strdup(path);
+        f->serial = meta->serial++;
         f->cpus = calloc(meta->n_cpus, sizeof(DatCpu));
-        if (!f->path || !f->cpus) {
+        if (!f->cpus) {
                 datfile_abort(f);
                 return -ENOMEM;
         }
@@ -262,19 +280,18 @@ int datfile_new(DatMeta *meta, const char *path, DatFile **ret) {
         for (unsigned i = 0; i < meta->n_cpus; i++) {
                 DatCpu *c = &f->cpus[i];
 
-                if (asprintf(&c->path, "%s/cpu%u.%u", meta->dir, i, meta->serial) < 0) {
-                        c->path = NULL;
+                if (asprintf(&c->name, "cpu%u.%u", i, f->serial) < 0) {
+                        c->name = NULL;
                         datfile_abort(f);
                         return -ENOMEM;
                 }
-                c->fd = open(c->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                c->fd = capdir_create(meta->dir_fd, c->name, O_WRONLY);
                 if (c->fd < 0) {
-                        int r = -errno;
+                        int r = c->fd;
                         datfile_abort(f);
                         return r;
                 }
         }
-        meta->serial++;
         *ret = f;
         return 0;
 }
@@ -285,8 +302,11 @@ int datfile_add_page(DatFile *f, unsigned cpu, const void *page, uint32_t record
         if (cpu >= f->meta->n_cpus)
                 return -EBADMSG;
         r = write_all(f->cpus[cpu].fd, page, f->meta->page_size);
-        if (r < 0)
+        if (r < 0) {
+                /* Whole pages only: a part written before a full disk goes. */
+                (void) ftruncate(f->cpus[cpu].fd, (off_t) (f->cpus[cpu].pages * f->meta->page_size));
                 return r;
+        }
         f->cpus[cpu].pages++;
         f->cpus[cpu].records += records;
         f->data_size += f->meta->page_size;
@@ -310,12 +330,11 @@ static void datfile_free(DatFile *f, bool remove) {
         for (unsigned i = 0; f->cpus && i < f->meta->n_cpus; i++) {
                 if (f->cpus[i].fd >= 0)
                         close(f->cpus[i].fd);
-                if (remove && f->cpus[i].path)
-                        (void) unlink(f->cpus[i].path);
-                free(f->cpus[i].path);
+                if (remove && f->cpus[i].name)
+                        (void) unlinkat(f->meta->dir_fd, f->cpus[i].name, 0);
+                free(f->cpus[i].name);
         }
         free(f->cpus);
-        free(f->path);
         free(f);
 }
 
@@ -338,32 +357,40 @@ static void add_cpu_stats(struct tracecmd_output *h, const DatFile *f) {
         }
 }
 
-int datfile_finish(DatFile *f) {
+/* What made a libtracecmd call fail: it returns -1, and errno is that of whatever it called last
+ * (an lseek(), a free()), not always of the failed write. A file system without room left is the
+ * usual cause, and fstatvfs() tells. */
+static int libtracecmd_error(int fd) {
+        int e = errno;
+        struct statvfs sv;
+
+        if (fstatvfs(fd, &sv) == 0 && (uint64_t) sv.f_bavail * sv.f_frsize < LOW_SPACE_BYTES)
+                return -ENOSPC;
+        return e == ENOSPC || e == EDQUOT || e == EFBIG || e == EIO ? -e : -EIO;
+}
+
+/* Writes the data file into the private directory as tmp, from the page files; returns its fd
+ * (a second one: libtracecmd closes its own). */
+static int write_data_file(DatFile *f, const char *tmp, int *ret_fd) {
         DatMeta *m = f->meta;
-        _cleanup_free_ char *tmp = NULL, *cmdlines = NULL, *kallsyms = NULL, *cmdlines_path = NULL;
-        _cleanup_free_ char **files = NULL;
+        _cleanup_free_ char *cmdlines = NULL, *kallsyms = NULL, *cmdlines_path = NULL;
+        _cleanup_close_ int fd = -1, keep = -1;
         struct tracecmd_output *h = NULL;
+        char **files = NULL;
         char version[64];
         struct utsname u;
-        int r = -EIO;
+        int r = 0;
 
-        for (unsigned i = 0; i < m->n_cpus; i++)
-                if (fsync(f->cpus[i].fd) < 0 && errno != EINVAL) {
-                        r = -errno;
-                        goto fail;
-                }
-
+        /* The page files are read back at once, through the page cache: only the data file is
+         * synced, once (a stop signal waits for this). */
         /* tpd's names first, the last one sent for a pid first of all: libtraceevent keeps the
          * first name registered for a pid, and a file names each pid once, by its last name (as
          * trace-cmd saves the names when a recording ends). */
         if (asprintf(&cmdlines_path, "%s/saved_cmdlines", m->tracing) < 0 ||
-            asprintf(&kallsyms, "%s/kallsyms", m->dir) < 0 || asprintf(&tmp, "%s.tmp", f->path) < 0) {
-                r = -ENOMEM;
-                goto fail;
-        }
+            asprintf(&kallsyms, "%s/kallsyms", m->dir) < 0)
+                return -ENOMEM;
         {
                 size_t n = 0;
-                r = 0;
                 for (size_t end = m->comms_size; r >= 0 && end > 0;) {
                         size_t start = end - 1;
                         while (start > 0 && m->comms[start - 1] != '\n')
@@ -376,23 +403,33 @@ int datfile_finish(DatFile *f) {
                 if (r >= 0)
                         r = write_file(cmdlines_path, cmdlines, n);
                 if (r < 0)
-                        goto fail;
+                        return r;
         }
+
+        fd = capdir_create(m->dir_fd, tmp, O_RDWR);
+        if (fd < 0)
+                return fd;
+        keep = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (keep < 0)
+                return negative_errno();
         files = calloc(m->n_cpus, sizeof(char *));
-        if (!files) {
-                r = -ENOMEM;
-                goto fail;
-        }
+        if (!files)
+                return -ENOMEM;
         for (unsigned i = 0; i < m->n_cpus; i++)
-                files[i] = f->cpus[i].path;
+                if (asprintf(&files[i], "%s/%s", m->dir, f->cpus[i].name) < 0) {
+                        files[i] = NULL;
+                        r = -ENOMEM;
+                        goto finish;
+                }
 
         /* libtracecmd warns, for every version 6 file it writes (trace-cmd's own included), that
          * the top buffer has no description: errors only. */
         tracecmd_set_loglevel(TEP_LOG_ERROR);
-        r = -EIO;
-        h = tracecmd_output_create(tmp);
+        errno = 0;
+        h = tracecmd_output_create_fd(fd);
         if (!h)
                 goto fail;
+        fd = -1; /* closed by tracecmd_output_close() */
         tracecmd_set_quiet(h, true);
         if (tracecmd_output_set_trace_dir(h, m->tracing) < 0 ||
             tracecmd_output_set_kallsyms(h, kallsyms) < 0 ||
@@ -415,50 +452,44 @@ int datfile_finish(DatFile *f) {
         tracecmd_add_option(h, TRACECMD_OPTION_VERSION, (int) strlen(version) + 1, version);
         if (tracecmd_write_cmdlines(h) < 0)
                 goto fail;
+        /* Fails on a short write (a full disk) as on a page file it cannot read. */
         if (tracecmd_append_cpu_data(h, (int) m->n_cpus, files) < 0)
                 goto fail;
-        tracecmd_output_close(h);
-        h = NULL;
-        if (rename(tmp, f->path) < 0) {
-                r = -errno;
-                goto fail;
-        }
-        datfile_free(f, true);
-        return 0;
+        /* Version 7 writes its last options when closed. */
+        tracecmd_output_close(TAKE_PTR(h));
+        /* Data before name: what a rename publishes is on disk; a full disk shows here at the
+         * latest. */
+        r = fsync(keep) < 0 && errno != EINVAL ? negative_errno() : 0;
+        if (r >= 0)
+                *ret_fd = TAKE_FD(keep);
+        goto finish;
 
 fail:
+        r = libtracecmd_error(keep);
+
+finish:
         if (h)
                 tracecmd_output_close(h);
-        if (tmp)
-                (void) unlink(tmp);
-        datfile_free(f, true);
+        for (unsigned i = 0; i < m->n_cpus; i++)
+                free(files[i]);
+        free(files);
         return r;
 }
 
-/* Removes the private directory: only files and directories tpctl made in it. */
-static int rm_rf(const char *path) {
-        struct stat st;
+int datfile_finish(DatFile *f, int dir_fd, const char *name, bool replace, struct stat *ret_st) {
+        DatMeta *m = f->meta;
+        char tmp[32];
+        int fd = -1, r;
 
-        if (lstat(path, &st) < 0)
-                return -errno;
-        if (!S_ISDIR(st.st_mode))
-                return unlink(path) < 0 ? -errno : 0;
-        {
-                DIR *d = opendir(path);
-                struct dirent *de;
-
-                if (!d)
-                        return -errno;
-                while ((de = readdir(d))) {
-                        _cleanup_free_ char *sub = NULL;
-
-                        if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                                continue;
-                        if (asprintf(&sub, "%s/%s", path, de->d_name) < 0)
-                                break;
-                        (void) rm_rf(sub);
-                }
-                closedir(d);
-        }
-        return rmdir(path) < 0 ? -errno : 0;
+        snprintf(tmp, sizeof(tmp), "data.%u", f->serial);
+        r = write_data_file(f, tmp, &fd);
+        if (r >= 0 && fstat(fd, ret_st) < 0)
+                r = negative_errno();
+        safe_close(fd);
+        if (r >= 0)
+                r = capdir_move(m->dir_fd, tmp, dir_fd, name, replace);
+        if (r < 0)
+                (void) unlinkat(m->dir_fd, tmp, 0);
+        datfile_free(f, true);
+        return r;
 }

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capdir.h"
 #include "connection.h"
 #include "datfile.h"
 #include "log.h"
@@ -48,10 +50,17 @@ RecordFormat record_format_for(const char *path) {
         return RECORD_FORMAT_DAT;
 }
 
+typedef struct CaptureFile {
+        char *name;
+        struct stat st; /* to remove it with --keep only while it is the file written */
+} CaptureFile;
+
 typedef struct Capture {
         const RecordOptions *o;
-        /* Files: the current one and the names of those finished, oldest first. */
-        char **done;
+        int dir_fd; /* the output's directory: every name below is in it */
+        char *name; /* the output's name in it */
+        /* Files: the current one and those finished, oldest first. */
+        CaptureFile *done;
         size_t n_done;
         unsigned serial;
         char *current;
@@ -71,68 +80,155 @@ typedef struct Capture {
         bool tty; /* stderr shows a status line */
 } Capture;
 
+static bool capture_rotates(const Capture *c) {
+        return c->o->rotate_size || c->o->rotate_time > 0;
+}
+
+/* The output's name split at its extension: "cap.dat" is "cap" and ".dat". */
+static size_t name_stem_len(const char *name) {
+        const char *dot = strrchr(name, '.');
+
+        return dot ? (size_t) (dot - name) : strlen(name);
+}
+
 /* The name of the next file: the output itself, or with rotation "STEM-NNNN.EXT". */
 static int capture_next_name(Capture *c, char **ret) {
-        const char *out = c->o->output, *slash = strrchr(out, '/'), *dot = strrchr(out, '.');
+        size_t stem = name_stem_len(c->name);
 
-        if (!c->o->rotate_size && c->o->rotate_time <= 0)
-                return (*ret = strdup(out)) ? 0 : -ENOMEM;
-        if (!dot || (slash && dot < slash))
-                dot = out + strlen(out);
+        if (!capture_rotates(c))
+                return (*ret = strdup(c->name)) ? 0 : -ENOMEM;
         c->serial++;
-        return asprintf(ret, "%.*s-%04u%s", (int) (dot - out), out, c->serial, dot) < 0 ? -ENOMEM : 0;
+        if (asprintf(ret, "%.*s-%04u%s", (int) stem, c->name, c->serial, c->name + stem) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* Before anything is recorded: a name the capture would write must not exist, unless --force (see
+ * README.md, "Recording"). Rotation refuses any "STEM-NNNN.EXT", as a run of the same -o made. */
+static int capture_check_names(const Capture *c) {
+        _cleanup_free_ char *found = NULL, *stem = NULL;
+        struct stat st;
+        int r;
+
+        if (!capture_rotates(c)) {
+                if (fstatat(c->dir_fd, c->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        return errno == ENOENT ? 0
+                                               : log_error_errno(negative_errno(), "cannot look at %s: %m",
+                                                                 c->o->output);
+                if (S_ISDIR(st.st_mode))
+                        return log_error_errno(-EISDIR, "cannot record into %s: %m", c->o->output);
+                if (c->o->force)
+                        return 0;
+                log_error("%s exists: tpctl record does not replace a file", c->o->output);
+                log_hint("Name another file, remove it, or give --force to replace it.");
+                return -EEXIST;
+        }
+        if (c->o->force)
+                return 0;
+        stem = strndup(c->name, name_stem_len(c->name));
+        if (!stem)
+                return log_oom();
+        r = capdir_find_rotated(c->dir_fd, stem, c->name + strlen(stem), &found);
+        if (r < 0)
+                return log_error_errno(r, "cannot read the directory of %s: %m", c->o->output);
+        if (r == 0)
+                return 0;
+        log_error("'%s' exists next to %s: tpctl record does not replace the files of a rotation", found,
+                  c->o->output);
+        log_hint("Name another file, remove them, or give --force to replace them.");
+        return -EEXIST;
+}
+
+/* An NDJSON file, written in place (it can be followed while recorded): created afresh, or with
+ * --force made under a private name and renamed over what is there, never written through. */
+static int capture_create_ndjson(Capture *c, const char *name) {
+        _cleanup_free_ char *tmp = NULL;
+        int fd, r;
+
+        if (!c->o->force)
+                return capdir_create(c->dir_fd, name, O_WRONLY);
+        fd = capdir_mktemp(c->dir_fd, ".tpctl-record-", O_WRONLY, &tmp);
+        if (fd < 0)
+                return fd;
+        r = capdir_move(c->dir_fd, tmp, c->dir_fd, name, true);
+        if (r < 0) {
+                (void) unlinkat(c->dir_fd, tmp, 0);
+                safe_close(fd);
+                return r;
+        }
+        return fd;
 }
 
 static int capture_open(Capture *c) {
-        int r = capture_next_name(c, &c->current);
+        _cleanup_free_ char *name = NULL;
+        int r = capture_next_name(c, &name);
 
         if (r < 0)
-                return r;
+                return log_oom();
         c->file_start = now_s();
         if (c->o->format == RECORD_FORMAT_DAT)
-                return datfile_new(c->meta, c->current, &c->dat);
-        c->fd = open(c->current, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        c->fd_bytes = 0;
-        return c->fd < 0 ? -errno : 0;
+                r = datfile_new(c->meta, &c->dat);
+        else {
+                r = capture_create_ndjson(c, name);
+                if (r >= 0) {
+                        c->fd = r;
+                        c->fd_bytes = 0;
+                }
+        }
+        if (r == -EEXIST)
+                return log_error_errno(r,
+                                       "cannot create %s: it exists (made since the recording started); "
+                                       "not replaced without --force",
+                                       name);
+        if (r < 0)
+                return log_error_errno(r, "cannot create %s: %m", name);
+        c->current = TAKE_PTR(name);
+        return 0;
 }
 
-/* Finishes the current file and drops the oldest beyond --keep. */
+/* Finishes the current file and drops the oldest beyond --keep: only files this run wrote, and only
+ * while they are the files it wrote. */
 static int capture_close(Capture *c) {
-        char **done;
-        struct stat st;
+        _cleanup_free_ char *name = TAKE_PTR(c->current);
+        CaptureFile *done;
+        struct stat st = {};
         int r = 0;
 
-        if (!c->current)
+        if (!name)
                 return 0;
-        if (c->dat) {
-                r = datfile_finish(c->dat);
-                c->dat = NULL;
-        } else if (c->fd >= 0) {
+        if (c->dat)
+                r = datfile_finish(TAKE_PTR(c->dat), c->dir_fd, name, c->o->force, &st);
+        else if (c->fd >= 0) {
                 if (fsync(c->fd) < 0 && errno != EINVAL)
-                        r = -errno;
-                if (close(c->fd) < 0 && r == 0)
-                        r = -errno;
-                c->fd = -1;
+                        r = negative_errno();
+                if (r >= 0 && fstat(c->fd, &st) < 0)
+                        r = negative_errno();
+                /* In place already: on an error it keeps the lines written, and the message says
+                 * that the rest is missing. */
+                if (close(TAKE_FD(c->fd)) < 0 && r >= 0)
+                        r = negative_errno();
         }
-        if (r < 0) {
-                log_error_errno(r, "cannot write %s: %m", c->current);
-                free(c->current);
-                c->current = NULL;
-                return r;
-        }
-        if (stat(c->current, &st) == 0)
-                c->finished_bytes += (uint64_t) st.st_size;
-        done = reallocarray(c->done, c->n_done + 1, sizeof(char *));
+        if (r == -EEXIST)
+                return log_error_errno(r,
+                                       "cannot finish %s: the name was taken while recording; not replaced "
+                                       "without --force, the file's records are lost",
+                                       name);
+        if (r < 0)
+                return log_error_errno(r, "cannot write %s: %m", name);
+        c->finished_bytes += (uint64_t) st.st_size;
+        done = reallocarray(c->done, c->n_done + 1, sizeof(CaptureFile));
         if (!done)
                 return log_oom();
         c->done = done;
-        c->done[c->n_done++] = c->current;
-        c->current = NULL;
+        c->done[c->n_done++] = (CaptureFile){ .name = TAKE_PTR(name), .st = st };
         while (c->o->keep > 0 && c->n_done > c->o->keep) {
-                if (unlink(c->done[0]) < 0 && errno != ENOENT)
-                        log_error_errno(-errno, "cannot remove %s: %m", c->done[0]);
-                free(c->done[0]);
-                memmove(c->done, c->done + 1, (c->n_done - 1) * sizeof(char *));
+                r = capdir_remove_file(c->dir_fd, c->done[0].name, &c->done[0].st);
+                if (r == -ESTALE)
+                        log_error("not removing %s: it is no longer the file tpctl wrote", c->done[0].name);
+                else if (r < 0 && r != -ENOENT)
+                        log_error_errno(r, "cannot remove %s: %m", c->done[0].name);
+                free(c->done[0].name);
+                memmove(c->done, c->done + 1, (c->n_done - 1) * sizeof(CaptureFile));
                 c->n_done--;
         }
         return 0;
@@ -144,25 +240,38 @@ static uint64_t capture_current_size(const Capture *c) {
         return c->fd_bytes;
 }
 
+/* Whether the current file is to be finished before n more bytes: it holds something and would
+ * outgrow --rotate-size, or its --rotate-time is up. A file with nothing in it is kept, its time
+ * started again: no empty files, and no deadline left in the past to wait for. */
+static bool capture_rotation_due(Capture *c, uint64_t n) {
+        uint64_t size = capture_current_size(c), empty = c->dat ? dat_meta_header_size(c->meta) : 0;
+        double now = now_s();
+        bool timed = c->o->rotate_time > 0 && now - c->file_start >= c->o->rotate_time;
+
+        if (size <= empty) {
+                if (timed)
+                        c->file_start = now;
+                return false;
+        }
+        return timed || (c->o->rotate_size && size + n > c->o->rotate_size);
+}
+
 /* Before n more bytes go to the current file: rotates when the file would outgrow its size or its
  * time is up; notes when the whole capture would outgrow --size. Returns 1 to write, 0 to stop. */
 static int capture_room(Capture *c, size_t n) {
-        uint64_t size = capture_current_size(c);
-        uint64_t empty = c->dat ? dat_meta_header_size(c->meta) : 0;
         int r;
 
-        if (c->o->max_size && c->finished_bytes + size + n > c->o->max_size) {
+        if (c->o->max_size && c->finished_bytes + capture_current_size(c) + n > c->o->max_size) {
                 c->size_reached = true;
                 return 0;
         }
-        if (size > empty && ((c->o->rotate_size && size + n > c->o->rotate_size) ||
-                             (c->o->rotate_time > 0 && now_s() - c->file_start >= c->o->rotate_time))) {
+        if (capture_rotation_due(c, n)) {
                 r = capture_close(c);
                 if (r < 0)
                         return r;
                 r = capture_open(c);
                 if (r < 0)
-                        return log_error_errno(r, "cannot create %s: %m", c->current ?: c->o->output);
+                        return r;
         }
         return 1;
 }
@@ -246,7 +355,6 @@ static int capture_frame(Capture *c, const TpdFrame *f, const uint8_t *payload, 
         }
 }
 
-/* NDJSON: whole lines to the current file, rotating between lines. */
 /* Whether n more bytes fit the current file and the capture without a rotation or a stop. */
 static bool capture_fits(const Capture *c, uint64_t n) {
         if (c->o->max_size && c->finished_bytes + c->fd_bytes + n > c->o->max_size)
@@ -254,49 +362,57 @@ static bool capture_fits(const Capture *c, uint64_t n) {
         return !c->o->rotate_size || c->fd_bytes + n <= c->o->rotate_size;
 }
 
+static void capture_count_line(Capture *c, const uint8_t *line, size_t n) {
+        const uint8_t *l = memmem(line, n, "\"lost\":", 7);
+
+        if (l && memmem(line, n, "\"cause\":", 8))
+                c->lost += strtoull((const char *) l + 7, NULL, 10);
+        else
+                c->records++;
+}
+
 /* NDJSON: whole lines to the current file, one write() for each run of lines that fits it,
- * rotating between lines. */
+ * rotating between lines. A line that does not fit goes to a new file, and alone into an empty
+ * one when it is longer than --rotate-size: every line is taken once it is complete. */
 static int capture_lines(Capture *c, const uint8_t *data, size_t len, size_t *ret_used) {
         size_t used = 0, run = 0;
         int r = capture_room(c, 0); /* rotation by time */
 
-        if (r <= 0) {
-                *ret_used = 0;
+        *ret_used = 0;
+        if (r <= 0)
                 return r;
-        }
         for (;;) {
                 const uint8_t *line = data + used + run, *nl = memchr(line, '\n', len - used - run);
                 size_t n = nl ? (size_t) (nl - line) + 1 : 0;
 
-                if (nl && (capture_fits(c, run + n) || (run == 0 && c->fd_bytes == 0 && !c->o->max_size))) {
-                        const uint8_t *l = memmem(line, n, "\"lost\":", 7);
-
-                        if (l && memmem(line, n, "\"cause\":", 8))
-                                c->lost += strtoull((const char *) l + 7, NULL, 10);
-                        else
-                                c->records++;
+                if (nl && capture_fits(c, run + n)) {
+                        capture_count_line(c, line, n);
                         run += n;
                         continue;
                 }
                 if (run > 0) {
                         r = write_all(c->fd, data + used, run);
-                        if (r < 0)
+                        if (r < 0) {
+                                /* Whole lines only: a part written before a full disk goes. */
+                                (void) ftruncate(c->fd, (off_t) c->fd_bytes);
                                 return log_error_errno(r, "cannot write %s: %m", c->current);
+                        }
                         c->fd_bytes += run;
                         c->bytes += run;
                         used += run;
+                        *ret_used = used;
                         run = 0;
                 }
                 if (!nl)
-                        break;
+                        return 1;
+                /* Stops at --size, or rotates unless the file is empty: then the line is taken
+                 * whatever its length (as the next one, written with the run it starts). */
                 r = capture_room(c, n);
-                if (r <= 0) {
-                        *ret_used = used;
+                if (r <= 0)
                         return r;
-                }
+                capture_count_line(c, line, n);
+                run = n;
         }
-        *ret_used = used;
-        return 1;
 }
 
 static void status_line(const Capture *c, double start, bool final) {
@@ -308,18 +424,45 @@ static void status_line(const Capture *c, double start, bool final) {
                 c->lost_unknown ? " and more (pages flag losses without a count)" : "", final ? "\n" : "");
 }
 
+static void capture_done(Capture *c) {
+        if (c->dat)
+                datfile_abort(TAKE_PTR(c->dat));
+        safe_close(c->fd);
+        c->fd = -1;
+        c->meta = dat_meta_free(c->meta);
+        for (size_t i = 0; i < c->n_done; i++)
+                free(c->done[i].name);
+        free(c->done);
+        free(c->current);
+        free(c->name);
+        safe_close(c->dir_fd);
+}
+
+/* How long to sleep at most, in ms for ppoll(): -1 for no deadline, never less than 0. */
+static int wait_ms(double deadline, double now) {
+        if (deadline < 0)
+                return -1;
+        if (deadline <= now)
+                return 0;
+        return (int) MIN((deadline - now) * 1000, (double) INT_MAX / 2) + 1;
+}
+
+static double earliest(double a, double b) {
+        return a < 0 ? b : b < 0 ? a : MIN(a, b);
+}
+
 int record_run(const char *socket_path, json_object *params, const RecordOptions *o) {
         _cleanup_(connection_done) Connection conn = CONNECTION_NULL;
         _cleanup_(varlink_reply_done) VarlinkReply reply = {};
         struct sigaction sa = { .sa_handler = on_signal }, sa_ignore = { .sa_handler = SIG_IGN };
         sigset_t blocked, unblocked;
-        Capture c = { .o = o, .fd = -1, .tty = isatty(STDERR_FILENO) };
+        _cleanup_(capture_done) Capture c = { .o = o, .fd = -1, .dir_fd = -1, .tty = isatty(STDERR_FILENO) };
         json_object *v;
         size_t page_size = 0, len = 0, cap = READ_SIZE;
         unsigned n_cpus = 0;
         int64_t flush_ms = 100;
         double start, stop_at = 0, last_status = 0;
-        bool tty = isatty(STDERR_FILENO), closed = false;
+        bool closed = false;
         uint8_t *buf = NULL;
         int r, status = EXIT_SUCCESS;
 
@@ -332,6 +475,15 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
         sigaddset(&blocked, SIGINT);
         sigaddset(&blocked, SIGTERM);
         (void) sigprocmask(SIG_BLOCK, &blocked, &unblocked);
+
+        /* The output's directory is opened once, and its names checked before tpd is asked. */
+        r = capdir_open(o->output, &c.dir_fd, &c.name);
+        if (r == -EISDIR)
+                return log_error("cannot record into %s: -o names a file", o->output), EXIT_FAILURE;
+        if (r < 0)
+                return log_error_errno(r, "cannot open the directory of %s: %m", o->output), EXIT_FAILURE;
+        if (capture_check_names(&c) < 0)
+                return EXIT_FAILURE;
 
         r = connection_call(&conn, socket_path,
                             o->format == RECORD_FORMAT_DAT ? TPD_METHOD("Record") : TPD_METHOD("Stream"),
@@ -364,21 +516,18 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
                         log_hint("use the tpctl of the same release as the running tpd");
                         return EXIT_FAILURE;
                 }
-                r = dat_meta_new(o->output, n_cpus, page_size, o->file_version, &c.meta);
+                r = dat_meta_new(c.dir_fd, n_cpus, page_size, o->file_version, &c.meta);
                 if (r >= 0)
                         r = dat_meta_set_kallsyms(c.meta, o->kallsyms);
                 if (r < 0) {
                         log_error_errno(r, "cannot prepare %s: %m", o->output);
-                        dat_meta_free(c.meta);
                         return EXIT_FAILURE;
                 }
         }
 
         buf = malloc(cap);
-        if (!buf) {
-                dat_meta_free(c.meta);
+        if (!buf)
                 return exit_status_oom();
-        }
         len = varlink_buffer_pending(&conn.in);
         if (len > cap)
                 len = 0; /* cannot be: a reply is smaller */
@@ -387,7 +536,6 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
         start = now_s();
         r = capture_open(&c);
         if (r < 0) {
-                log_error_errno(r, "cannot create %s: %m", c.current ?: o->output);
                 status = EXIT_FAILURE;
                 goto finish;
         }
@@ -450,27 +598,38 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
                         stop_at = now + (flush_ms + 100) / 1000.0;
                         continue;
                 }
-                if (tty && now - last_status >= 1.0) {
+                if (c.tty && now - last_status >= 1.0) {
                         status_line(&c, start, false);
                         last_status = now;
                 }
-                if (o->format == RECORD_FORMAT_DAT)
-                        (void) capture_room(&c, 0); /* rotation by time, without waiting for a page */
+                if (o->format == RECORD_FORMAT_DAT && o->rotate_time > 0) {
+                        /* Rotation by time, without waiting for a page. */
+                        r = capture_room(&c, 0);
+                        if (r < 0) {
+                                status = EXIT_FAILURE;
+                                goto finish;
+                        }
+                        if (c.size_reached)
+                                break;
+                }
 
-                /* Sleep until data, a signal (it interrupts poll()), or the next thing to do: no
-                 * wake-ups while nothing happens. */
+                /* Sleep until data, a signal (it interrupts ppoll()), or the next thing to do: no
+                 * wake-ups while nothing happens. Every deadline is in the future here (a file's
+                 * rotation time was just looked at): a past one would mean waiting forever. */
                 {
-                        double wait = -1;
+                        double deadline = -1;
 
                         if (stop_at > 0)
-                                wait = stop_at - now;
-                        else if (o->duration > 0)
-                                wait = start + o->duration - now;
-                        if (o->rotate_time > 0 && (wait < 0 || c.file_start + o->rotate_time - now < wait))
-                                wait = c.file_start + o->rotate_time - now;
-                        if (tty && (wait < 0 || wait > 1.0))
-                                wait = 1.0;
-                        timeout_ms = wait < 0 ? -1 : (int) (wait * 1000) + 1;
+                                deadline = stop_at;
+                        else {
+                                if (o->duration > 0)
+                                        deadline = start + o->duration;
+                                if (o->rotate_time > 0)
+                                        deadline = earliest(deadline, c.file_start + o->rotate_time);
+                        }
+                        if (c.tty)
+                                deadline = earliest(deadline, now + 1.0);
+                        timeout_ms = wait_ms(deadline, now);
                 }
                 {
                         struct timespec ts = { timeout_ms / 1000, (long) (timeout_ms % 1000) * 1000000L };
@@ -478,13 +637,22 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
                         r = ppoll(&pfd, 1, timeout_ms < 0 ? NULL : &ts, &unblocked);
                 }
                 if (r < 0 && errno != EINTR) {
+                        log_error_errno(negative_errno(), "cannot wait for tpd: %m");
                         status = EXIT_FAILURE;
                         goto finish;
                 }
                 if (!(pfd.revents & (POLLIN | POLLHUP | POLLERR)))
                         continue;
                 if (cap - len < READ_SIZE / 4) {
-                        uint8_t *b = realloc(buf, cap * 2);
+                        uint8_t *b;
+
+                        /* Only an NDJSON line without its end holds more than a frame. */
+                        if (o->format == RECORD_FORMAT_NDJSON && cap >= TPD_FRAME_MAX) {
+                                log_error("tpd sent a line longer than %u MiB", TPD_FRAME_MAX >> 20);
+                                status = EXIT_FAILURE;
+                                goto finish;
+                        }
+                        b = realloc(buf, cap * 2);
                         if (!b) {
                                 status = exit_status_oom();
                                 goto finish;
@@ -508,10 +676,7 @@ finish:
         r = capture_close(&c);
         if (r < 0 && status == EXIT_SUCCESS)
                 status = EXIT_FAILURE;
-        if (c.dat)
-                datfile_abort(c.dat);
-        free(c.current);
-        if (tty)
+        if (c.tty)
                 status_line(&c, start, true);
         /* Files written, including those rotation removed since. */
         fprintf(stderr, "tpctl: %" PRIu64 " records in %u file%s, %" PRIu64 " lost%s%s\n", c.records,
@@ -519,10 +684,6 @@ finish:
                 (c.serial > 0 ? c.serial : c.n_done) == 1 ? "" : "s", c.lost,
                 c.lost_unknown ? " (and more: some pages flag losses without a count)" : "",
                 c.size_reached ? "; stopped at the size limit" : "");
-        for (size_t i = 0; i < c.n_done; i++)
-                free(c.done[i]);
-        free(c.done);
-        dat_meta_free(c.meta);
         free(buf);
         return status;
 }

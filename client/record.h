@@ -9,7 +9,8 @@
 /*
  * `tpctl record`: a capture written by tpctl as the calling user, either a trace-cmd data file
  * made of the raw pages tpd's Record method sends (nothing decoded on the way), or the NDJSON of
- * a Stream. Long captures rotate by size or time, keeping the newest files.
+ * a Stream. Long captures rotate by size or time, keeping the newest files. The files are the
+ * user's alone (0600), made afresh: a name that exists is refused unless force replaces it.
  */
 
 typedef enum RecordFormat {
@@ -27,6 +28,7 @@ typedef struct RecordOptions {
         unsigned keep;        /* files kept when rotating; 0: all */
         int file_version;     /* of a trace-cmd data file: 6 or 7 */
         bool kallsyms;
+        bool force; /* replace files that exist at the capture's names (by rename, never through) */
 } RecordOptions;
 
 /* Runs a capture with the selection in params (taken over). Returns the exit status. */

@@ -92,7 +92,7 @@ _tpctl() {
                 enable) opts+=' --filter=' ;;
                 disable) opts+=' --all' ;;
                 stream) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --print --symbolic --symbolic= --count= --duration= --time= --ordered --ordered=' ;;
-                record) opts+=' -o --output= -e --event= -p --pid= -c --cpu= -f --filter= --format= --duration= --size= --rotate-size= --rotate-time= --keep= --file-version= --no-kallsyms' ;;
+                record) opts+=' -o --output= -e --event= -p --pid= -c --cpu= -f --filter= --format= --duration= --size= --rotate-size= --rotate-time= --keep= --file-version= --no-kallsyms --force' ;;
                 replay) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --print' ;;
                 metrics) opts+=' --openmetrics' ;;
                 top) opts+=' -n --iterations= -d --delay= --sort=' ;;

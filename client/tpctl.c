@@ -143,7 +143,7 @@ static const char *const option_names[] = {
         "--pid",
         "--cpu",
         "--print",
-        "--output, --size, --format, --rotate-*, --keep, --file-version, --no-kallsyms",
+        "--output, --size, --format, --rotate-*, --keep, --file-version, --no-kallsyms, --force",
         "--openmetrics",
         "--iterations",
         "--delay",
@@ -571,6 +571,7 @@ static void help(void) {
                "     --keep=N                record: keep only the newest N files when rotating\n"
                "     --file-version=6|7      record: trace-cmd file version (7 compresses; default 6)\n"
                "     --no-kallsyms           record: leave kernel symbols out of the file\n"
+               "     --force                 record: replace files that exist at the capture's names\n"
                "     --openmetrics           metrics: in the OpenMetrics 1.0 text format\n"
                "  -n --iterations=N          top: refresh N times, then exit\n"
                "  -d --delay=SECONDS         top: time between refreshes (default 1, at least 0.1)\n"
@@ -694,6 +695,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 ARG_KEEP,
                 ARG_FILE_VERSION,
                 ARG_NO_KALLSYMS,
+                ARG_FORCE,
                 ARG_NO_PAGER,
                 ARG_NO_LEGEND,
                 ARG_OPENMETRICS,
@@ -735,6 +737,7 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                 { "keep", required_argument, NULL, ARG_KEEP },
                 { "file-version", required_argument, NULL, ARG_FILE_VERSION },
                 { "no-kallsyms", no_argument, NULL, ARG_NO_KALLSYMS },
+                { "force", no_argument, NULL, ARG_FORCE },
                 { "quiet", no_argument, NULL, 'q' },
                 { "iterations", required_argument, NULL, 'n' },
                 { "delay", required_argument, NULL, 'd' },
@@ -885,6 +888,10 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                         break;
                 case ARG_NO_KALLSYMS:
                         a->record.kallsyms = false;
+                        a->options |= OPT_RECORD;
+                        break;
+                case ARG_FORCE:
+                        a->record.force = true;
                         a->options |= OPT_RECORD;
                         break;
                 case 'n': {

@@ -34,7 +34,8 @@ enum {
         TRACECMD_OPTION_BUFFER_TEXT = 22,
 };
 
-struct tracecmd_output *tracecmd_output_create(const char *output_file);
+/* Takes fd over: tracecmd_output_close() closes it. */
+struct tracecmd_output *tracecmd_output_create_fd(int fd);
 int tracecmd_output_set_trace_dir(struct tracecmd_output *handle, const char *tracing_dir);
 int tracecmd_output_set_kallsyms(struct tracecmd_output *handle, const char *kallsyms);
 int tracecmd_output_set_version(struct tracecmd_output *handle, int file_version);
