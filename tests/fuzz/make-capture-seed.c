@@ -14,8 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "capdir.h"
 #include "datfile.h"
 #include "fuzz.h"
 
@@ -66,8 +68,10 @@ int main(int argc, char **argv) {
         struct dirent *de;
         DatMeta *m;
         DatFile *f;
-        char *s, *line;
+        char *s, *line, *out_name;
+        struct stat st;
         size_t len;
+        int dir_fd;
         DIR *d;
 
         if (argc < 4) {
@@ -82,7 +86,8 @@ int main(int argc, char **argv) {
                 if (sscanf(de->d_name, "cpu%u.pages", &cpu) == 1 && cpu + 1 > n_cpus)
                         n_cpus = cpu + 1;
         }
-        if (dat_meta_new(argv[3], n_cpus, PAGE_SIZE, atoi(argv[2]), &m) < 0)
+        if (capdir_open(argv[3], &dir_fd, &out_name) < 0 ||
+            dat_meta_new(dir_fd, n_cpus, PAGE_SIZE, atoi(argv[2]), &m) < 0)
                 return EXIT_FAILURE;
 
         s = read_or_die(argv[1], "header_page", &len);
@@ -115,7 +120,7 @@ int main(int argc, char **argv) {
                         dat_meta_add_comm(m, pid, line + k, strlen(line + k));
         }
         free(s);
-        if (dat_meta_set_kallsyms(m, 0) < 0 || datfile_new(m, argv[3], &f) < 0)
+        if (dat_meta_set_kallsyms(m, 0) < 0 || datfile_new(m, &f) < 0)
                 return EXIT_FAILURE;
         for (unsigned cpu = 0; cpu < n_cpus; cpu++) {
                 char name[64];
@@ -135,8 +140,11 @@ int main(int argc, char **argv) {
                 fclose(p);
         }
         closedir(d);
-        if (datfile_finish(f) < 0)
+        /* A tool of the tests: it writes the file it is told to, over an earlier one. */
+        if (datfile_finish(f, dir_fd, out_name, true, &st) < 0)
                 return EXIT_FAILURE;
+        free(out_name);
+        close(dir_fd);
         dat_meta_free(m);
         return EXIT_SUCCESS;
 }
