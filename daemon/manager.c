@@ -63,6 +63,7 @@ Manager *manager_free(Manager *m) {
         comm_cache_free(m->comm);
         batch_unref(m->batch);
         counters_free(m->counters);
+        free(m->counters_reply);
         free(m->overrun_reported);
         free(m->dropped_reported);
         free(m->decode_pending);
@@ -515,6 +516,7 @@ static void manager_counting_stop(Manager *m) {
                 if (c->stream)
                         c->stream->counters = NULL;
         m->counters = counters_free(m->counters);
+        m->counters_reply = mfree(m->counters_reply);
 }
 
 /* STATUS= for systemctl status: what tpd does, in one line. */
