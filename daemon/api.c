@@ -24,28 +24,40 @@
 
 typedef int (*ApiMethod)(Manager *m, Peer *c, const VarlinkCall *call);
 
+/* Queues p as the reply, unless a json_set()/json_push() into it failed (r < 0): then the
+ * connection closes, out of memory. */
+static int api_reply(Peer *c, json_object *p, int r) {
+        if (r < 0) {
+                json_object_put(p);
+                return r;
+        }
+        return peer_reply(c, p);
+}
+
 static int method_get_info(Manager *m, Peer *c, const VarlinkCall *call) {
         static const char *const keys[] = { NULL };
         json_object *p, *ifaces;
+        int r = 0;
 
         if (check_keys(c, call, keys) < 0)
                 return 0;
         p = json_object_new_object();
         ifaces = json_object_new_array();
-        json_object_array_add(ifaces, json_object_new_string(VARLINK_SERVICE));
-        json_object_array_add(ifaces, json_object_new_string(TPD_INTERFACE));
-        json_object_object_add(p, "vendor", json_object_new_string("tpd"));
-        json_object_object_add(p, "product", json_object_new_string("tpd"));
-        json_object_object_add(p, "version", json_object_new_string(TPD_VERSION));
-        json_object_object_add(p, "url", json_object_new_string("https://github.com/tpd-project/tpd"));
-        json_object_object_add(p, "interfaces", ifaces);
-        return peer_reply(c, p);
+        json_push(&r, ifaces, json_object_new_string(VARLINK_SERVICE));
+        json_push(&r, ifaces, json_object_new_string(TPD_INTERFACE));
+        json_set(&r, p, "vendor", json_object_new_string("tpd"));
+        json_set(&r, p, "product", json_object_new_string("tpd"));
+        json_set(&r, p, "version", json_object_new_string(TPD_VERSION));
+        json_set(&r, p, "url", json_object_new_string("https://github.com/tpd-project/tpd"));
+        json_set(&r, p, "interfaces", ifaces);
+        return api_reply(c, p, r);
 }
 
 static int method_get_interface_description(Manager *m, Peer *c, const VarlinkCall *call) {
         static const char *const keys[] = { "interface", NULL };
         const char *iface = NULL;
         json_object *p;
+        int r = 0;
 
         if (check_keys(c, call, keys) < 0)
                 return 0;
@@ -55,8 +67,8 @@ static int method_get_interface_description(Manager *m, Peer *c, const VarlinkCa
                 return peer_errorf(c, VARLINK_SERVICE ".InterfaceNotFound", "interface", iface,
                                    "No interface '%s' here.", iface);
         p = json_object_new_object();
-        json_object_object_add(p, "description", json_object_new_string(api_interface_description));
-        return peer_reply(c, p);
+        json_set(&r, p, "description", json_object_new_string(api_interface_description));
+        return api_reply(c, p, r);
 }
 
 static bool event_enabled(Manager *m, const char *name) {
@@ -124,8 +136,8 @@ static int method_list_events(Manager *m, Peer *c, const VarlinkCall *call) {
                 return -ENOMEM;
         json_object_set_serializer(list, list_serialize, TAKE_PTR(text), list_text_free);
         p = json_object_new_object();
-        json_object_object_add(p, "events", list);
-        return peer_reply(c, p);
+        json_set(&r, p, "events", list);
+        return api_reply(c, p, r);
 }
 
 static int method_describe_event(Manager *m, Peer *c, const VarlinkCall *call) {
@@ -153,18 +165,18 @@ static int method_describe_event(Manager *m, Peer *c, const VarlinkCall *call) {
         fields = json_object_new_array();
         for (struct tep_format_field *f = e->format->format.fields; f; f = f->next) {
                 json_object *o = json_object_new_object();
-                json_object_object_add(o, "name", json_object_new_string(f->name));
-                json_object_object_add(o, "type", json_object_new_string(f->type));
-                json_object_object_add(o, "size", json_object_new_int(f->size));
-                json_object_object_add(o, "signed", json_object_new_boolean(f->flags & TEP_FIELD_IS_SIGNED));
-                json_object_array_add(fields, o);
+                json_set(&r, o, "name", json_object_new_string(f->name));
+                json_set(&r, o, "type", json_object_new_string(f->type));
+                json_set(&r, o, "size", json_object_new_int(f->size));
+                json_set(&r, o, "signed", json_object_new_boolean(f->flags & TEP_FIELD_IS_SIGNED));
+                json_push(&r, fields, o);
         }
         p = json_object_new_object();
-        json_object_object_add(p, "name", json_object_new_string(e->name));
-        json_object_object_add(p, "id", json_object_new_int(e->format->id));
-        json_object_object_add(p, "fields", fields);
-        json_object_object_add(p, "print_fmt", json_object_new_string(strempty(print_fmt)));
-        return peer_reply(c, p);
+        json_set(&r, p, "name", json_object_new_string(e->name));
+        json_set(&r, p, "id", json_object_new_int(e->format->id));
+        json_set(&r, p, "fields", fields);
+        json_set(&r, p, "print_fmt", json_object_new_string(strempty(print_fmt)));
+        return api_reply(c, p, r);
 }
 
 static int64_t boot_to_realtime_ns(void) {
@@ -430,17 +442,19 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
 
         (void) tracing_get_clock(m->tracing, &clock);
         p = json_object_new_object();
-        json_object_object_add(p, "clock", json_object_new_string(clock ?: "boot"));
-        json_object_object_add(p, "boot_to_realtime_ns", json_object_new_int64(boot_to_realtime_ns()));
+        json_set(&r, p, "clock", json_object_new_string(clock ?: "boot"));
+        json_set(&r, p, "boot_to_realtime_ns", json_object_new_int64(boot_to_realtime_ns()));
         /* The offset for the trace clock in use, when the system has that clock; what the
          * stream's clock records update. */
         if (manager_realtime_offset(m, &offset, NULL) >= 0)
-                json_object_object_add(p, "realtime_offset_ns", json_object_new_int64(offset));
-        json_object_object_add(p, "flush_interval_ms",
-                               json_object_new_int((int) m->config.flush_interval_ms));
-        json_object_object_add(p, "cpus", json_object_new_int((int) m->n_cpus));
-        json_object_object_add(p, "ts", json_object_new_int64((int64_t) manager_trace_clock_now_ns(m)));
-        r = call->upgrade ? peer_reply(c, p) : peer_reply_more(c, p);
+                json_set(&r, p, "realtime_offset_ns", json_object_new_int64(offset));
+        json_set(&r, p, "flush_interval_ms", json_object_new_int((int) m->config.flush_interval_ms));
+        json_set(&r, p, "cpus", json_object_new_int((int) m->n_cpus));
+        json_set(&r, p, "ts", json_object_new_int64((int64_t) manager_trace_clock_now_ns(m)));
+        if (r >= 0)
+                r = call->upgrade ? peer_reply(c, p) : peer_reply_more(c, p);
+        else
+                json_object_put(p);
         if (r < 0) {
                 stream_setup_done(m, &st, true);
                 return r;
@@ -524,15 +538,14 @@ static int method_record(Manager *m, Peer *c, const VarlinkCall *call) {
         p = json_object_new_object();
         names = json_object_new_array();
         for (size_t i = 0; i < st.n_events; i++)
-                json_object_array_add(names, json_object_new_string(st.events[i]->name));
-        json_object_object_add(p, "clock", json_object_new_string(clock ?: "boot"));
-        json_object_object_add(p, "boot_to_realtime_ns", json_object_new_int64(boot_to_realtime_ns()));
-        json_object_object_add(p, "page_size",
-                               json_object_new_int64((int64_t) tracing_page_size(m->tracing)));
-        json_object_object_add(p, "cpus", json_object_new_int((int) m->n_cpus));
-        json_object_object_add(p, "flush_interval_ms", json_object_new_int64(m->config.flush_interval_ms));
-        json_object_object_add(p, "events", names);
-        r = peer_reply(c, p);
+                json_push(&r, names, json_object_new_string(st.events[i]->name));
+        json_set(&r, p, "clock", json_object_new_string(clock ?: "boot"));
+        json_set(&r, p, "boot_to_realtime_ns", json_object_new_int64(boot_to_realtime_ns()));
+        json_set(&r, p, "page_size", json_object_new_int64((int64_t) tracing_page_size(m->tracing)));
+        json_set(&r, p, "cpus", json_object_new_int((int) m->n_cpus));
+        json_set(&r, p, "flush_interval_ms", json_object_new_int64(m->config.flush_interval_ms));
+        json_set(&r, p, "events", names);
+        r = api_reply(c, p, r);
         if (r < 0) {
                 stream_setup_done(m, &st, true);
                 return r;
