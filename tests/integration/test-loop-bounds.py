@@ -20,7 +20,6 @@ At the end the good stream has every record of the generator and lost none.
 import json
 import os
 import select
-import threading
 import time
 
 import tpdtest as T
@@ -41,30 +40,11 @@ QUIET = ['xfs', 'btrfs', 'kvm', 'kvmmmu', 'io_uring', 'fs_dax', 'xdp', 'ksm', 'i
          'swiotlb', 'page_isolation', 'error_report', 'fuse', 'wbt', 'huge_memory', 'alarmtimer']
 
 
-class Sampler(threading.Thread):
+class Sampler(T.GetInfoSampler):
     """GetInfo in a loop on its own connection, each round trip timed."""
 
     def __init__(self, tpd):
-        super().__init__(daemon=True)
-        self.v = tpd.varlink(timeout=30)
-        self.latencies = []
-        self.errors = []
-        self.stop_flag = threading.Event()
-
-    def run(self):
-        data = json.dumps({'method': 'org.varlink.service.GetInfo'}).encode() + b'\0'
-        while not self.stop_flag.is_set():
-            t0 = time.monotonic()
-            try:
-                self.v.send_raw(data)
-                reply = self.v.recv(timeout=30)
-            except Exception as e:      # noqa: BLE001 - reported by the main thread
-                self.errors.append(repr(e))
-                return
-            self.latencies.append(time.monotonic() - t0)
-            if not reply or 'error' in reply:
-                self.errors.append(f'GetInfo reply: {reply!r}')
-            time.sleep(0.002)
+        super().__init__(tpd, interval=0.002, timeout=30)
 
     def finish(self, what):
         self.stop_flag.set()
@@ -80,6 +60,18 @@ class Sampler(threading.Thread):
                                       f'{LATENCY_MAX * 1000:.0f} ms); slowest: '
                                       f'{[round(x * 1000, 1) for x in lat[-5:]]}')
         return lat[-1], p99
+
+
+def sampled_call(tpd, method, params, what):
+    """One call of root, GetInfo sampled from before it to after its reply: (reply, (max, p99))."""
+    sampler = Sampler(tpd)
+    sampler.start()
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    reply = tpd.call(f'io.tpd.tracing.{method}', params, timeout=120)
+    took = time.monotonic() - t0
+    time.sleep(0.2)
+    return reply, sampler.finish(f'{what} ({took:.2f} s)')
 
 
 def counters_loop(tpd, n_conns, seconds, out_fd):
@@ -161,12 +153,7 @@ def main(ctx):
     try:
         run(ctx, users)
     finally:
-        for p in reversed(ctx._processes):
-            if not p.name.startswith('tpd-'):
-                p.kill()
-        errors = users.remove()
-        if errors:
-            T.fail('cleanup: ' + '; '.join(errors))
+        users.remove_after(ctx)
 
 
 def run(ctx, users):
@@ -222,14 +209,7 @@ def run(ctx, users):
     results = {}
 
     # 1. Root enables 1,024 events in one call.
-    sampler = Sampler(tpd)
-    sampler.start()
-    time.sleep(0.2)
-    t0 = time.monotonic()
-    reply = tpd.call('io.tpd.tracing.Enable', {'events': patterns}, timeout=120)
-    took = time.monotonic() - t0
-    time.sleep(0.2)
-    results['enable'] = sampler.finish(f'root Enable of {N_EVENTS} events ({took:.2f} s)')
+    reply, results['enable'] = sampled_call(tpd, 'Enable', {'events': patterns}, f'root Enable of {N_EVENTS} events')
     check('error' not in reply, f'root Enable of {N_EVENTS} events: {json.dumps(reply)[:500]}')
     check(sorted(reply['parameters']['enabled']) == sorted(chosen),
           f'Enable replied {len(reply["parameters"]["enabled"])} events, not the {N_EVENTS} asked for')
@@ -276,14 +256,8 @@ def run(ctx, users):
     results['record'] = sampler.finish(f'root Record {{}} of {len(recorded)} events ({took:.3f} s)')
 
     # 4. Root disables them in one call.
-    sampler = Sampler(tpd)
-    sampler.start()
-    time.sleep(0.2)
-    t0 = time.monotonic()
-    reply = tpd.call('io.tpd.tracing.Disable', {'events': patterns}, timeout=120)
-    took = time.monotonic() - t0
-    time.sleep(0.2)
-    results['disable'] = sampler.finish(f'root Disable of {N_EVENTS} events ({took:.2f} s)')
+    reply, results['disable'] = sampled_call(tpd, 'Disable', {'events': patterns},
+                                             f'root Disable of {N_EVENTS} events')
     check('error' not in reply and sorted(reply['parameters']['disabled']) == sorted(chosen),
           f'root Disable of {N_EVENTS} events: {json.dumps(reply)[:500]}')
     on = T.enabled_events(tpd.instance_dir)

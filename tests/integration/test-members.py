@@ -83,13 +83,7 @@ def main(ctx):
     try:
         run(ctx, users)
     finally:
-        # Nothing of the users may outlive them: stop every process the test started first.
-        for p in reversed(ctx._processes):
-            if not p.name.startswith('tpd-'):
-                p.kill()
-        errors = users.remove()
-        if errors:
-            fail('cleanup: ' + '; '.join(errors))
+        users.remove_after(ctx)
 
 
 def run(ctx, users):

@@ -173,12 +173,7 @@ def main(ctx):
         permission(ctx, tpd, users)
         tpd.stop()
     finally:
-        for p in reversed(ctx._processes):
-            if not p.name.startswith('tpd-'):
-                p.kill()
-        errors = users.remove()
-        if errors:
-            fail('cleanup: ' + '; '.join(errors))
+        users.remove_after(ctx)
 
 
 if __name__ == '__main__':
