@@ -99,6 +99,7 @@ static int pin_check_filter_owner(PinJob *j, Peer *c, TracingEvent *e) {
 static int pin_job_step(PinJob *j, Peer *c) {
         Manager *m = j->m;
         TracingEvent *e = j->events[j->i];
+        bool was_enabled;
         int r;
 
         switch (j->phase) {
@@ -167,9 +168,15 @@ static int pin_job_step(PinJob *j, Peer *c) {
                         return tracefs_error(c, r, "set the filter") < 0 ? -ENOMEM : 1;
                 e->filter_uid = j->uid;
         }
+        was_enabled = e->enabled;
         r = tracing_event_pin_uid(m->tracing, e, j->uid, true);
         if (r < 0)
                 return tracefs_error(c, r, "enable the event") < 0 ? -ENOMEM : 1;
+        /* Enabled now: counted by tracing_n_enabled(), no longer as reserved. */
+        if (!was_enabled && e->enabled && j->reserved > 0) {
+                j->reserved--;
+                m->n_enabling--;
+        }
         j->changed = true;
         json_push(&r, j->list, json_object_new_string(e->name));
         return r;
