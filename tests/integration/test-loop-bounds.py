@@ -17,6 +17,7 @@ for an ASan build):
 At the end the good stream has every record of the generator and lost none.
 """
 
+import fnmatch
 import json
 import os
 import select
@@ -38,6 +39,19 @@ QUIET = ['xfs', 'btrfs', 'kvm', 'kvmmmu', 'io_uring', 'fs_dax', 'xdp', 'ksm', 'i
          'hugetlbfs', 'mptcp', 'bridge', 'damon', 'mei', 'kyber', 'ras', 'clk', 'dma', 'irq_matrix',
          'oom', 'rpm', 'iommu', 'watchdog', 'thermal', 'dma_fence', 'vsock', 'thp', 'bpf_test_run',
          'swiotlb', 'page_isolation', 'error_report', 'fuse', 'wbt', 'huge_memory', 'alarmtimer']
+# libtraceevent leaks a string parsing this format (1.8 here): an ASan build of tpd would report
+# the leak at exit, whatever tpd does.
+LEAKY_FORMATS = {'kvm:kvm_inj_exception'}
+
+
+def system_patterns(system, events):
+    """Patterns that select every event of a system but LEAKY_FORMATS, each matching some."""
+    bad = [e for e in events if e in LEAKY_FORMATS]
+    if not bad:
+        return [f'{system}:*'], events
+    x = bad[0].split(':', 1)[1]
+    pats = [f'{system}:{x[:k]}[!{x[k]}]*' for k in range(len(x))] + [f'{system}:{x}?*']
+    return [p for p in pats if fnmatch.filter(events, p)], [e for e in events if e not in LEAKY_FORMATS]
 
 
 class Sampler(T.GetInfoSampler):
@@ -172,10 +186,10 @@ def run(ctx, users):
     # Whole systems by glob, then single names up to N_EVENTS (a call names at most 64 patterns).
     chosen, patterns = [], []
     for s in QUIET:
-        evs = by_system.get(s, [])
+        pats, evs = system_patterns(s, by_system.get(s, []))
         if len(chosen) + len(evs) <= N_EVENTS:
             chosen += evs
-            patterns += [f'{s}:*'] if evs else []
+            patterns += pats if evs else []
         else:
             take = evs[:N_EVENTS - len(chosen)]
             chosen += take
