@@ -455,7 +455,14 @@ static void peer_deferred_end(PeerDeferred *d, int r) {
         sd_event_source *s = d->source;
         Peer *c = d->peer;
 
-        /* The loop's reference is the only one: taking it back frees s, and d with it. */
+        /* Let go of the connection now: a source released inside its own dispatch is freed (and
+         * its destroy callback run) only after the dispatch, too late for the peer_flush() below
+         * to read the connection's next calls. */
+        if (c)
+                c->deferred = NULL;
+        d->peer = NULL;
+        /* The loop's reference is the only one: taking it back frees s, and d with it (at the
+         * end of this dispatch). */
         (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
         (void) sd_event_source_set_floating(s, false);
         if (!c)
