@@ -244,7 +244,7 @@ int metrics_write(FILE *f, json_object *st, bool openmetrics, json_object *json)
                 { F_ONLINE, "online" }, { F_ENTRIES, "entries" }, { F_WRITTEN, "written" },
                 { F_READ, "read" },     { F_OVERRUN, "overrun" }, { F_DROPPED, "dropped" },
         };
-        static const char *const causes[] = { "overrun", "client", "unknown" };
+        static const char *const causes[] = { "overrun", "client", "unknown", "dropped" };
         int r;
 
         family_begin(&w, &families[F_INFO]);

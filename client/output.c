@@ -184,7 +184,7 @@ static json_object *events_with_holders(json_object *events) {
 
 /* A loss count, highlighted when not 0 (on a terminal). */
 static const char *lost_cell(json_object *lost, const char *key) {
-        static char ring[4][64];
+        static char ring[8][64]; /* one printf() takes up to five of them */
         static unsigned next;
         const char *v = cell(lost, key);
         char *buf = ring[next++ % ELEMENTSOF(ring)];
@@ -226,9 +226,9 @@ void print_status(json_object *p) {
         printf("Clients:        %s\n", cell(p, "clients"));
         printf("Streams:        %s\n", cell(p, "streams"));
         printf("Delivered:      %s\n", cell(p, "delivered"));
-        printf("Lost:           %s overrun, %s client, %s unknown; %s pages not decoded\n",
-               lost_cell(lost, "overrun"), lost_cell(lost, "client"), lost_cell(lost, "unknown"),
-               lost_cell(lost, "decode_pages"));
+        printf("Lost:           %s overrun, %s dropped, %s client, %s unknown; %s pages not decoded\n",
+               lost_cell(lost, "overrun"), lost_cell(lost, "dropped"), lost_cell(lost, "client"),
+               lost_cell(lost, "unknown"), lost_cell(lost, "decode_pages"));
         /* Enable does not wait for the disk: a failing save of the pins shows here. */
         if (json_object_object_get(p, "state_error"))
                 printf("State:          %sNOT SAVED: %s (pins made since will not survive a restart)%s\n",

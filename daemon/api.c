@@ -8,18 +8,14 @@
 
 #include "api.h"
 #include "build-config.h"
+#include "calls.h"
 #include "log.h"
 #include "manager.h"
 #include "names.h"
 #include "peer.h"
+#include "pins.h"
+#include "status.h"
 #include "tpd-protocol.h"
-
-/* Bounds on what one call may ask for. API_EVENTS_MAX is the wire limit of a name list;
- * API_PATTERNS_MAX bounds the matching work: a distinct glob may cost a pass over all ~2,300
- * names (≈ 70 µs here), so a call costs at most ≈ 5 ms, and a client waiting behind a few such
- * calls on other connections is still answered within tens of milliseconds. */
-#define API_EVENTS_MAX 4096U
-#define API_PATTERNS_MAX 64U
 
 /* A call that keeps the loop longer than this is logged at debug level. */
 #define API_SLOW_CALL_USEC 10000LL
@@ -28,151 +24,40 @@
 
 typedef int (*ApiMethod)(Manager *m, Peer *c, const VarlinkCall *call);
 
-static int invalid_parameter(Peer *c, const char *key) {
-        return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", key, "Invalid parameter '%s'.",
-                           key);
-}
-
-static int check_keys(Peer *c, const VarlinkCall *call, const char *const *allowed) {
-        const char *bad = NULL;
-
-        if (varlink_params_check_keys(call->parameters, allowed, &bad) < 0) {
-                (void) invalid_parameter(c, bad);
-                return -EINVAL;
-        }
-        return 0;
-}
-
-/* Replies with the error for a failed tracing_resolve(). */
-static int resolve_error(Peer *c, int r, const char *bad) {
-        if (r == -ENOENT)
-                return peer_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", bad,
-                                   "No event '%s'. 'tpctl list' shows the kernel's events.", bad);
-        if (r == -EINVAL)
-                return peer_errorf(
-                        c, TPD_ERROR_NO_SUCH_EVENT, "event", bad,
-                        "'%s' is not an event name: use system:event, optionally with * and ? globs.", bad);
-        return r;
-}
-
-static int tracefs_error(Peer *c, int r, const char *what) {
-        return peer_errorf(c, TPD_ERROR_TRACEFS_UNAVAILABLE, "reason", strerror(-r), "Failed to %s: %s",
-                           what, strerror(-r));
-}
-
-/* Root, or the user tpd runs as: not bound by the limits that protect members from each other. */
-static bool api_client_is_root(Peer *c) {
-        return c->uid == 0 || c->uid == geteuid();
-}
-
-/* Enabling these events must not take tpd past MaxEnabledEvents=: each enabled event costs the
- * kernel on every hit, and enabling it costs a tracefs write on the loop. On error the reply is
- * queued and a positive value returned. */
-static int check_enabled_limit(Manager *m, Peer *c, char *const *names, size_t n) {
-        unsigned now = tracing_n_enabled(m->tracing), more = 0;
-        int r;
-
-        /* Before any format is loaded (≈ 2 ms an event): an event never loaded is not enabled. */
-        for (size_t i = 0; i < n; i++) {
-                TracingEvent *e = tracing_event_find(m->tracing, names[i]);
-                if (!e || (!e->enabled && !e->always_on))
-                        more++;
-        }
-        if (more == 0 || m->config.max_enabled_events == 0 || now + more <= m->config.max_enabled_events)
-                return 0;
-        r = peer_errorf(
-                c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "enabled_events",
-                "tpd has %u events enabled and enables at most %u (MaxEnabledEvents=); this call would "
-                "add %u.",
-                now, m->config.max_enabled_events, more);
-        return r < 0 ? r : 1;
-}
-
-/* Resolves the names of a call and gets their tracing state; on error the reply is queued and a
- * positive value returned. */
-static int resolve_events(Manager *m, Peer *c, char *const *names, size_t n, bool enable,
-                          TracingEvent ***ret, size_t *ret_n) {
-        _cleanup_strv_free_ char **resolved = NULL;
-        _cleanup_free_ TracingEvent **events = NULL;
-        const char *bad = NULL;
-        size_t k, count = 0;
-        unsigned max;
-        bool root;
-        int r;
-
-        /* Bounded work: distinct patterns per call for everyone; broad globs and large selections
-         * are root's. */
-        root = api_client_is_root(c);
-        r = tracing_resolve_limited(m->tracing, names, n, API_PATTERNS_MAX,
-                                    root ? 0 : m->config.max_glob_events, &resolved, &bad, &count);
+/* Queues p as the reply, unless a json_set()/json_push() into it failed (r < 0): then the
+ * connection closes, out of memory. */
+static int api_reply(Peer *c, json_object *p, int r) {
         if (r < 0) {
-                if (r == -E2BIG)
-                        r = peer_errorf(
-                                c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "patterns",
-                                "The call names %zu distinct patterns; at most %u are allowed in one call.",
-                                count, API_PATTERNS_MAX);
-                else if (r == -EPERM)
-                        r = peer_errorf(
-                                c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "glob_events",
-                                "'%s' matches %zu events; only root may use a glob that matches more "
-                                "than %u (MaxGlobEvents=).",
-                                bad, count, m->config.max_glob_events);
-                else
-                        r = resolve_error(c, r, bad);
-                return r < 0 ? r : 1;
+                json_object_put(p);
+                return r;
         }
-        k = strv_length(resolved);
-        max = root ? API_EVENTS_MAX : MIN(API_EVENTS_MAX, m->config.max_call_events);
-        if (k > max) {
-                r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "call_events",
-                                "The call selects %zu events; at most %u may be selected in one call%s.", k,
-                                max, root ? "" : " (MaxCallEvents=)");
-                return r < 0 ? r : 1;
-        }
-        if (enable) {
-                r = check_enabled_limit(m, c, resolved, k);
-                if (r != 0)
-                        return r;
-        }
-        events = calloc(k + 1, sizeof(TracingEvent *));
-        if (!events)
-                return -ENOMEM;
-        for (size_t i = 0; i < k; i++) {
-                r = tracing_event_get(m->tracing, resolved[i], &events[i]);
-                if (r < 0) {
-                        r = peer_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", resolved[i],
-                                        "The format of '%s' could not be loaded: %s", resolved[i],
-                                        strerror(-r));
-                        return r < 0 ? r : 1;
-                }
-        }
-        *ret = TAKE_PTR(events);
-        *ret_n = k;
-        return 0;
+        return peer_reply(c, p);
 }
 
 static int method_get_info(Manager *m, Peer *c, const VarlinkCall *call) {
         static const char *const keys[] = { NULL };
         json_object *p, *ifaces;
+        int r = 0;
 
         if (check_keys(c, call, keys) < 0)
                 return 0;
         p = json_object_new_object();
         ifaces = json_object_new_array();
-        json_object_array_add(ifaces, json_object_new_string(VARLINK_SERVICE));
-        json_object_array_add(ifaces, json_object_new_string(TPD_INTERFACE));
-        json_object_object_add(p, "vendor", json_object_new_string("tpd"));
-        json_object_object_add(p, "product", json_object_new_string("tpd"));
-        json_object_object_add(p, "version", json_object_new_string(TPD_VERSION));
-        json_object_object_add(p, "url", json_object_new_string("https://github.com/tpd-project/tpd"));
-        json_object_object_add(p, "interfaces", ifaces);
-        return peer_reply(c, p);
+        json_push(&r, ifaces, json_object_new_string(VARLINK_SERVICE));
+        json_push(&r, ifaces, json_object_new_string(TPD_INTERFACE));
+        json_set(&r, p, "vendor", json_object_new_string("tpd"));
+        json_set(&r, p, "product", json_object_new_string("tpd"));
+        json_set(&r, p, "version", json_object_new_string(TPD_VERSION));
+        json_set(&r, p, "url", json_object_new_string("https://github.com/tpd-project/tpd"));
+        json_set(&r, p, "interfaces", ifaces);
+        return api_reply(c, p, r);
 }
 
 static int method_get_interface_description(Manager *m, Peer *c, const VarlinkCall *call) {
         static const char *const keys[] = { "interface", NULL };
         const char *iface = NULL;
         json_object *p;
+        int r = 0;
 
         if (check_keys(c, call, keys) < 0)
                 return 0;
@@ -182,8 +67,8 @@ static int method_get_interface_description(Manager *m, Peer *c, const VarlinkCa
                 return peer_errorf(c, VARLINK_SERVICE ".InterfaceNotFound", "interface", iface,
                                    "No interface '%s' here.", iface);
         p = json_object_new_object();
-        json_object_object_add(p, "description", json_object_new_string(api_interface_description));
-        return peer_reply(c, p);
+        json_set(&r, p, "description", json_object_new_string(api_interface_description));
+        return api_reply(c, p, r);
 }
 
 static bool event_enabled(Manager *m, const char *name) {
@@ -251,8 +136,8 @@ static int method_list_events(Manager *m, Peer *c, const VarlinkCall *call) {
                 return -ENOMEM;
         json_object_set_serializer(list, list_serialize, TAKE_PTR(text), list_text_free);
         p = json_object_new_object();
-        json_object_object_add(p, "events", list);
-        return peer_reply(c, p);
+        json_set(&r, p, "events", list);
+        return api_reply(c, p, r);
 }
 
 static int method_describe_event(Manager *m, Peer *c, const VarlinkCall *call) {
@@ -280,488 +165,18 @@ static int method_describe_event(Manager *m, Peer *c, const VarlinkCall *call) {
         fields = json_object_new_array();
         for (struct tep_format_field *f = e->format->format.fields; f; f = f->next) {
                 json_object *o = json_object_new_object();
-                json_object_object_add(o, "name", json_object_new_string(f->name));
-                json_object_object_add(o, "type", json_object_new_string(f->type));
-                json_object_object_add(o, "size", json_object_new_int(f->size));
-                json_object_object_add(o, "signed", json_object_new_boolean(f->flags & TEP_FIELD_IS_SIGNED));
-                json_object_array_add(fields, o);
+                json_set(&r, o, "name", json_object_new_string(f->name));
+                json_set(&r, o, "type", json_object_new_string(f->type));
+                json_set(&r, o, "size", json_object_new_int(f->size));
+                json_set(&r, o, "signed", json_object_new_boolean(f->flags & TEP_FIELD_IS_SIGNED));
+                json_push(&r, fields, o);
         }
         p = json_object_new_object();
-        json_object_object_add(p, "name", json_object_new_string(e->name));
-        json_object_object_add(p, "id", json_object_new_int(e->format->id));
-        json_object_object_add(p, "fields", fields);
-        json_object_object_add(p, "print_fmt", json_object_new_string(strempty(print_fmt)));
-        return peer_reply(c, p);
-}
-
-static bool client_holds(const Peer *k, const TracingEvent *e) {
-        if (!k->stream)
-                return false;
-        /* A stream that named no event takes every enabled one: a kernel filter changes it too. */
-        if (k->n_held == 0)
-                return e->enabled;
-        for (size_t i = 0; i < k->n_held; i++)
-                if (k->held[i] == e)
-                        return true;
-        return false;
-}
-
-static int uids_add(uid_t **l, size_t *n, uid_t uid) {
-        uid_t *nl;
-
-        for (size_t i = 0; i < *n; i++)
-                if ((*l)[i] == uid)
-                        return 0;
-        nl = reallocarray(*l, *n + 1, sizeof(uid_t));
-        if (!nl)
-                return -ENOMEM;
-        nl[(*n)++] = uid;
-        *l = nl;
-        return 0;
-}
-
-/* Whether anyone but uid holds e: a pin of another uid, or a stream of another uid that gets the
- * event. On 1, *ret_who says who: "uid 0 (pin), uid 1001 (pin, stream)". */
-static int event_held_by_others(Manager *m, const TracingEvent *e, uid_t uid, char **ret_who) {
-        _cleanup_free_ uid_t *streams = NULL;
-        _cleanup_free_ char *who = NULL;
-        size_t n_streams = 0, size = 0;
-        bool any = false;
-        FILE *f;
-
-        for (Peer *k = m->peers; k; k = k->next)
-                if (k->uid != uid && client_holds(k, e) && uids_add(&streams, &n_streams, k->uid) < 0)
-                        return -ENOMEM;
-
-        f = open_memstream(&who, &size);
-        if (!f)
-                return -ENOMEM;
-        for (size_t i = 0; i < e->n_pin_uids; i++) {
-                bool streaming = false;
-
-                if (e->pin_uids[i] == uid)
-                        continue;
-                for (size_t j = 0; j < n_streams; j++)
-                        if (streams[j] == e->pin_uids[i]) {
-                                streaming = true;
-                                streams[j] = uid; /* listed here, not again below */
-                        }
-                fprintf(f, "%suid %u (pin%s)", any ? ", " : "", (unsigned) e->pin_uids[i],
-                        streaming ? ", stream" : "");
-                any = true;
-        }
-        for (size_t i = 0; i < n_streams; i++)
-                if (streams[i] != uid) {
-                        fprintf(f, "%suid %u (stream)", any ? ", " : "", (unsigned) streams[i]);
-                        any = true;
-                }
-        if (fclose(f) != 0)
-                return -ENOMEM;
-        if (!any)
-                return 0;
-        *ret_who = TAKE_PTR(who);
-        return 1;
-}
-
-/* Removes the pin of uid, or with NULL every pin. The kernel filter stays while anyone pins the
- * event, even when its setter leaves: the others may rely on it (on getting fewer records). It
- * goes with the last pin; streams that still hold the event then get it unfiltered. */
-static int event_unpin(Manager *m, TracingEvent *e, const uid_t *uid) {
-        if (e->filter && (!uid || e->n_pin_uids <= 1))
-                (void) tracing_event_set_filter(m->tracing, e, NULL, NULL);
-        if (!uid)
-                return tracing_event_pin(m->tracing, e, false);
-        return tracing_event_pin_uid(m->tracing, e, *uid, false);
-}
-
-static int method_enable(Manager *m, Peer *c, const VarlinkCall *call) {
-        static const char *const keys[] = { "events", "filter", NULL };
-        _cleanup_free_ char **names = NULL;
-        _cleanup_free_ TracingEvent **events = NULL;
-        const char *filter = NULL;
-        size_t n_names, n = 0;
-        json_object *p, *list;
-        int r;
-
-        if (check_keys(c, call, keys) < 0)
-                return 0;
-        r = varlink_param_strv(call->parameters, "events", API_EVENTS_MAX, &names, &n_names);
-        if (r < 0 || n_names == 0)
-                return invalid_parameter(c, "events");
-        if (varlink_param_string(call->parameters, "filter", true, &filter) < 0 ||
-            (filter && strlen(filter) > TPD_FILTER_MAX))
-                return invalid_parameter(c, "filter");
-
-        r = resolve_events(m, c, names, n_names, true, &events, &n);
-        if (r != 0)
-                return r < 0 ? r : 0;
-
-        /* A kernel filter decides what every holder of the event gets: a member may set, change
-         * or clear it only on events nobody else holds. */
-        if (filter && !peer_is_root(c))
-                for (size_t i = 0; i < n; i++) {
-                        _cleanup_free_ char *who = NULL;
-
-                        if (streq_ptr(events[i]->filter, *filter ? filter : NULL))
-                                continue;
-                        r = event_held_by_others(m, events[i], c->uid, &who);
-                        if (r < 0)
-                                return r;
-                        if (r > 0)
-                                return peer_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, "event",
-                                                   events[i]->name,
-                                                   "The kernel filter of '%s' is shared with %s: only "
-                                                   "root, or a user that alone holds the event, may "
-                                                   "change it.",
-                                                   events[i]->name, who);
-                }
-
-        /* Check the filter against every event before touching any, so that a bad filter
-         * changes nothing. An empty filter clears the events' filters. */
-        if (filter && *filter)
-                for (size_t i = 0; i < n; i++) {
-                        _cleanup_free_ char *message = NULL;
-                        if (events[i]->always_on)
-                                return peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event", events[i]->name,
-                                                   "'%s' cannot be filtered in the kernel.",
-                                                   events[i]->name);
-                        r = tracing_filter_verify(m->tracing, events[i], filter, &message);
-                        if (r < 0)
-                                return peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event", events[i]->name,
-                                                   "Invalid filter for '%s': %s", events[i]->name,
-                                                   strempty(message));
-                }
-
-        list = json_object_new_array();
-        for (size_t i = 0; i < n; i++) {
-                TracingEvent *e = events[i];
-
-                if (filter && !e->always_on && !streq_ptr(e->filter, *filter ? filter : NULL)) {
-                        _cleanup_free_ char *message = NULL;
-                        r = tracing_event_set_filter(m->tracing, e, *filter ? filter : NULL, &message);
-                        if (r < 0) {
-                                json_object_put(list);
-                                if (r == -EINVAL)
-                                        return peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event", e->name,
-                                                           "The kernel rejected the filter for '%s': %s",
-                                                           e->name, message ? message : strerror(-r));
-                                return tracefs_error(c, r, "set the filter");
-                        }
-                        e->filter_uid = c->uid;
-                }
-                r = tracing_event_pin_uid(m->tracing, e, c->uid, true);
-                if (r < 0) {
-                        json_object_put(list);
-                        return tracefs_error(c, r, "enable the event");
-                }
-                json_object_array_add(list, json_object_new_string(e->name));
-        }
-        {
-                char esc[LOG_ESCAPE_MAX];
-                log_info("Enabled %zu event(s)%s%s%s for uid %u.", n, filter ? " with filter '" : "",
-                         filter ? log_escape(filter, esc, sizeof(esc)) : "", filter ? "'" : "",
-                         (unsigned) c->uid);
-        }
-        (void) manager_save_state(m);
-
-        p = json_object_new_object();
-        json_object_object_add(p, "enabled", list);
-        return peer_reply(c, p);
-}
-
-static int method_disable(Manager *m, Peer *c, const VarlinkCall *call) {
-        static const char *const keys[] = { "events", "all", NULL };
-        _cleanup_free_ char **names = NULL;
-        _cleanup_free_ TracingEvent **events = NULL;
-        size_t n_names, n = 0;
-        json_object *p, *list;
-        bool all = false, root = peer_is_root(c);
-        int r;
-
-        if (check_keys(c, call, keys) < 0)
-                return 0;
-        r = varlink_param_strv(call->parameters, "events", API_EVENTS_MAX, &names, &n_names);
-        if (r < 0)
-                return invalid_parameter(c, "events");
-        if (varlink_param_bool(call->parameters, "all", &all) < 0)
-                return invalid_parameter(c, "all");
-        if (all == (n_names > 0))
-                return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "events",
-                                   "Name the events to disable, or set 'all', not both.");
-
-        if (all) {
-                TracingEvent *const *known = tracing_events(m->tracing, &n);
-                events = calloc(n + 1, sizeof(TracingEvent *));
-                if (!events)
-                        return -ENOMEM;
-                memcpy(events, known, n * sizeof(TracingEvent *));
-        } else {
-                r = resolve_events(m, c, names, n_names, false, &events, &n);
-                if (r != 0)
-                        return r < 0 ? r : 0;
-        }
-
-        /* A member removes its own pins only. Naming an event that only others pinned is refused
-         * (before anything changes); a glob or --all just passes over others' pins. Root removes
-         * every pin of what it names. */
-        if (!root && !all)
-                for (size_t i = 0; i < n; i++) {
-                        TracingEvent *e = events[i];
-                        _cleanup_free_ char *who = NULL;
-                        bool named = false;
-
-                        if (!e->pinned || tracing_event_pinned_by(e, c->uid))
-                                continue;
-                        for (size_t j = 0; j < n_names && !named; j++)
-                                named = !names_is_glob(names[j]) && streq(names[j], e->name);
-                        if (!named)
-                                continue;
-                        r = event_held_by_others(m, e, c->uid, &who);
-                        if (r < 0)
-                                return r;
-                        return peer_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, "event", e->name,
-                                           "'%s' is pinned by others (%s): a member removes only its "
-                                           "own pins.",
-                                           e->name, strempty(who));
-                }
-
-        list = json_object_new_array();
-        for (size_t i = 0; i < n; i++) {
-                TracingEvent *e = events[i];
-
-                if (!e->pinned || (!root && !tracing_event_pinned_by(e, c->uid)))
-                        continue;
-                r = event_unpin(m, e, root ? NULL : &c->uid);
-                if (r < 0) {
-                        json_object_put(list);
-                        return tracefs_error(c, r, "disable the event");
-                }
-                json_object_array_add(list, json_object_new_string(e->name));
-        }
-        (void) manager_save_state(m);
-        p = json_object_new_object();
-        json_object_object_add(p, "disabled", list);
-        return peer_reply(c, p);
-}
-
-static json_object *json_u64(uint64_t v) {
-        return json_object_new_uint64(v);
-}
-
-/* Who holds an event: the uids of its pins, of the streams that named it, and of its filter. */
-static void status_add_holders(Manager *m, const TracingEvent *e, json_object *o) {
-        json_object *pins = json_object_new_array(), *streams = json_object_new_array();
-        _cleanup_free_ uid_t *uids = NULL;
-        size_t n = 0;
-
-        for (size_t i = 0; i < e->n_pin_uids; i++)
-                json_object_array_add(pins, json_object_new_int64(e->pin_uids[i]));
-        for (Peer *k = m->peers; k; k = k->next)
-                if (k->stream && k->n_held > 0 && client_holds(k, e))
-                        (void) uids_add(&uids, &n, k->uid);
-        for (size_t i = 0; i < n; i++)
-                json_object_array_add(streams, json_object_new_int64(uids[i]));
-        json_object_object_add(o, "pin_uids", pins);
-        json_object_object_add(o, "stream_uids", streams);
-        if (e->filter)
-                json_object_object_add(o, "filter_uid", json_object_new_int64(e->filter_uid));
-}
-
-static int method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
-        static const char *const keys[] = { NULL };
-        _cleanup_free_ char *clock = NULL;
-        ManagerCounters counters;
-        unsigned buffer_kb = 0;
-        TracingEvent *const *events;
-        json_object *p, *cpus, *evs, *lost, *conns, *settings;
-        size_t n;
-
-        if (check_keys(c, call, keys) < 0)
-                return 0;
-
-        (void) tracing_get_clock(m->tracing, &clock);
-        (void) tracing_get_buffer_size_kb(m->tracing, &buffer_kb);
-
-        cpus = json_object_new_array();
-        for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
-                TracingCpuStats s = {};
-                json_object *o = json_object_new_object();
-
-                (void) tracing_cpu_stats(m->tracing, cpu, &s);
-                json_object_object_add(o, "cpu", json_object_new_int((int) cpu));
-                json_object_object_add(o, "online", json_object_new_boolean(m->cpus && m->cpus[cpu].online));
-                json_object_object_add(o, "entries", json_u64(s.entries));
-                json_object_object_add(o, "overrun", json_u64(s.overrun));
-                json_object_object_add(o, "read", json_u64(s.read));
-                /* What the kernel recorded: still in the buffer, read, or overwritten. */
-                json_object_object_add(o, "written", json_u64(s.entries + s.overrun + s.read));
-                json_object_object_add(o, "dropped", json_u64(s.dropped));
-                json_object_array_add(cpus, o);
-        }
-
-        evs = json_object_new_array();
-        events = tracing_events(m->tracing, &n);
-        for (size_t i = 0; i < n; i++) {
-                json_object *o;
-
-                if (!events[i]->pinned && events[i]->streams == 0)
-                        continue;
-                o = json_object_new_object();
-                json_object_object_add(o, "name", json_object_new_string(events[i]->name));
-                json_object_object_add(o, "pinned", json_object_new_boolean(events[i]->pinned));
-                json_object_object_add(o, "streams", json_object_new_int((int) events[i]->streams));
-                if (events[i]->filter)
-                        json_object_object_add(o, "filter", json_object_new_string(events[i]->filter));
-                status_add_holders(m, events[i], o);
-                json_object_array_add(evs, o);
-        }
-
-        conns = json_object_new_array();
-        for (Peer *k = m->peers; k; k = k->next) {
-                json_object *o = json_object_new_object();
-
-                json_object_object_add(o, "uid", json_object_new_int64(k->uid));
-                json_object_object_add(o, "pid", json_object_new_int64(k->pid));
-                json_object_object_add(o, "streaming", json_object_new_boolean(k->stream != NULL));
-                if (k->stream) {
-                        json_object_object_add(o, "delivered", json_u64(k->stream->delivered));
-                        json_object_object_add(o, "lost_client", json_u64(k->stream->lost_client));
-                }
-                json_object_array_add(conns, o);
-        }
-
-        manager_counters(m, &counters);
-        lost = json_object_new_object();
-        json_object_object_add(lost, "overrun", json_u64(counters.lost_overrun));
-        json_object_object_add(lost, "client", json_u64(counters.lost_client));
-        json_object_object_add(lost, "unknown", json_u64(counters.lost_unknown));
-        json_object_object_add(lost, "decode_pages", json_u64(counters.bad_pages));
-
-        settings = json_object_new_object();
-        for (size_t i = 0; i < config_n_settings; i++) {
-                const Setting *s = &config_settings[i];
-                const void *v = (const char *) &m->config + s->offset;
-
-                if (s->type == SETTING_UNSIGNED)
-                        json_object_object_add(settings, s->name,
-                                               json_object_new_int64(*(const unsigned *) v));
-                else if (s->type == SETTING_BOOL)
-                        json_object_object_add(settings, s->name,
-                                               json_object_new_boolean(*(const bool *) v));
-                else if (s->type == SETTING_STRING)
-                        json_object_object_add(
-                                settings, s->name,
-                                *(char *const *) v ? json_object_new_string(*(char *const *) v) : NULL);
-                else {
-                        json_object *l = json_object_new_array();
-                        for (char *const *e = *(char **const *) v; e && *e; e++)
-                                json_object_array_add(l, json_object_new_string(*e));
-                        json_object_object_add(settings, s->name, l);
-                }
-        }
-
-        p = json_object_new_object();
-        json_object_object_add(p, "version", json_object_new_string(TPD_VERSION));
-        json_object_object_add(p, "instance", json_object_new_string(tracing_instance_name(m->tracing)));
-        json_object_object_add(p, "clock", json_object_new_string(strempty(clock)));
-        json_object_object_add(p, "buffer_size_kb", json_object_new_int((int) buffer_kb));
-        json_object_object_add(p, "flush_interval_ms",
-                               json_object_new_int((int) m->config.flush_interval_ms));
-        json_object_object_add(p, "cpus", cpus);
-        json_object_object_add(p, "events", evs);
-        json_object_object_add(p, "clients", json_object_new_int((int) m->n_peers));
-        json_object_object_add(p, "streams", json_object_new_int((int) m->n_streams));
-        json_object_object_add(p, "connections", conns);
-        json_object_object_add(p, "records", json_u64(counters.records));
-        json_object_object_add(p, "delivered", json_u64(counters.delivered));
-        json_object_object_add(p, "lost", lost);
-        /* Enable replies before the state reaches the disk: a failed save shows here. */
-        json_object_object_add(p, "state_saves", json_u64(m->state_saves));
-        if (m->state_error != 0)
-                json_object_object_add(p, "state_error", json_object_new_string(strerror(-m->state_error)));
-        json_object_object_add(p, "settings", settings);
-        return peer_reply(c, p);
-}
-
-static json_object *counters_event_json(Manager *m, const CounterEvent *e) {
-        json_object *o = json_object_new_object(), *procs = json_object_new_array();
-        const char *name = decoder_event_name(m->decoder, e->id);
-
-        if (name)
-                json_object_object_add(o, "name", json_object_new_string(name));
-        json_object_object_add(o, "id", json_object_new_int(e->id));
-        json_object_object_add(o, "records", json_u64(e->records));
-        json_object_object_add(o, "lost", json_u64(e->lost));
-        for (uint16_t i = 0; i < e->n_pids; i++) {
-                json_object *p = json_object_new_object();
-                const char *comm = comm_cache_lookup(m->comm, e->pids[i].pid, 0);
-
-                json_object_object_add(p, "pid", json_object_new_int(e->pids[i].pid));
-                if (comm) {
-                        /* A task names itself: bytes that are not printable ASCII (json-c would
-                         * pass on invalid UTF-8) become '?'. */
-                        char safe[64];
-                        size_t k = 0;
-
-                        for (; comm[k] && k + 1 < sizeof(safe); k++)
-                                safe[k] = comm[k] >= ' ' && comm[k] < 0x7f ? comm[k] : '?';
-                        safe[k] = 0;
-                        json_object_object_add(p, "comm", json_object_new_string(safe));
-                }
-                json_object_object_add(p, "records", json_u64(e->pids[i].records));
-                json_object_object_add(p, "lost", json_u64(e->pids[i].lost));
-                json_object_array_add(procs, p);
-        }
-        json_object_object_add(o, "processes", procs);
-        json_object_object_add(o, "other_records", json_u64(e->other_records));
-        json_object_object_add(o, "other_lost", json_u64(e->other_lost));
-        return o;
-}
-
-static int method_get_counters(Manager *m, Peer *c, const VarlinkCall *call) {
-        static const char *const keys[] = { NULL };
-        TracingEvent *const *events;
-        json_object *p, *evs;
-        uint64_t overrun, dropped;
-        struct timespec now;
-        size_t n;
-        int r;
-
-        if (check_keys(c, call, keys) < 0)
-                return 0;
-        r = manager_counting_start(m, c);
-        if (r < 0)
-                return r;
-
-        evs = json_object_new_array();
-        for (size_t i = 0; i < m->counters->n_events; i++)
-                json_object_array_add(evs, counters_event_json(m, &m->counters->events[i]));
-        /* Enabled events that wrote nothing yet are shown too: silent is worth seeing. */
-        events = tracing_events(m->tracing, &n);
-        for (size_t i = 0; i < n; i++) {
-                const TracingEvent *e = events[i];
-                unsigned id;
-
-                if (!e->enabled || !e->format || e->format->id < 0)
-                        continue;
-                id = (unsigned) e->format->id;
-                if (id < m->counters->n_index && m->counters->index[id] != 0)
-                        continue;
-                json_object_array_add(evs, counters_event_json(m, &(CounterEvent){ .id = (uint16_t) id }));
-        }
-
-        manager_counting_kernel_losses(m, &overrun, &dropped);
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        p = json_object_new_object();
-        json_object_object_add(p, "usec",
-                               json_u64((uint64_t) now.tv_sec * 1000000ULL + (uint64_t) now.tv_nsec / 1000));
-        json_object_object_add(p, "since_usec", json_u64(m->counting_usec));
-        json_object_object_add(p, "events", evs);
-        json_object_object_add(p, "other_records", json_u64(m->counters->other_records));
-        json_object_object_add(p, "other_lost", json_u64(m->counters->other_lost));
-        json_object_object_add(p, "overrun", json_u64(overrun));
-        json_object_object_add(p, "dropped", json_u64(dropped));
-        return peer_reply(c, p);
+        json_set(&r, p, "name", json_object_new_string(e->name));
+        json_set(&r, p, "id", json_object_new_int(e->format->id));
+        json_set(&r, p, "fields", fields);
+        json_set(&r, p, "print_fmt", json_object_new_string(strempty(print_fmt)));
+        return api_reply(c, p, r);
 }
 
 static int64_t boot_to_realtime_ns(void) {
@@ -896,6 +311,10 @@ static int stream_setup(Manager *m, Peer *c, const VarlinkCall *call, const char
                                         "No event is enabled: name the events to record.");
                         return r < 0 ? r : 1;
                 }
+                /* Selected all the same: a member's implicit selection obeys MaxCallEvents= too. */
+                r = check_call_events(m, c, n);
+                if (r != 0)
+                        return r < 0 ? r : 1;
         }
 
         r = stream_new(mode, m->n_cpus, (size_t) m->config.client_queue_kb * 1024, &s);
@@ -1023,17 +442,19 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
 
         (void) tracing_get_clock(m->tracing, &clock);
         p = json_object_new_object();
-        json_object_object_add(p, "clock", json_object_new_string(clock ?: "boot"));
-        json_object_object_add(p, "boot_to_realtime_ns", json_object_new_int64(boot_to_realtime_ns()));
+        json_set(&r, p, "clock", json_object_new_string(clock ?: "boot"));
+        json_set(&r, p, "boot_to_realtime_ns", json_object_new_int64(boot_to_realtime_ns()));
         /* The offset for the trace clock in use, when the system has that clock; what the
          * stream's clock records update. */
         if (manager_realtime_offset(m, &offset, NULL) >= 0)
-                json_object_object_add(p, "realtime_offset_ns", json_object_new_int64(offset));
-        json_object_object_add(p, "flush_interval_ms",
-                               json_object_new_int((int) m->config.flush_interval_ms));
-        json_object_object_add(p, "cpus", json_object_new_int((int) m->n_cpus));
-        json_object_object_add(p, "ts", json_object_new_int64((int64_t) manager_trace_clock_now_ns(m)));
-        r = call->upgrade ? peer_reply(c, p) : peer_reply_more(c, p);
+                json_set(&r, p, "realtime_offset_ns", json_object_new_int64(offset));
+        json_set(&r, p, "flush_interval_ms", json_object_new_int((int) m->config.flush_interval_ms));
+        json_set(&r, p, "cpus", json_object_new_int((int) m->n_cpus));
+        json_set(&r, p, "ts", json_object_new_int64((int64_t) manager_trace_clock_now_ns(m)));
+        if (r >= 0)
+                r = call->upgrade ? peer_reply(c, p) : peer_reply_more(c, p);
+        else
+                json_object_put(p);
         if (r < 0) {
                 stream_setup_done(m, &st, true);
                 return r;
@@ -1130,16 +551,15 @@ static int method_record(Manager *m, Peer *c, const VarlinkCall *call) {
         p = json_object_new_object();
         names = json_object_new_array();
         for (size_t i = 0; i < st.n_events; i++)
-                json_object_array_add(names, json_object_new_string(st.events[i]->name));
-        json_object_object_add(p, "clock", json_object_new_string(clock ?: "boot"));
-        json_object_object_add(p, "boot_to_realtime_ns", json_object_new_int64(boot_to_realtime_ns()));
-        json_object_object_add(p, "page_size",
-                               json_object_new_int64((int64_t) tracing_page_size(m->tracing)));
-        json_object_object_add(p, "cpus", json_object_new_int((int) m->n_cpus));
-        json_object_object_add(p, "flush_interval_ms", json_object_new_int64(m->config.flush_interval_ms));
-        json_object_object_add(p, "events", names);
-        json_object_object_add(p, "frames", json_object_new_int(TPD_FRAMES_VERSION));
-        r = peer_reply(c, p);
+                json_push(&r, names, json_object_new_string(st.events[i]->name));
+        json_set(&r, p, "clock", json_object_new_string(clock ?: "boot"));
+        json_set(&r, p, "boot_to_realtime_ns", json_object_new_int64(boot_to_realtime_ns()));
+        json_set(&r, p, "page_size", json_object_new_int64((int64_t) tracing_page_size(m->tracing)));
+        json_set(&r, p, "cpus", json_object_new_int((int) m->n_cpus));
+        json_set(&r, p, "flush_interval_ms", json_object_new_int64(m->config.flush_interval_ms));
+        json_set(&r, p, "events", names);
+        json_set(&r, p, "frames", json_object_new_int(TPD_FRAMES_VERSION));
+        r = api_reply(c, p, r);
         if (r < 0) {
                 stream_setup_done(m, &st, true);
                 return r;
@@ -1235,10 +655,10 @@ static const struct {
         { VARLINK_METHOD_GET_INTERFACE_DESCRIPTION, method_get_interface_description },
         { TPD_METHOD("ListEvents"), method_list_events },
         { TPD_METHOD("DescribeEvent"), method_describe_event },
-        { TPD_METHOD("Enable"), method_enable },
-        { TPD_METHOD("Disable"), method_disable },
-        { TPD_METHOD("GetStatus"), method_get_status },
-        { TPD_METHOD("GetCounters"), method_get_counters },
+        { TPD_METHOD("Enable"), pins_method_enable },
+        { TPD_METHOD("Disable"), pins_method_disable },
+        { TPD_METHOD("GetStatus"), status_method_get_status },
+        { TPD_METHOD("GetCounters"), status_method_get_counters },
         { TPD_METHOD("Stream"), method_stream },
         { TPD_METHOD("Record"), method_record },
 };

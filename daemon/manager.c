@@ -64,6 +64,7 @@ Manager *manager_free(Manager *m) {
         batch_unref(m->batch);
         counters_free(m->counters);
         free(m->accounts);
+        free(m->counters_reply);
         free(m->overrun_reported);
         free(m->dropped_reported);
         free(m->decode_pending);
@@ -529,6 +530,7 @@ static void manager_counting_stop(Manager *m) {
                 if (c->stream)
                         c->stream->counters = NULL;
         m->counters = counters_free(m->counters);
+        m->counters_reply = mfree(m->counters_reply);
 }
 
 /* STATUS= for systemctl status: what tpd does, in one line. */

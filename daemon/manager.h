@@ -92,6 +92,10 @@ typedef struct Manager {
         sd_event_source *clock_source;
         int64_t realtime_offset_ns; /* last sent */
 
+        /* Events that Enable calls still being answered may enable: counted as enabled by the
+         * check of MaxEnabledEvents=, so that calls answered meanwhile cannot take their room. */
+        unsigned n_enabling;
+
         uint64_t delivered;   /* records queued to streams that have ended */
         uint64_t lost_client; /* likewise */
 
@@ -102,6 +106,9 @@ typedef struct Manager {
         uint64_t counting_overrun;      /* the kernel's overrun then, summed over CPUs */
         uint64_t counting_dropped;      /* its dropped events likewise */
         uint64_t counting_flushed_usec; /* when a GetCounters call last read the partial pages */
+        char *counters_reply;           /* the last GetCounters reply, serialized; shared for a while */
+        size_t counters_reply_len;
+        uint64_t counters_reply_usec; /* CLOCK_MONOTONIC when it was built */
 } Manager;
 
 /* tpd's counters, for GetStatus and STATUS=: one place sums them. */

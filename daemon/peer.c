@@ -23,10 +23,23 @@ static int peer_update_events(Peer *c);
 static int peer_process(Peer *c);
 static int peer_update_stall(Peer *c);
 
+/* A call answered over several turns of the loop (peer_defer()). The event loop owns it (a floating
+ * source): it outlives its connection, and is freed with the loop at exit. */
+struct PeerDeferred {
+        sd_event_source *source;
+        Peer *peer; /* NULL once the connection has gone */
+        PeerWork work;
+        void *userdata;
+        void (*free_userdata)(void *userdata);
+};
+
 Peer *peer_free(Peer *c) {
         if (!c)
                 return NULL;
 
+        /* A call still being answered goes on without its connection. */
+        if (c->deferred)
+                c->deferred->peer = NULL;
         /* The owner unlinks it, counts what its stream delivered and releases what it held. */
         if (c->handler && c->handler->on_free)
                 c->handler->on_free(c, c->userdata);
@@ -50,6 +63,10 @@ static int peer_reply_full(Peer *c, json_object *parameters, bool continues) {
         char *text;
         int r;
 
+        if (!c) {
+                json_object_put(parameters);
+                return 0;
+        }
         r = varlink_reply(parameters, continues, &text, &len);
         if (r < 0)
                 return r;
@@ -64,11 +81,21 @@ int peer_reply_more(Peer *c, json_object *parameters) {
         return peer_reply_full(c, parameters, true);
 }
 
+int peer_reply_text(Peer *c, const char *text, size_t len) {
+        if (!c)
+                return 0;
+        return queue_push_copy(&c->out, text, len);
+}
+
 int peer_error(Peer *c, const char *error, json_object *parameters) {
         size_t len;
         char *text;
         int r;
 
+        if (!c) {
+                json_object_put(parameters);
+                return 0;
+        }
         r = varlink_error(error, parameters, &text, &len);
         if (r < 0)
                 return r;
@@ -81,6 +108,8 @@ int peer_errorf(Peer *c, const char *error, const char *key, const char *value, 
         va_list ap;
         int r;
 
+        if (!c)
+                return 0;
         va_start(ap, format);
         r = vasprintf(&message, format, ap);
         va_end(ap);
@@ -90,9 +119,13 @@ int peer_errorf(Peer *c, const char *error, const char *key, const char *value, 
         params = json_object_new_object();
         if (!params)
                 return -ENOMEM;
-        if (key)
-                json_object_object_add(params, key, json_object_new_string(strempty(value)));
-        json_object_object_add(params, "message", json_object_new_string(message));
+        r = key ? json_add(params, key, json_object_new_string(strempty(value))) : 0;
+        if (r >= 0)
+                r = json_add(params, "message", json_object_new_string(message));
+        if (r < 0) {
+                json_object_put(params);
+                return r;
+        }
         return peer_error(c, error, params);
 }
 
@@ -102,7 +135,7 @@ static bool peer_backlogged(Peer *c) {
 
 static bool peer_done(Peer *c) {
         /* A control connection whose peer stopped sending ends once its replies are out. */
-        return c->read_closed && !c->stream && queue_is_empty(&c->out);
+        return c->read_closed && !c->stream && !c->deferred && queue_is_empty(&c->out);
 }
 
 int peer_flush(Peer *c) {
@@ -149,7 +182,7 @@ static int peer_update_events(Peer *c) {
 
         /* Calls are read only while their replies are being taken: a client that sends without
          * reading cannot make us queue without bound. */
-        if (!c->read_closed && c->out.bytes < PEER_OUT_MAX && !c->resume_pending)
+        if (!c->read_closed && c->out.bytes < PEER_OUT_MAX && !c->resume_pending && !c->deferred)
                 events |= EPOLLIN;
         if (peer_backlogged(c))
                 events |= EPOLLOUT;
@@ -189,7 +222,9 @@ static int peer_yield(Peer *c) {
         /* A timer due at once, not a defer source: sd-event does not poll while a source is
          * pending, so a chain of defers would keep every other client waiting. */
         if (!c->resume)
-                r = sd_event_add_time_relative(c->event, &c->resume, CLOCK_MONOTONIC, 0, 0, peer_on_resume,
+                /* Accuracy 1 µs: 0 would mean sd-event's default of 250 ms, a wait that an otherwise
+                 * idle loop takes in full. */
+                r = sd_event_add_time_relative(c->event, &c->resume, CLOCK_MONOTONIC, 0, 1, peer_on_resume,
                                                c);
         else {
                 r = sd_event_source_set_time_relative(c->resume, 0);
@@ -214,8 +249,9 @@ static int peer_process(Peer *c) {
                 size_t len;
                 int r;
 
-                /* Once upgraded, the connection no longer carries calls. */
-                if (c->upgraded || c->stream || c->out.bytes >= PEER_OUT_MAX)
+                /* Once upgraded, the connection no longer carries calls; a call still being answered
+                 * keeps the next ones waiting. */
+                if (c->upgraded || c->stream || c->deferred || c->out.bytes >= PEER_OUT_MAX)
                         return 0;
 
                 if (peer_now_usec() - start >= PEER_SLICE_USEC && varlink_buffer_pending(&c->in) > 0)
@@ -271,8 +307,9 @@ static int peer_on_stall(sd_event_source *s, uint64_t usec, void *userdata) {
 static int peer_update_stall(Peer *c) {
         size_t pending = varlink_buffer_pending(&c->in);
         /* While replies back up, calls are not read (peer_update_events): not the peer's stall. */
-        bool partial = !c->stream && !c->upgraded && !c->read_closed && c->out.bytes < PEER_OUT_MAX &&
-                       pending > 0 && !memchr(c->in.data + c->in.consumed, 0, pending);
+        bool partial = !c->stream && !c->upgraded && !c->read_closed && !c->deferred &&
+                       c->out.bytes < PEER_OUT_MAX && pending > 0 &&
+                       !memchr(c->in.data + c->in.consumed, 0, pending);
 
         /* A refused connection gets the same time to send its call, from the start. */
         if (c->refusal_error && !c->read_closed && c->n_calls == 0)
@@ -401,4 +438,87 @@ int peer_new(sd_event *event, int fd, const struct ucred *cred, const PeerHandle
         c->userdata = userdata;
         *ret = c;
         return 0;
+}
+
+static void peer_deferred_destroy(void *userdata) {
+        PeerDeferred *d = userdata;
+
+        if (d->peer)
+                d->peer->deferred = NULL;
+        if (d->free_userdata)
+                d->free_userdata(d->userdata);
+        free(d);
+}
+
+/* Ends a deferred call: its source goes (and with it d), its connection reads calls again. */
+static void peer_deferred_end(PeerDeferred *d, int r) {
+        sd_event_source *s = d->source;
+        Peer *c = d->peer;
+
+        /* Let go of the connection now: a source released inside its own dispatch is freed (and
+         * its destroy callback run) only after the dispatch, too late for the peer_flush() below
+         * to read the connection's next calls. */
+        if (c)
+                c->deferred = NULL;
+        d->peer = NULL;
+        /* The loop's reference is the only one: taking it back frees s, and d with it (at the
+         * end of this dispatch). */
+        (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+        (void) sd_event_source_set_floating(s, false);
+        if (!c)
+                return;
+        if (r < 0)
+                peer_free(c);
+        else
+                (void) peer_flush(c); /* the reply, then the calls that waited */
+}
+
+static int peer_on_deferred(sd_event_source *s, uint64_t usec, void *userdata) {
+        PeerDeferred *d = userdata;
+        int r;
+
+        r = d->work(d->peer, peer_now_usec() + PEER_SLICE_USEC, d->userdata);
+        if (r == 0) {
+                /* Again at the next turn, after the other sources (see peer_yield()). */
+                r = sd_event_source_set_time_relative(s, 0);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+                if (r >= 0)
+                        return 0;
+        }
+        peer_deferred_end(d, r);
+        return 0;
+}
+
+int peer_defer(Peer *c, PeerWork work, void *userdata, void (*free_userdata)(void *userdata)) {
+        PeerDeferred *d;
+        int r;
+
+        r = work(c, peer_now_usec() + PEER_SLICE_USEC, userdata);
+        if (r != 0) {
+                if (free_userdata)
+                        free_userdata(userdata);
+                return r < 0 ? r : 0;
+        }
+
+        d = calloc(1, sizeof(PeerDeferred));
+        if (!d) {
+                if (free_userdata)
+                        free_userdata(userdata);
+                return -ENOMEM;
+        }
+        *d = (PeerDeferred){ .peer = c, .work = work, .userdata = userdata, .free_userdata = free_userdata };
+        /* Due at once, accurate to 1 µs (see peer_yield()). */
+        r = sd_event_add_time_relative(c->event, &d->source, CLOCK_MONOTONIC, 0, 1, peer_on_deferred, d);
+        if (r < 0) {
+                peer_deferred_destroy(d);
+                return r;
+        }
+        (void) sd_event_source_set_description(d->source, "peer-deferred");
+        (void) sd_event_source_set_destroy_callback(d->source, peer_deferred_destroy);
+        /* The loop takes a reference of its own: ours goes. */
+        (void) sd_event_source_set_floating(d->source, true);
+        sd_event_source_unref(d->source);
+        c->deferred = d;
+        return peer_update_events(c);
 }

@@ -24,6 +24,14 @@
  */
 
 typedef struct Peer Peer;
+typedef struct PeerDeferred PeerDeferred;
+
+/* One slice of a call answered over several turns of the loop: works until CLOCK_MONOTONIC reaches
+ * until_usec (or a little past: one step), and returns 0 to go on at a later turn, 1 once the call
+ * is answered, or a negative errno to close the connection. c is NULL once the connection has
+ * gone: the work goes on to its end, so that what the call changes does not depend on when its
+ * client left, and replies go nowhere (peer_reply() and peer_errorf() accept a NULL peer). */
+typedef int (*PeerWork)(Peer *c, uint64_t until_usec, void *userdata);
 
 typedef struct PeerHandler {
         /* A complete call: queue exactly one reply or error (a stream then goes on with records).
@@ -64,7 +72,8 @@ struct Peer {
         char *refusal_group; /* PermissionDenied: the access group, sent for the client's hint */
         bool upgraded;
         bool read_closed;
-        bool counting; /* asked for counters (GetCounters): tpd keeps them while it is connected */
+        bool counting;          /* asked for counters (GetCounters): tpd keeps them while it is connected */
+        PeerDeferred *deferred; /* a call still being answered: the next calls wait */
 };
 
 /* A control call must arrive whole within this long once its first byte did. */
@@ -82,14 +91,24 @@ static inline bool peer_is_root(const Peer *c) {
         return c->uid == 0 || c->uid == geteuid();
 }
 
-/* Queues a reply or an error; takes ownership of parameters. */
+/* Queues a reply or an error; takes ownership of parameters. A NULL c (a deferred call whose
+ * connection has gone) takes nothing. */
 int peer_reply(Peer *c, json_object *parameters);
+/* Queues a copy of a serialized reply (NUL included in len). */
+int peer_reply_text(Peer *c, const char *text, size_t len);
 /* A reply with "continues": more replies follow (Stream with "more"). */
 int peer_reply_more(Peer *c, json_object *parameters);
 int peer_error(Peer *c, const char *error, json_object *parameters);
 /* An error with a "message" and, when key is set, one more string parameter. */
 int peer_errorf(Peer *c, const char *error, const char *key, const char *value, const char *format, ...)
         _printf_(5, 6);
+
+/* Answers the current call over several turns of the loop: runs work for a first slice at once,
+ * and while it returns 0 again at later turns, each slice a few milliseconds, with other
+ * connections served in between. This connection's further calls wait for the reply. The loop
+ * owns userdata until the work ends (free_userdata then, also at exit or on failure). Returns 0,
+ * or a negative errno (the connection closes). */
+int peer_defer(Peer *c, PeerWork work, void *userdata, void (*free_userdata)(void *userdata));
 
 /* Writes what is queued. Returns 0, or a negative errno after which c was freed. */
 int peer_flush(Peer *c);

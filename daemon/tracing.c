@@ -416,6 +416,7 @@ static TracingEvent *tracing_event_free(TracingEvent *e) {
         free(e->event);
         free(e->filter);
         free(e->pin_uids);
+        free(e->format_text);
         free(e);
         return NULL;
 }
@@ -801,23 +802,29 @@ int tracing_resolve(Tracing *t, char *const *patterns, size_t n, char ***ret_nam
         return tracing_resolve_limited(t, patterns, n, 0, 0, ret_names, ret_bad, NULL);
 }
 
-static struct tep_event *load_format(Tracing *t, const char *system, const char *event) {
+/* Parses the event's format; its text is kept in e. */
+static struct tep_event *load_format(Tracing *t, TracingEvent *e) {
         _cleanup_free_ char *text = NULL;
-        struct tep_event *e;
+        struct tep_event *f;
         int size = 0;
 
-        e = tep_find_event_by_name(t->tep, system, event);
-        if (e)
-                return e;
+        f = tep_find_event_by_name(t->tep, e->system, e->event);
+        if (f)
+                return f;
 
-        text = tracefs_event_file_read(NULL, system, event, "format", &size);
+        text = tracefs_event_file_read(NULL, e->system, e->event, "format", &size);
         if (!text)
                 return NULL;
-        if (tep_parse_event(t->tep, text, (unsigned long) size, system) != TEP_ERRNO__SUCCESS) {
+        if (tep_parse_event(t->tep, text, (unsigned long) size, e->system) != TEP_ERRNO__SUCCESS) {
                 errno = EBADMSG;
                 return NULL;
         }
-        return tep_find_event_by_name(t->tep, system, event);
+        f = tep_find_event_by_name(t->tep, e->system, e->event);
+        if (f) {
+                e->format_text = TAKE_PTR(text);
+                e->format_size = size > 0 ? (size_t) size : 0;
+        }
+        return f;
 }
 
 int tracing_event_get(Tracing *t, const char *name, TracingEvent **ret) {
@@ -856,7 +863,7 @@ int tracing_event_get(Tracing *t, const char *name, TracingEvent **ret) {
                         e->always_on = e->enabled = true;
 
         /* Not logged here: the caller says what failed and why it matters (a reply, a start). */
-        e->format = load_format(t, e->system, e->event);
+        e->format = load_format(t, e);
         if (!e->format)
                 return negative_errno();
 
@@ -1067,7 +1074,14 @@ int tracing_event_format(Tracing *t, TracingEvent *e, char **ret_path, char **re
 
         if (asprintf(&path, "events/%s/%s/format", e->system, e->event) < 0)
                 return -ENOMEM;
-        text = tracefs_event_file_read(NULL, e->system, e->event, "format", &size);
+        if (e->format_text) {
+                text = malloc(e->format_size + 1);
+                if (!text)
+                        return -ENOMEM;
+                memcpy(text, e->format_text, e->format_size + 1);
+                size = (int) e->format_size;
+        } else
+                text = tracefs_event_file_read(NULL, e->system, e->event, "format", &size);
         if (!text)
                 return negative_errno();
         *ret_path = TAKE_PTR(path);

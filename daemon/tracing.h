@@ -27,6 +27,10 @@ typedef struct TracingEvent {
         char *system;
         char *event;
         struct tep_event *format;
+        /* The format file as read when it was loaded: a recording carries the formats of its
+         * events, and reading hundreds of them again would hold the loop. */
+        char *format_text;
+        size_t format_size;
         char *filter;     /* kernel-side filter, NULL when none */
         uid_t filter_uid; /* who set it */
         unsigned streams;
@@ -128,7 +132,8 @@ int tracing_event_print_fmt(Tracing *t, TracingEvent *e, char **ret);
 extern const char *const tracing_meta_files[];
 /* Reads tracing_meta_files[index]. */
 int tracing_read_meta(Tracing *t, size_t index, char **ret, size_t *ret_size);
-/* Reads the event's format file; *ret_path gets its path relative to the tracing directory. */
+/* The event's format file, from what was read when it was loaded (read again only when the format
+ * came from elsewhere); *ret_path gets its path relative to the tracing directory. */
 int tracing_event_format(Tracing *t, TracingEvent *e, char **ret_path, char **ret, size_t *ret_size);
 
 /* Compares the instance with what tpd set (enabled events, their kernel filters, tracing_on, the

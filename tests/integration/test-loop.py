@@ -182,32 +182,6 @@ def collect_workers(children, timeout):
     return results
 
 
-class Sampler(threading.Thread):
-    """GetInfo every SAMPLE_INTERVAL on its own connection; keeps the latencies."""
-
-    def __init__(self, tpd):
-        super().__init__(daemon=True)
-        self.v = tpd.varlink(timeout=10)
-        self.latencies = []
-        self.errors = []
-        self.stop_flag = threading.Event()
-
-    def run(self):
-        data = json.dumps({'method': 'org.varlink.service.GetInfo'}).encode() + b'\0'
-        while not self.stop_flag.is_set():
-            t0 = time.monotonic()
-            try:
-                self.v.send_raw(data)
-                reply = self.v.recv(timeout=10)
-            except Exception as e:      # noqa: BLE001 - reported by the main thread
-                self.errors.append(repr(e))
-                return
-            self.latencies.append(time.monotonic() - t0)
-            if not reply or 'error' in reply:
-                self.errors.append(f'GetInfo reply: {reply!r}')
-            time.sleep(max(0.0, SAMPLE_INTERVAL - (time.monotonic() - t0)))
-
-
 class WatchdogListener(threading.Thread):
     """Receives sd_notify datagrams; keeps the times of WATCHDOG=1."""
 
@@ -287,7 +261,7 @@ def storm(ctx):
     children = start_workers(tpd, events)
     os.setpriority(os.PRIO_PROCESS, tpd.process.pid, -10)
     os.setpriority(os.PRIO_PROCESS, 0, -10)
-    sampler = Sampler(tpd)
+    sampler = T.GetInfoSampler(tpd, SAMPLE_INTERVAL)
     sampler.start()
     t0 = time.monotonic()
     results = collect_workers(children, timeout=300 * SLOWDOWN)
@@ -369,7 +343,7 @@ def pipelined(tpd):
     full_scan = [f'*[!{a}]:[!{b}]*' for a in chars for b in chars][:64]
     n = max(20, int(200 * SCALE))
     data = (json.dumps({'method': ENABLE, 'parameters': {'events': full_scan}}).encode() + b'\0') * n
-    sampler = Sampler(tpd)
+    sampler = T.GetInfoSampler(tpd, SAMPLE_INTERVAL)
     sampler.start()
     t0 = time.monotonic()
     with tpd.varlink(timeout=120) as v:

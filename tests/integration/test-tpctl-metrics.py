@@ -155,8 +155,10 @@ def main(ctx):
     check(value('tpd_delivered_total') == st['delivered'], f'delivered {value("tpd_delivered_total")} != {st["delivered"]}')
     check(st['delivered'] == len(records) - len(lost_lines),
           f'GetStatus delivered {st["delivered"]}, the stream got {len(records) - len(lost_lines)} records')
-    for cause in ('overrun', 'client', 'unknown'):
+    for cause in ('overrun', 'client', 'unknown', 'dropped'):
         check(value('tpd_lost_total', cause=cause) == st['lost'][cause], f'lost {cause} differs')
+    check(st['lost']['dropped'] == sum(c['dropped'] for c in st['cpus']),
+          f'GetStatus lost.dropped {st["lost"]["dropped"]} is not the sum of the CPUs\' {st["cpus"]}')
     check(value('tpd_undecoded_pages_total') == st['lost']['decode_pages'], 'undecoded pages differ')
     for c in st['cpus']:
         cpu = str(c['cpu'])

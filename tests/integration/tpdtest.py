@@ -1142,3 +1142,32 @@ class TestUsers:
             if r.returncode != 0:
                 errors.append(f'groupdel {self.group}: {r.stderr.strip()}')
         return errors
+
+
+class GetInfoSampler(threading.Thread):
+    """GetInfo in a loop on a connection of its own, every interval seconds; keeps the round trips
+    (latencies) and what went wrong (errors), for tests of how long tpd's loop is held."""
+
+    def __init__(self, tpd, interval, timeout=10.0):
+        super().__init__(daemon=True)
+        self.v = tpd.varlink(timeout=timeout)
+        self.interval = interval
+        self.timeout = timeout
+        self.latencies = []
+        self.errors = []
+        self.stop_flag = threading.Event()
+
+    def run(self):
+        data = json.dumps({'method': 'org.varlink.service.GetInfo'}).encode() + b'\0'
+        while not self.stop_flag.is_set():
+            t0 = time.monotonic()
+            try:
+                self.v.send_raw(data)
+                reply = self.v.recv(timeout=self.timeout)
+            except Exception as e:      # noqa: BLE001 - reported by the main thread
+                self.errors.append(repr(e))
+                return
+            self.latencies.append(time.monotonic() - t0)
+            if not reply or 'error' in reply:
+                self.errors.append(f'GetInfo reply: {reply!r}')
+            time.sleep(max(0.0, self.interval - (time.monotonic() - t0)))
