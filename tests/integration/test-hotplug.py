@@ -6,8 +6,11 @@ drains and stops one that goes offline, and never spins.
 1. cpu1 offline when tpd starts (its trace_pipe_raw then has no ring buffer and polls ready
    forever): tpd idles at <= 0.1 % CPU over a few seconds, says little about CPU 1, and GetStatus
    reports cpu1 offline.
-2. cpu1 back online: within about a second GetStatus says so and a getppid generator pinned to
-   cpu1 is streamed exactly (delivered + lost = written, per CPU), without restarting tpd.
+2. cpu1 back online: within about a second GetStatus says so. 1.5 s after it came online, 100,000
+   getppid calls pinned to cpu1 at full speed reach a stream writing to a file, all of them: none
+   lost (the whole burst is read from the new CPU's buffer, decoded, into the stream's queue).
+   Then a larger storm is streamed exactly (delivered + lost = written, per CPU), without
+   restarting tpd.
 3. cpu1 taken offline in the middle of a paced run on cpu1 (the kernel moves the generator to
    cpu0): tpd drains what cpu1's buffer held, does not spin while cpu1 is away, and
    delivered + lost = what the kernel wrote, on each CPU.
@@ -32,6 +35,8 @@ SCALE = float(os.environ.get('TPD_TEST_SCALE', 1))
 IDLE_SECONDS = 3.0
 IDLE_MAX_SHARE = 0.001 * T.SLOWDOWN  # DESIGN §6: idle <= 0.1 % CPU (a spin is 100 %)
 STORM_N = int(200_000 * SCALE)
+ONLINE_N = 100_000              # the lossless run 1.5 s after cpu1 came online
+ONLINE_DELAY = 1.5
 PACED_RATE = 20_000
 PACED_N = int(30_000 * SCALE)   # 1.5 s at PACED_RATE
 
@@ -113,6 +118,7 @@ class Tally:
         self.pid = pid
         self.delivered = {}
         self.lost = {}
+        self.causes = {}
         self.errors = []
         self.last_ts = {}
         self.since = 0
@@ -125,6 +131,7 @@ class Tally:
         cpu = rec['cpu']
         if 'lost' in rec:
             self.lost[cpu] = self.lost.get(cpu, 0) + rec['lost']
+            self.causes[rec['cause']] = self.causes.get(rec['cause'], 0) + rec['lost']
             return
         if rec['event'] != EVENT or rec['pid'] != self.pid:
             # Between two runs the instance may record another process's getppid calls for a
@@ -147,6 +154,7 @@ class Tally:
         self.since = go_ts
         self.delivered.clear()
         self.lost.clear()
+        self.causes.clear()
 
 
 def check_exact(tally, before, after, n, label):
@@ -210,6 +218,31 @@ def run(ctx, cpu):
         time.sleep(0.05)
     log(f'GetStatus says cpu{CPU} online {time.monotonic() - t_on:.2f} s after it came online')
 
+    # A full-speed burst into the buffer of the CPU that came online: every record reaches the
+    # stream. None may be lost for want of room in the stream's queue: the reader takes the whole
+    # burst out of the kernel's buffer in one go, and the queue must hold it while tpctl catches up.
+    gen = ctx.gen('GEN_GETPPID', '--count', ONLINE_N, '--cpu', CPU)
+    pid, = gen.pids()
+    tpd.tpctl_ok('enable', EVENT, '--filter', f'common_pid == {pid}')
+    tally = Tally(pid)
+    stream = tpd.stream('-e', EVENT, sink=tally.feed)
+    T.confirm_live([stream], gen.probe)
+    check(set(tally.delivered) == {CPU}, f'probe records from CPUs {sorted(tally.delivered)}, expected only {CPU}')
+    log(f'first record from cpu{CPU} {time.monotonic() - t_on:.2f} s after it came online')
+    before = tpd.stats()
+    time.sleep(max(0.0, t_on + ONLINE_DELAY - time.monotonic()))
+    log(f'{ONLINE_N} getppid on cpu{CPU} {time.monotonic() - t_on:.2f} s after it came online')
+    tally.start(gen.go())
+    gen.wait_done(timeout=120)
+    stream.drain(lambda: tally.total(tally.delivered) + tally.total(tally.lost) >= ONLINE_N, timeout=60)
+    after = tpd.stats()
+    check_exact(tally, before, after, ONLINE_N, f'{ONLINE_N} getppid {ONLINE_DELAY} s after cpu{CPU} came online')
+    check(tally.total(tally.lost) == 0 and tally.total(tally.delivered) == ONLINE_N,
+          f'{tally.total(tally.delivered)} of {ONLINE_N} delivered, lost by cause {tally.causes} '
+          f'(kernel: {T.stats_delta(before, after).get(CPU)})')
+    stream.stop()
+    tpd.tpctl_ok('disable', EVENT)
+
     gen = ctx.gen('GEN_GETPPID', '--count', STORM_N, '--cpu', CPU)
     pid, = gen.pids()
     tpd.tpctl_ok('enable', EVENT, '--filter', f'common_pid == {pid}')
@@ -217,8 +250,6 @@ def run(ctx, cpu):
     stream = tpd.stream('-e', EVENT, sink=tally.feed)
     # The probes come from cpu1: a delivered one proves tpd reads the CPU that came online.
     T.confirm_live([stream], gen.probe)
-    check(set(tally.delivered) == {CPU}, f'probe records from CPUs {sorted(tally.delivered)}, expected only {CPU}')
-    log(f'first record from cpu{CPU} {time.monotonic() - t_on:.2f} s after it came online')
     before = tpd.stats()
     tally.start(gen.go())
     gen.wait_done(timeout=120)
