@@ -173,6 +173,30 @@ def check_exact(tally, before, after, n, label):
     check(not left, f'{label}: records left unread in the ring buffers: {left}')
 
 
+def storm_on_cpu(ctx, tpd, n, not_before=0.0):
+    """n getppid calls at full speed on CPU into a stream writing to a file, from not_before (a
+    time.monotonic()) on; returns the tally and the kernel's stats before and after."""
+    gen = ctx.gen('GEN_GETPPID', '--count', n, '--cpu', CPU)
+    pid, = gen.pids()
+    tpd.tpctl_ok('enable', EVENT, '--filter', f'common_pid == {pid}')
+    tally = Tally(pid)
+    stream = tpd.stream('-e', EVENT, sink=tally.feed)
+    # The probes come from cpu1: a delivered one proves tpd reads the CPU that came online.
+    T.confirm_live([stream], gen.probe)
+    check(set(tally.delivered) == {CPU}, f'probe records from CPUs {sorted(tally.delivered)}, expected only {CPU}')
+    tally.first_s = time.monotonic()
+    before = tpd.stats()
+    time.sleep(max(0.0, not_before - time.monotonic()))
+    tally.go_s = time.monotonic()
+    tally.start(gen.go())
+    gen.wait_done(timeout=120)
+    stream.drain(lambda: tally.total(tally.delivered) + tally.total(tally.lost) >= n, timeout=60)
+    after = tpd.stats()
+    stream.stop()
+    tpd.tpctl_ok('disable', EVENT)
+    return tally, before, after
+
+
 def main(ctx):
     if not os.path.exists(ONLINE):
         raise T.TestSkip(f'{ONLINE} does not exist: cpu{CPU} cannot be taken offline here')
@@ -221,44 +245,16 @@ def run(ctx, cpu):
     # A full-speed burst into the buffer of the CPU that came online: every record reaches the
     # stream. None may be lost for want of room in the stream's queue: the reader takes the whole
     # burst out of the kernel's buffer in one go, and the queue must hold it while tpctl catches up.
-    gen = ctx.gen('GEN_GETPPID', '--count', ONLINE_N, '--cpu', CPU)
-    pid, = gen.pids()
-    tpd.tpctl_ok('enable', EVENT, '--filter', f'common_pid == {pid}')
-    tally = Tally(pid)
-    stream = tpd.stream('-e', EVENT, sink=tally.feed)
-    T.confirm_live([stream], gen.probe)
-    check(set(tally.delivered) == {CPU}, f'probe records from CPUs {sorted(tally.delivered)}, expected only {CPU}')
-    log(f'first record from cpu{CPU} {time.monotonic() - t_on:.2f} s after it came online')
-    before = tpd.stats()
-    time.sleep(max(0.0, t_on + ONLINE_DELAY - time.monotonic()))
-    log(f'{ONLINE_N} getppid on cpu{CPU} {time.monotonic() - t_on:.2f} s after it came online')
-    tally.start(gen.go())
-    gen.wait_done(timeout=120)
-    stream.drain(lambda: tally.total(tally.delivered) + tally.total(tally.lost) >= ONLINE_N, timeout=60)
-    after = tpd.stats()
+    tally, before, after = storm_on_cpu(ctx, tpd, ONLINE_N, t_on + ONLINE_DELAY)
+    log(f'first record from cpu{CPU} {tally.first_s - t_on:.2f} s, run {tally.go_s - t_on:.2f} s after it came online')
     check_exact(tally, before, after, ONLINE_N, f'{ONLINE_N} getppid {ONLINE_DELAY} s after cpu{CPU} came online')
     check(tally.total(tally.lost) == 0 and tally.total(tally.delivered) == ONLINE_N,
           f'{tally.total(tally.delivered)} of {ONLINE_N} delivered, lost by cause {tally.causes} '
           f'(kernel: {T.stats_delta(before, after).get(CPU)})')
-    stream.stop()
-    tpd.tpctl_ok('disable', EVENT)
 
-    gen = ctx.gen('GEN_GETPPID', '--count', STORM_N, '--cpu', CPU)
-    pid, = gen.pids()
-    tpd.tpctl_ok('enable', EVENT, '--filter', f'common_pid == {pid}')
-    tally = Tally(pid)
-    stream = tpd.stream('-e', EVENT, sink=tally.feed)
-    # The probes come from cpu1: a delivered one proves tpd reads the CPU that came online.
-    T.confirm_live([stream], gen.probe)
-    before = tpd.stats()
-    tally.start(gen.go())
-    gen.wait_done(timeout=120)
-    stream.drain(lambda: tally.total(tally.delivered) + tally.total(tally.lost) >= STORM_N, timeout=60)
-    after = tpd.stats()
+    tally, before, after = storm_on_cpu(ctx, tpd, STORM_N)
     check_exact(tally, before, after, STORM_N, f'{STORM_N} getppid on the CPU that came online')
     check(set(tally.delivered) <= {CPU}, f'records from CPUs {sorted(tally.delivered)}, expected only {CPU}')
-    stream.stop()
-    tpd.tpctl_ok('disable', EVENT)
 
     # --- 3. offline in the middle of a paced run on cpu1
     gen = ctx.gen('GEN_GETPPID', '--count', PACED_N, '--rate', PACED_RATE, '--cpu', CPU)
