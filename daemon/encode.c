@@ -241,7 +241,22 @@ Record *batch_add_record(Batch *b) {
 }
 
 size_t batch_memory(const Batch *b) {
-        return sizeof(Batch) + b->buf.cap + b->cap_records * sizeof(Record);
+        return sizeof(Batch) + b->buf.len;
+}
+
+void batch_trim(Batch *b) {
+        char *data;
+
+        b->records = mfree(b->records);
+        b->n_records = b->cap_records = 0;
+        if (b->buf.cap <= b->buf.len)
+                return;
+        /* Shrinking in place or by mremap(): no copy. On failure the batch keeps its room. */
+        data = realloc(b->buf.data, MAX(b->buf.len, (size_t) 1));
+        if (!data)
+                return;
+        b->buf.data = data;
+        b->buf.cap = b->buf.len;
 }
 
 int batch_add_lost(Batch *b, uint64_t ts, unsigned cpu, uint64_t count, int kind) {

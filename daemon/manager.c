@@ -226,6 +226,7 @@ static void manager_report_kernel_losses(Manager *m) {
                 }
                 if (b->n_records > 0)
                         manager_offer(m, b);
+                batch_trim(b);
                 batch_unref(b);
         }
 }
@@ -382,6 +383,9 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
 
         manager_offer(m, b);
         manager_flush_clients(m);
+        /* Queues hold lines of it: keep only what they were charged for. */
+        if (b->refs > 1)
+                batch_trim(b);
 }
 
 /* GetCounters reads the partial pages at most this often. */

@@ -463,6 +463,7 @@ int stream_report_drops(Stream *s) {
                                 break;
                         *n = 0;
                 }
+        batch_trim(b);
         batch_unref(b);
         if (r >= 0)
                 s->drops_pending = false;

@@ -1252,7 +1252,7 @@ def run_all(bench, o):
                           f'tpd, {o.streams} × tpctl stream', o.streams, None)
         if 'tpdtop' in o.tracers:
             bench.guarded(f'{load.title}: tpd, 1 stream and tpctl top', bench.tpd_bulk, load,
-                          'tpd, 1 × tpctl stream + tpctl top', 1, None, True)
+                          'tpd, 1 × tpctl stream + tpctl top', 1, None, (), True)
         if 'tpdcount' in o.tracers:
             bench.guarded(f'{load.title}: tpd, counting consumer', bench.tpd_bulk, load,
                           'tpd, 1 × counting consumer', 1, 'sampled')

@@ -6,8 +6,11 @@ drains and stops one that goes offline, and never spins.
 1. cpu1 offline when tpd starts (its trace_pipe_raw then has no ring buffer and polls ready
    forever): tpd idles at <= 0.1 % CPU over a few seconds, says little about CPU 1, and GetStatus
    reports cpu1 offline.
-2. cpu1 back online: within about a second GetStatus says so and a getppid generator pinned to
-   cpu1 is streamed exactly (delivered + lost = written, per CPU), without restarting tpd.
+2. cpu1 back online: within about a second GetStatus says so. 1.5 s after it came online, 100,000
+   getppid calls pinned to cpu1 at full speed reach a stream writing to a file, all of them: none
+   lost (the whole burst is read from the new CPU's buffer, decoded, into the stream's queue).
+   Then a larger storm is streamed exactly (delivered + lost = written, per CPU), without
+   restarting tpd.
 3. cpu1 taken offline in the middle of a paced run on cpu1 (the kernel moves the generator to
    cpu0): tpd drains what cpu1's buffer held, does not spin while cpu1 is away, and
    delivered + lost = what the kernel wrote, on each CPU.
@@ -32,6 +35,8 @@ SCALE = float(os.environ.get('TPD_TEST_SCALE', 1))
 IDLE_SECONDS = 3.0
 IDLE_MAX_SHARE = 0.001 * T.SLOWDOWN  # DESIGN §6: idle <= 0.1 % CPU (a spin is 100 %)
 STORM_N = int(200_000 * SCALE)
+ONLINE_N = 100_000              # the lossless run 1.5 s after cpu1 came online
+ONLINE_DELAY = 1.5
 PACED_RATE = 20_000
 PACED_N = int(30_000 * SCALE)   # 1.5 s at PACED_RATE
 
@@ -113,6 +118,7 @@ class Tally:
         self.pid = pid
         self.delivered = {}
         self.lost = {}
+        self.causes = {}
         self.errors = []
         self.last_ts = {}
         self.since = 0
@@ -125,6 +131,7 @@ class Tally:
         cpu = rec['cpu']
         if 'lost' in rec:
             self.lost[cpu] = self.lost.get(cpu, 0) + rec['lost']
+            self.causes[rec['cause']] = self.causes.get(rec['cause'], 0) + rec['lost']
             return
         if rec['event'] != EVENT or rec['pid'] != self.pid:
             # Between two runs the instance may record another process's getppid calls for a
@@ -147,6 +154,7 @@ class Tally:
         self.since = go_ts
         self.delivered.clear()
         self.lost.clear()
+        self.causes.clear()
 
 
 def check_exact(tally, before, after, n, label):
@@ -163,6 +171,30 @@ def check_exact(tally, before, after, n, label):
               f'but the kernel wrote {written.get(c, 0)} there')
     left = {c: s.get('entries', 0) for c, s in after.items() if s.get('entries', 0)}
     check(not left, f'{label}: records left unread in the ring buffers: {left}')
+
+
+def storm_on_cpu(ctx, tpd, n, not_before=0.0):
+    """n getppid calls at full speed on CPU into a stream writing to a file, from not_before (a
+    time.monotonic()) on; returns the tally and the kernel's stats before and after."""
+    gen = ctx.gen('GEN_GETPPID', '--count', n, '--cpu', CPU)
+    pid, = gen.pids()
+    tpd.tpctl_ok('enable', EVENT, '--filter', f'common_pid == {pid}')
+    tally = Tally(pid)
+    stream = tpd.stream('-e', EVENT, sink=tally.feed)
+    # The probes come from cpu1: a delivered one proves tpd reads the CPU that came online.
+    T.confirm_live([stream], gen.probe)
+    check(set(tally.delivered) == {CPU}, f'probe records from CPUs {sorted(tally.delivered)}, expected only {CPU}')
+    tally.first_s = time.monotonic()
+    before = tpd.stats()
+    time.sleep(max(0.0, not_before - time.monotonic()))
+    tally.go_s = time.monotonic()
+    tally.start(gen.go())
+    gen.wait_done(timeout=120)
+    stream.drain(lambda: tally.total(tally.delivered) + tally.total(tally.lost) >= n, timeout=60)
+    after = tpd.stats()
+    stream.stop()
+    tpd.tpctl_ok('disable', EVENT)
+    return tally, before, after
 
 
 def main(ctx):
@@ -210,24 +242,19 @@ def run(ctx, cpu):
         time.sleep(0.05)
     log(f'GetStatus says cpu{CPU} online {time.monotonic() - t_on:.2f} s after it came online')
 
-    gen = ctx.gen('GEN_GETPPID', '--count', STORM_N, '--cpu', CPU)
-    pid, = gen.pids()
-    tpd.tpctl_ok('enable', EVENT, '--filter', f'common_pid == {pid}')
-    tally = Tally(pid)
-    stream = tpd.stream('-e', EVENT, sink=tally.feed)
-    # The probes come from cpu1: a delivered one proves tpd reads the CPU that came online.
-    T.confirm_live([stream], gen.probe)
-    check(set(tally.delivered) == {CPU}, f'probe records from CPUs {sorted(tally.delivered)}, expected only {CPU}')
-    log(f'first record from cpu{CPU} {time.monotonic() - t_on:.2f} s after it came online')
-    before = tpd.stats()
-    tally.start(gen.go())
-    gen.wait_done(timeout=120)
-    stream.drain(lambda: tally.total(tally.delivered) + tally.total(tally.lost) >= STORM_N, timeout=60)
-    after = tpd.stats()
+    # A full-speed burst into the buffer of the CPU that came online: every record reaches the
+    # stream. None may be lost for want of room in the stream's queue: the reader takes the whole
+    # burst out of the kernel's buffer in one go, and the queue must hold it while tpctl catches up.
+    tally, before, after = storm_on_cpu(ctx, tpd, ONLINE_N, t_on + ONLINE_DELAY)
+    log(f'first record from cpu{CPU} {tally.first_s - t_on:.2f} s, run {tally.go_s - t_on:.2f} s after it came online')
+    check_exact(tally, before, after, ONLINE_N, f'{ONLINE_N} getppid {ONLINE_DELAY} s after cpu{CPU} came online')
+    check(tally.total(tally.lost) == 0 and tally.total(tally.delivered) == ONLINE_N,
+          f'{tally.total(tally.delivered)} of {ONLINE_N} delivered, lost by cause {tally.causes} '
+          f'(kernel: {T.stats_delta(before, after).get(CPU)})')
+
+    tally, before, after = storm_on_cpu(ctx, tpd, STORM_N)
     check_exact(tally, before, after, STORM_N, f'{STORM_N} getppid on the CPU that came online')
     check(set(tally.delivered) <= {CPU}, f'records from CPUs {sorted(tally.delivered)}, expected only {CPU}')
-    stream.stop()
-    tpd.tpctl_ok('disable', EVENT)
 
     # --- 3. offline in the middle of a paced run on cpu1
     gen = ctx.gen('GEN_GETPPID', '--count', PACED_N, '--rate', PACED_RATE, '--cpu', CPU)
