@@ -204,22 +204,8 @@ def run(ctx, users):
 
     # The good stream, beside everything: a steady generator, filtered on its pid in the kernel.
     n_gen = GEN_RATE * 40
-    gen = ctx.gen('GEN_GETPPID', '--count', n_gen, '--rate', GEN_RATE, '--cpu', 0)
-    gen_pid, = gen.pids()
-    tpd.tpctl_ok('enable', EVENT, '--filter', f'common_pid == {gen_pid}')
-    counts = {'delivered': 0, 'lost': 0, 'go_ts': None}
-
-    def sink(line):
-        rec = T.parse_record(line)
-        if 'lost' in rec:
-            counts['lost'] += rec['lost']
-        elif counts['go_ts'] is not None and rec['pid'] == gen_pid and rec['ts'] >= counts['go_ts']:
-            counts['delivered'] += 1
-
-    good = tpd.stream('-e', EVENT, sink=sink)
-    T.confirm_live([good], gen.probe)
-    good.poll()
-    counts['go_ts'] = gen.go()
+    good = T.CountedStream(ctx, tpd, EVENT, GEN_RATE, n_gen)
+    good.go()
     os.setpriority(os.PRIO_PROCESS, tpd.process.pid, -10)
     os.setpriority(os.PRIO_PROCESS, 0, -10)
     results = {}
@@ -281,15 +267,9 @@ def run(ctx, users):
     os.setpriority(os.PRIO_PROCESS, 0, 0)
 
     # The good stream is exact.
-    gen.wait_done(timeout=120)
-    good.drain(lambda: counts['delivered'] + counts['lost'] >= n_gen, timeout=30)
-    delivered, lost = counts['delivered'], counts['lost']
-    log(f'good stream: {delivered} delivered, {lost} lost of {n_gen}')
-    if delivered != n_gen or lost:
-        log(f'kernel stats: {tpd.stats()}')
+    delivered, lost = good.finish(timeout=120)
     check(lost == 0 and delivered == n_gen, f'good stream: {delivered} delivered + {lost} lost, '
                                             f'expected {n_gen} delivered')
-    good.stop()
     worst = max(v[0] for v in results.values())
     log(f'worst GetInfo round trip over the test: {worst * 1000:.1f} ms')
     tpd.stop()

@@ -237,27 +237,13 @@ def storm(ctx):
     # as the storm (which takes ≈ 5-10 s here).
     duration_guess = 10.0 * max(1.0, SCALE)
     n_gen = int(GEN_RATE * duration_guess)
-    gen = ctx.gen('GEN_GETPPID', '--count', n_gen, '--rate', GEN_RATE, '--cpu', 0)
-    gen_pid, = gen.pids()
-    tpd.tpctl_ok('enable', EVENT, '--filter', f'common_pid == {gen_pid}')
-    counts = {'delivered': 0, 'lost': 0, 'go_ts': None}
-
-    def sink(line):
-        rec = T.parse_record(line)
-        if 'lost' in rec:
-            counts['lost'] += rec['lost']
-        elif counts['go_ts'] is not None and rec['pid'] == gen_pid and rec['ts'] >= counts['go_ts']:
-            counts['delivered'] += 1
-
-    good = tpd.stream('-e', EVENT, sink=sink)
-    T.confirm_live([good], gen.probe)
+    good = T.CountedStream(ctx, tpd, EVENT, GEN_RATE, n_gen)
     snap = T.tracefs_snapshot(tpd.instance_dir)
 
     # Fork the workers before this process starts more threads. The machine has 2 CPUs and the
     # storm's own clients keep them busy: tpd and the sampler run at a higher priority, as a
     # service's Nice= would put it, so that what is measured is tpd's loop, not the scheduler.
-    good.poll()                     # the probes go to the sink before the run's ts is known
-    counts['go_ts'] = gen.go()
+    good.go()
     children = start_workers(tpd, events)
     os.setpriority(os.PRIO_PROCESS, tpd.process.pid, -10)
     os.setpriority(os.PRIO_PROCESS, 0, -10)
@@ -314,20 +300,10 @@ def storm(ctx):
     check(after == snap, f'tracefs changed by the storm:\n{T.snapshot_diff(snap, after)}')
 
     # The good stream is exact: every call of the generator, delivered or reported lost.
-    done = gen.wait_done(timeout=duration_guess + 60)
-    log(f'generator done: {done}')
-
-    def count():
-        return counts['delivered'] + counts['lost'] >= n_gen
-
-    good.drain(count, timeout=20)
-    delivered, lost = counts['delivered'], counts['lost']
-    log(f'good stream: {delivered} delivered + {lost} lost of {n_gen}')
+    delivered, lost = good.finish(timeout=duration_guess + 60)
     if delivered + lost != n_gen:
-        log(f'kernel stats: {tpd.stats()}')
         log(f'status: {json.dumps(tpd.call("io.tpd.tracing.GetStatus")["parameters"])[:3000]}')
     check(delivered + lost == n_gen, f'good stream: {delivered} delivered + {lost} lost, expected {n_gen}')
-    good.stop()
     pipelined(tpd)
     tpd.stop()
     # Read until tpd is gone: sd_notify() blocks once the socket's queue is full (as it would under

@@ -1085,6 +1085,42 @@ class NatsCluster:
         return out
 
 
+class CountedStream:
+    """The well-behaved stream beside a test's load: a paced getppid generator on one CPU, filtered
+    in the kernel on its pid, whose records a stream counts from the generator's go on."""
+
+    def __init__(self, ctx, tpd, event, rate, count, cpu=0):
+        self.tpd, self.n = tpd, count
+        self.gen = ctx.gen('GEN_GETPPID', '--count', count, '--rate', rate, '--cpu', cpu)
+        self.pid, = self.gen.pids()
+        tpd.tpctl_ok('enable', event, '--filter', f'common_pid == {self.pid}')
+        self.delivered = self.lost = 0
+        self.go_ts = None
+        self.stream = tpd.stream('-e', event, sink=self._sink)
+        confirm_live([self.stream], self.gen.probe)
+
+    def _sink(self, line):
+        rec = parse_record(line)
+        if 'lost' in rec:
+            self.lost += rec['lost']
+        elif self.go_ts is not None and rec['pid'] == self.pid and rec['ts'] >= self.go_ts:
+            self.delivered += 1
+
+    def go(self):
+        self.stream.poll()      # the probes go to the sink before the run's ts is known
+        self.go_ts = self.gen.go()
+
+    def finish(self, timeout):
+        """Waits for the generator and the stream's last records; returns (delivered, lost)."""
+        log(f'generator done: {self.gen.wait_done(timeout=timeout)}')
+        self.stream.drain(lambda: self.delivered + self.lost >= self.n, timeout=30)
+        log(f'good stream: {self.delivered} delivered + {self.lost} lost of {self.n}')
+        if self.delivered != self.n or self.lost:
+            log(f'kernel stats: {self.tpd.stats()}')
+        self.stream.stop()
+        return self.delivered, self.lost
+
+
 class TestUsers:
     """A group and users for access tests, made with groupadd/useradd and removed in remove(),
     whatever happened: users[key] names key's user; members are in the group, outsiders not. Names
