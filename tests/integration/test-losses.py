@@ -12,7 +12,7 @@
    counters back to zero. Storms overrun the buffer before and after each clear. A stream counts
    delivered + lost = written over the whole run, written summed over the lives of the buffer
    from the kernel's stats read right before and after each clear (nothing writes in between),
-   and its overrun equals the kernel's. Where tpd sets the clock, a recording beside it counts
+   and its overrun equals the kernel's. A recording beside it (through tpd's repair too) counts
    recorded + lost = written too, and its file carries the kernel's loss mark after each storm
    (trace-cmd report's "EVENTS DROPPED"); and calls on CPU 1 that fit in its buffer, made before
    the Configure (unread when it comes: tpd reads the buffers out before it clears them) and
@@ -190,12 +190,11 @@ def clock_change(ctx, behind):
             os.sched_setaffinity(0, cpus)
         n[0] += 1
     T.confirm_live(streams, probe)
-    # A recording beside the stream where tpd sets the clock; tpd's repair of its instance sends
-    # its streams a notice, which a recording has no frame for yet.
-    out = os.path.join(ctx.tmpdir, 'clock.dat')
-    rec = None if behind else R.Recording(ctx, tpd, out, '-e', EVENT)
-    if rec:
-        rec.wait_started()
+    # A recording beside the stream, through tpd's clock change or its repair of one made behind
+    # its back (the repair's notice reaches the recording as a frame of its own).
+    out = os.path.join(ctx.tmpdir, 'clock-behind.dat' if behind else 'clock.dat')
+    rec = R.Recording(ctx, tpd, out, '-e', EVENT)
+    rec.wait_started()
     lives = [[settle(tpd)]]     # per life of the buffer: its stats at the start, then at the end
     clock_path = os.path.join(tpd.instance_dir, 'trace_clock')
 
@@ -275,8 +274,7 @@ def clock_change(ctx, behind):
         check(c.sink.getppid == N_QUIET * len(quiet) and not c.sink.lost and set(c.sink.by_cpu) == {1},
               f'stream of CPU 1: {c.sink.getppid} calls of CPUs {sorted(c.sink.by_cpu)}, lost {c.sink.lost}; '
               f'CPU 1 made {N_QUIET * len(quiet)} and lost none')
-    if rec:
-        recording_after_clears(rec, out, lives)
+    recording_after_clears(rec, out, lives)
     tpd.stop()
 
 
