@@ -205,6 +205,14 @@ static void load_saved(CommCache *c) {
                 load_saved_now(c);
 }
 
+void comm_cache_reread(CommCache *c) {
+        /* A new generation without new /proc credit: the names cached so far, misses included, are
+         * looked up again, against the table as it is now. */
+        if (++c->generation == 0)
+                c->generation = 1;
+        load_saved_now(c);
+}
+
 static bool lookup_proc(int pid, char comm[COMM_LEN]) {
         char path[32];
         ssize_t n;
