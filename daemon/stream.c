@@ -801,7 +801,7 @@ static void stream_page_loss(Stream *s, unsigned cpu, int kind, uint64_t count, 
 void stream_note_kernel_losses(Stream *s, unsigned cpu, uint64_t overrun, uint64_t dropped, uint64_t ts) {
         uint64_t *seen;
 
-        if (s->mode != STREAM_PAGES || cpu >= s->n_cpus)
+        if (s->mode != STREAM_PAGES || s->finished || cpu >= s->n_cpus)
                 return;
         /* The losses of a CPU the recording did not select are not its own. */
         if (s->cpus && !bitmap_test(s->cpus, s->cpus_bits, cpu))
@@ -896,26 +896,50 @@ static int stream_send_comm(Stream *s, Decoder *d, unsigned cpu, int32_t pid, ui
 /* Flush ticks a new pid's name is looked at again: the kernel's table is reread every ten. */
 #define STREAM_COMM_TRIES 30U
 
+/* Looks at a pid's name again, as of its first record, and sends it when it changed. */
+static int stream_comm_recheck(Stream *s, Decoder *d, StreamComm *slot) {
+        int32_t pid = (int32_t) (slot->key - 1);
+        const char *comm = decoder_comm(d, pid, slot->ts);
+
+        if (!comm || strncmp(slot->comm, comm, sizeof(slot->comm)) == 0)
+                return 0;
+        return stream_comm_send(s, slot, 0, pid, comm);
+}
+
 int stream_resolve_comms(Stream *s, Decoder *d) {
-        if (s->mode != STREAM_PAGES || s->n_comm_checking == 0)
+        if (s->mode != STREAM_PAGES || s->finished || s->n_comm_checking == 0)
                 return 0;
         for (size_t i = 0; i < s->comm_pids_cap && s->n_comm_checking > 0; i++) {
                 StreamComm *slot = &s->comm_pids[i];
-                int32_t pid = (int32_t) (slot->key - 1);
-                const char *comm;
                 int r;
 
                 if (slot->key == 0 || slot->tries >= STREAM_COMM_TRIES)
                         continue;
                 if (++slot->tries >= STREAM_COMM_TRIES)
                         s->n_comm_checking--;
-                comm = decoder_comm(d, pid, slot->ts);
-                if (!comm || strncmp(slot->comm, comm, sizeof(slot->comm)) == 0)
-                        continue;
-                r = stream_comm_send(s, slot, 0, pid, comm);
+                r = stream_comm_recheck(s, d, slot);
                 if (r < 0)
                         return r;
         }
+        return 0;
+}
+
+int stream_finish(Stream *s, Decoder *d) {
+        if (s->mode != STREAM_PAGES || s->finished)
+                return 0;
+        s->finished = true;
+        /* At most STREAM_COMM_PIDS_MAX lookups, once per recording. */
+        for (size_t i = 0; i < s->comm_pids_cap; i++) {
+                StreamComm *slot = &s->comm_pids[i];
+                int r;
+
+                if (slot->key == 0 || (slot->comm[0] && slot->tries >= STREAM_COMM_TRIES))
+                        continue;
+                r = stream_comm_recheck(s, d, slot);
+                if (r < 0)
+                        return r;
+        }
+        s->n_comm_checking = 0;
         return 0;
 }
 
@@ -959,7 +983,7 @@ int stream_offer_pages(Stream *s, Decoder *d, const PageSource *src, const void 
         unsigned cpu = src->cpu;
         int queued = 0;
 
-        if (s->mode != STREAM_PAGES || cpu >= s->n_cpus)
+        if (s->mode != STREAM_PAGES || s->finished || cpu >= s->n_cpus)
                 return 0;
         if (s->cpus && !bitmap_test(s->cpus, s->cpus_bits, cpu))
                 return 0;
