@@ -206,10 +206,10 @@ static void load_saved(CommCache *c) {
 }
 
 void comm_cache_reread(CommCache *c) {
-        /* A new generation without new /proc credit: the names cached so far, misses included, are
-         * looked up again, against the table as it is now. */
-        if (++c->generation == 0)
-                c->generation = 1;
+        /* As a flush tick does: the names cached so far, misses included, are looked up again, with
+         * the /proc reads of a generation (a name cached past the budget may be an earlier task's
+         * of the pid), against the table as it is now. */
+        comm_cache_next_generation(c);
         load_saved_now(c);
 }
 
