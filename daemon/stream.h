@@ -145,6 +145,9 @@ int stream_offer_pages(Stream *s, Decoder *d, const PageSource *src, const void 
  * the kernel's table, which names a task only once it switched after writing, and may until then
  * hold an earlier task of the same pid (or none). From the flush timer. */
 int stream_resolve_comms(Stream *s, Decoder *d);
+/* For stream_offer_pages(): queues a COMM frame for the pid of a record written at ts if its name is
+ * new to the recording (daemon/stream-comm.c). */
+int stream_send_comm(Stream *s, Decoder *d, unsigned cpu, int32_t pid, uint64_t ts);
 /* The client of a recording shut its sending side: it takes no more pages and, before it closes,
  * the names of the pids the kernel can name now. Sends a COMM frame for each pid whose name is not
  * known or still looked at again (a name from a table read before the task's last switch may be an
