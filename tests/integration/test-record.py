@@ -11,7 +11,7 @@
    so for them comm, pid and count); timestamps within 5 ms (each instance stamps its own copy).
    Counts are exact: the file holds every getppid call and every marker, in order.
    Late names: two tasks run and exit while tpd is stopped (SIGSTOP), the second just before the
-   recording ends: the file names both as the kernel's table does at the end.
+   recording ends: the file names both as the kernel's table does at the end, and each pid once.
 2. Overrun: tpd is stopped (SIGSTOP) during a storm into a small buffer, so the kernel overwrites
    records: `trace-cmd report` shows the losses as it does for its own files ("[... EVENTS
    DROPPED]"), and recorded + lost (tpctl's count from tpd's loss frames) equals what the kernel
@@ -30,6 +30,7 @@
    stays within its bound.
 """
 
+import collections
 import glob
 import json
 import os
@@ -308,6 +309,13 @@ def late_names(ctx):
     kernel = kernel_names()
     check(files == 1 and lost == 0, f'expected 1 file and nothing lost, got {files} files, {lost} lost')
     records, _ = trace_cmd_report(out)
+    # One line per pid: trace-cmd sorts the lines by pid, and of two lines of a pid (tpd's, and the
+    # kernel's table at the start naming an earlier task of it) may take either.
+    r = subprocess.run(['trace-cmd', 'dump', '--cmd-lines', out], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, f'trace-cmd dump --cmd-lines exited with {r.returncode}: {r.stderr[:500]!r}')
+    lines = [int(l.split(' ', 1)[0]) for l in r.stdout.splitlines() if re.match(r'^\d+ ', l)]
+    twice = sorted(p for p, k in collections.Counter(lines).items() if k > 1)
+    check(lines and not twice, f'{len(lines)} command lines in the file, pids named more than once: {twice[:10]}')
     for pid in pids:
         check(kernel.get(pid) == 'gen-getppid', f'the kernel\'s table names pid {pid} {kernel.get(pid)!r}, '
                                                 f'not gen-getppid: the test cannot tell')
