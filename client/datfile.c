@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -369,6 +371,89 @@ static int libtracecmd_error(int fd) {
         return e == ENOSPC || e == EDQUOT || e == EFBIG || e == EIO ? -e : -EIO;
 }
 
+static int cmp_pid(const void *a, const void *b) {
+        int x = *(const int *) a, y = *(const int *) b;
+        return (x > y) - (x < y);
+}
+
+/* The pid of a "pid comm" line, and its comm; false for a line that is not one. */
+static bool cmdline_parse(const char *line, const char *end, int *ret_pid, const char **ret_comm) {
+        char *p;
+        long pid = strtol(line, &p, 10);
+
+        if (p == line || p >= end || *p != ' ' || pid < 0 || pid > INT_MAX)
+                return false;
+        *ret_pid = (int) pid;
+        *ret_comm = p + 1;
+        return true;
+}
+
+/* The file's command lines, each pid once: libtraceevent takes a file's lines into a list that it
+ * sorts by pid, so of two lines of one pid either may name it. tpd's last name for a pid first
+ * (a rename, or a name found late, comes after the first), then the kernel's lines of the pids
+ * tpd did not name: the kernel's table at the start may name an earlier task of a pid, or none
+ * ("<...>", which trace-cmd shows for a pid without a line anyway). */
+static int build_cmdlines(const DatMeta *m, char **ret, size_t *ret_size) {
+        _cleanup_free_ int *pids = NULL;
+        _cleanup_free_ bool *done = NULL;
+        size_t n_pids = 0, cap = 0, n = 0;
+        const char *kernel = m->kernel_cmdlines ?: "", *kernel_end = kernel + m->kernel_cmdlines_size;
+        const char *comm;
+        int pid, r = 0;
+
+        for (const char *l = m->comms, *e; l && l < m->comms + m->comms_size; l = e + 1) {
+                e = memchr(l, '\n', (size_t) (m->comms + m->comms_size - l));
+                if (!e)
+                        break;
+                if (!cmdline_parse(l, e, &pid, &comm))
+                        continue;
+                if (n_pids == cap) {
+                        int *p;
+                        cap = MAX(cap * 2, (size_t) 64);
+                        p = reallocarray(pids, cap, sizeof(int));
+                        if (!p)
+                                return -ENOMEM;
+                        pids = p;
+                }
+                pids[n_pids++] = pid;
+        }
+        if (n_pids > 0)
+                qsort(pids, n_pids, sizeof(int), cmp_pid);
+        done = calloc(MAX(n_pids, (size_t) 1), sizeof(bool));
+        if (!done)
+                return -ENOMEM;
+
+        /* tpd's names from the last one sent: the first line of a pid is its last name. */
+        for (size_t end = m->comms_size; r >= 0 && end > 0;) {
+                size_t start = end - 1;
+                int *at;
+
+                while (start > 0 && m->comms[start - 1] != '\n')
+                        start--;
+                if (cmdline_parse(m->comms + start, m->comms + end, &pid, &comm) &&
+                    (at = bsearch(&pid, pids, n_pids, sizeof(int), cmp_pid)) && !done[at - pids]) {
+                        done[at - pids] = true;
+                        r = append(ret, &n, m->comms + start, end - start);
+                }
+                end = start;
+        }
+        for (const char *l = kernel, *e; r >= 0 && l < kernel_end; l = e + 1) {
+                e = memchr(l, '\n', (size_t) (kernel_end - l));
+                if (!e)
+                        e = kernel_end;
+                if (!cmdline_parse(l, e, &pid, &comm) || bsearch(&pid, pids, n_pids, sizeof(int), cmp_pid) ||
+                    (e - comm == 5 && memcmp(comm, "<...>", 5) == 0))
+                        continue;
+                r = append(ret, &n, l, (size_t) (e - l));
+                if (r >= 0)
+                        r = append(ret, &n, "\n", 1);
+        }
+        if (r >= 0 && n == 0)
+                r = append(ret, &n, "", 0);
+        *ret_size = n;
+        return r;
+}
+
 /* Writes the data file into the private directory as tmp, from the page files; returns its fd
  * (a second one: libtracecmd closes its own). */
 static int write_data_file(DatFile *f, const char *tmp, int *ret_fd) {
@@ -379,32 +464,19 @@ static int write_data_file(DatFile *f, const char *tmp, int *ret_fd) {
         char **files = NULL;
         char version[64];
         struct utsname u;
+        size_t n_cmdlines = 0;
         int r = 0;
 
         /* The page files are read back at once, through the page cache: only the data file is
          * synced, once (a stop signal waits for this). */
-        /* tpd's names first, the last one sent for a pid first of all: libtraceevent keeps the
-         * first name registered for a pid, and a file names each pid once, by its last name (as
-         * trace-cmd saves the names when a recording ends). */
         if (asprintf(&cmdlines_path, "%s/saved_cmdlines", m->tracing) < 0 ||
             asprintf(&kallsyms, "%s/kallsyms", m->dir) < 0)
                 return -ENOMEM;
-        {
-                size_t n = 0;
-                for (size_t end = m->comms_size; r >= 0 && end > 0;) {
-                        size_t start = end - 1;
-                        while (start > 0 && m->comms[start - 1] != '\n')
-                                start--;
-                        r = append(&cmdlines, &n, m->comms + start, end - start);
-                        end = start;
-                }
-                if (r >= 0)
-                        r = append(&cmdlines, &n, m->kernel_cmdlines ?: "", m->kernel_cmdlines_size);
-                if (r >= 0)
-                        r = write_file(cmdlines_path, cmdlines, n);
-                if (r < 0)
-                        return r;
-        }
+        r = build_cmdlines(m, &cmdlines, &n_cmdlines);
+        if (r >= 0)
+                r = write_file(cmdlines_path, cmdlines, n_cmdlines);
+        if (r < 0)
+                return r;
 
         fd = capdir_create(m->dir_fd, tmp, O_RDWR);
         if (fd < 0)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +22,8 @@
 #include "tpd-protocol.h"
 
 #define READ_SIZE (1024U * 1024U)
+/* Seconds tpd gets to send a recording's last names once asked: one read of the kernel's table. */
+#define RECORD_LAST_NAMES_WAIT 1.0
 #define PAGE_MISSED_STORED (1ULL << 30)
 #define PAGE_MISSED_EVENTS (1ULL << 31)
 
@@ -462,7 +465,7 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
         unsigned n_cpus = 0;
         int64_t flush_ms = 100;
         double start, stop_at = 0, last_status = 0;
-        bool closed = false;
+        bool closed = false, hung_up = false;
         uint8_t *buf = NULL;
         int r, status = EXIT_SUCCESS;
 
@@ -591,8 +594,15 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
 
                 if (c.size_reached || closed)
                         break;
-                if (stop_at > 0 && now >= stop_at)
-                        break;
+                if (stop_at > 0 && now >= stop_at) {
+                        /* The pages are in: ask for the last names (include/tpd-protocol.h) and
+                         * read until tpd closes, or give up after a while. */
+                        if (hung_up || o->format != RECORD_FORMAT_DAT || shutdown(conn.fd, SHUT_WR) < 0)
+                                break;
+                        hung_up = true;
+                        stop_at = now + RECORD_LAST_NAMES_WAIT;
+                        continue;
+                }
                 if (stop_at == 0 && (stop_requested || (o->duration > 0 && now - start >= o->duration))) {
                         /* What was written until now reaches tpd's pages within a flush interval. */
                         stop_at = now + (flush_ms + 100) / 1000.0;
@@ -663,6 +673,10 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
                 n = read(conn.fd, buf + len, cap - len);
                 if (n < 0 && (errno == EINTR || errno == EAGAIN))
                         continue;
+                if (n <= 0 && hung_up) {
+                        closed = true; /* the last names are in */
+                        continue;
+                }
                 if (n <= 0) {
                         log_error("tpd closed the recording");
                         status = TPD_EXIT_DAEMON_GONE;

@@ -205,6 +205,14 @@ static void load_saved(CommCache *c) {
                 load_saved_now(c);
 }
 
+void comm_cache_reread(CommCache *c) {
+        /* As a flush tick does: the names cached so far, misses included, are looked up again, with
+         * the /proc reads of a generation (a name cached past the budget may be an earlier task's
+         * of the pid), against the table as it is now. */
+        comm_cache_next_generation(c);
+        load_saved_now(c);
+}
+
 static bool lookup_proc(int pid, char comm[COMM_LEN]) {
         char path[32];
         ssize_t n;

@@ -31,6 +31,9 @@ CommCache *comm_cache_free(CommCache *c);
 void comm_cache_set_clock(CommCache *c, const char *name);
 /* Forgets everything older than now: called periodically. */
 void comm_cache_next_generation(CommCache *c);
+/* Forgets every cached name and rereads the kernel's table now, whatever its age: for the last
+ * look at the names of a recording that ends. */
+void comm_cache_reread(CommCache *c);
 /* The name of pid for a record written at ts (trace clock), or NULL when neither source knows it. */
 const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts);
 void comm_cache_get_stats(const CommCache *c, CommCacheStats *ret);

@@ -1148,9 +1148,24 @@ static void manager_on_peer_free(Peer *p, void *userdata) {
                 manager_counting_stop(m);
 }
 
+/* A recording ends: its client asks for the names the kernel can give now, as trace-cmd reads the
+ * kernel's table when it stops. A task gone before tpd read its records, whose last switch the
+ * table had not seen at its last read, is named only by a read from now. One read per recording
+ * that ends, which only the client's own call started. */
+static void manager_on_hangup(Peer *p, void *userdata) {
+        Manager *m = userdata;
+        int r;
+
+        comm_cache_reread(m->comm);
+        r = stream_finish(p->stream, m->decoder);
+        if (r < 0)
+                log_debug_errno(r, "Peer %d: cannot send the last names of its recording: %m", (int) p->pid);
+}
+
 static const PeerHandler manager_peer_handler = {
         .on_call = manager_on_call,
         .on_free = manager_on_peer_free,
+        .on_hangup = manager_on_hangup,
 };
 
 static int manager_add_peer(Manager *m, int fd, const struct ucred *cred, Peer **ret) {

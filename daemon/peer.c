@@ -134,8 +134,10 @@ static bool peer_backlogged(Peer *c) {
 }
 
 static bool peer_done(Peer *c) {
-        /* A control connection whose peer stopped sending ends once its replies are out. */
-        return c->read_closed && !c->stream && !c->deferred && queue_is_empty(&c->out);
+        /* A control connection whose peer stopped sending ends once its replies are out; a
+         * recording once its last frames are (see PeerHandler.on_hangup). */
+        return c->read_closed && !c->deferred && queue_is_empty(&c->out) &&
+               (!c->stream || queue_is_empty(&c->stream->queue));
 }
 
 int peer_flush(Peer *c) {
@@ -360,12 +362,15 @@ static int peer_on_io(sd_event_source *s, int fd, uint32_t revents, void *userda
                         return 0;
                 }
                 if (n == 0) {
-                        /* A streaming client that hangs up is gone; a caller may just have shut
-                         * down its sending side and still waits for replies. */
-                        if (c->stream) {
+                        /* A streaming client that hangs up is gone, except a recording's, which
+                         * waits for its last names; a caller may just have shut down its sending
+                         * side and still waits for replies. */
+                        if (c->stream && (c->stream->mode != STREAM_PAGES || !c->handler->on_hangup)) {
                                 peer_free(c);
                                 return 0;
                         }
+                        if (c->stream && !c->read_closed)
+                                c->handler->on_hangup(c, c->userdata);
                         c->read_closed = true;
                 }
                 if (n > 0) {

@@ -39,6 +39,9 @@ typedef struct PeerHandler {
         int (*on_call)(Peer *p, const VarlinkCall *call, void *userdata);
         /* The connection ends; called once, before p is freed: release what the owner attached. */
         void (*on_free)(Peer *p, void *userdata);
+        /* A recording's client shut its sending side (and still reads): queue the last frames. The
+         * connection closes once they are out. Without it, such a client is gone. */
+        void (*on_hangup)(Peer *p, void *userdata);
 } PeerHandler;
 
 struct Peer {

@@ -802,7 +802,7 @@ static void stream_page_loss(Stream *s, unsigned cpu, int kind, uint64_t count, 
 void stream_note_kernel_losses(Stream *s, unsigned cpu, uint64_t overrun, uint64_t dropped, uint64_t ts) {
         uint64_t *seen;
 
-        if (s->mode != STREAM_PAGES || cpu >= s->n_cpus)
+        if (s->mode != STREAM_PAGES || s->finished || cpu >= s->n_cpus)
                 return;
         /* The losses of a CPU the recording did not select are not its own. */
         if (s->cpus && !bitmap_test(s->cpus, s->cpus_bits, cpu))
@@ -814,110 +814,6 @@ void stream_note_kernel_losses(Stream *s, unsigned cpu, uint64_t overrun, uint64
                 stream_page_loss(s, cpu, RECORD_LOST_DROPPED, dropped - seen[1], ts);
         seen[0] = MAX(seen[0], overrun);
         seen[1] = MAX(seen[1], dropped);
-}
-
-/* The command names sent, by pid, in an open-addressing table: a name goes out for a pid's first
- * record and again when it changes (exec, prctl), so that the file ends with each pid's last name,
- * as trace-cmd's files do. The table is charged to the recording like its queue and takes at most
- * half of the recording's bound (65,536 pids with the default ClientQueueKB=); beyond that, the
- * kernel's saved command lines (sent at the start) have to do. The hash is keyed per stream: pids a
- * user forks until they agree modulo the table size do not line up in one long probe. Names come
- * from the daemon's comm cache, one lookup per run of records of a pid on a page. */
-#define STREAM_COMM_PIDS_MAX 65536U
-
-/* The slot of pid, NULL when the table is full; a new slot has key 0 and is not counted yet. */
-static StreamComm *stream_comm_slot(Stream *s, int32_t pid) {
-        uint32_t key = (uint32_t) pid + 1, h;
-
-        if (s->n_comm_pids * 2 >= s->comm_pids_cap) {
-                size_t cap = s->comm_pids_cap ? s->comm_pids_cap * 2 : 256;
-                unsigned bits = (unsigned) __builtin_ctzll(cap);
-                StreamComm *t;
-
-                if (cap > STREAM_COMM_PIDS_MAX * 2 || cap * sizeof(StreamComm) > s->max_bytes / 2)
-                        return NULL;
-                t = calloc(cap, sizeof(StreamComm));
-                if (!t)
-                        return NULL;
-                for (size_t i = 0; i < s->comm_pids_cap; i++) {
-                        uint32_t k = s->comm_pids[i].key;
-                        if (k == 0)
-                                continue;
-                        for (h = hash_multiply_shift(s->comm_key, k, bits); t[h].key;
-                             h = (h + 1) & (cap - 1))
-                                ;
-                        t[h] = s->comm_pids[i];
-                }
-                free(s->comm_pids);
-                s->comm_pids = t;
-                s->comm_pids_cap = cap;
-        }
-        for (h = hash_multiply_shift(s->comm_key, key, (unsigned) __builtin_ctzll(s->comm_pids_cap));
-             s->comm_pids[h].key; h = (h + 1) & (s->comm_pids_cap - 1))
-                if (s->comm_pids[h].key == key)
-                        break;
-        return &s->comm_pids[h];
-}
-
-/* Sends pid's name. With the queue full it is not sent, and not noted as sent: the pid's next
- * record (or the next look, see stream_resolve_comms()) tries again. */
-static int stream_comm_send(Stream *s, StreamComm *slot, unsigned cpu, int32_t pid, const char *comm) {
-        size_t len = strnlen(comm, sizeof(slot->comm));
-        int r;
-
-        r = stream_queue_frame(s, TPD_FRAME_COMM, cpu, (uint32_t) pid, comm, len, NULL, 0);
-        if (r == -ENOBUFS)
-                return 0;
-        if (r < 0)
-                return r;
-        memset(slot->comm, 0, sizeof(slot->comm));
-        memcpy(slot->comm, comm, len);
-        return 0;
-}
-
-/* Queues a COMM frame for the record's pid if its name is new to the recording. A new pid is
- * looked at again by stream_resolve_comms() for a while. */
-static int stream_send_comm(Stream *s, Decoder *d, unsigned cpu, int32_t pid, uint64_t ts) {
-        const char *comm = decoder_comm(d, pid, ts);
-        StreamComm *slot = stream_comm_slot(s, pid);
-
-        if (!slot)
-                return 0;
-        if (slot->key == 0) {
-                slot->key = (uint32_t) pid + 1;
-                slot->ts = ts;
-                s->n_comm_pids++;
-                s->n_comm_checking++;
-        }
-        if (!comm || strncmp(slot->comm, comm, sizeof(slot->comm)) == 0)
-                return 0;
-        return stream_comm_send(s, slot, cpu, pid, comm);
-}
-
-/* Flush ticks a new pid's name is looked at again: the kernel's table is reread every ten. */
-#define STREAM_COMM_TRIES 30U
-
-int stream_resolve_comms(Stream *s, Decoder *d) {
-        if (s->mode != STREAM_PAGES || s->n_comm_checking == 0)
-                return 0;
-        for (size_t i = 0; i < s->comm_pids_cap && s->n_comm_checking > 0; i++) {
-                StreamComm *slot = &s->comm_pids[i];
-                int32_t pid = (int32_t) (slot->key - 1);
-                const char *comm;
-                int r;
-
-                if (slot->key == 0 || slot->tries >= STREAM_COMM_TRIES)
-                        continue;
-                if (++slot->tries >= STREAM_COMM_TRIES)
-                        s->n_comm_checking--;
-                comm = decoder_comm(d, pid, slot->ts);
-                if (!comm || strncmp(slot->comm, comm, sizeof(slot->comm)) == 0)
-                        continue;
-                r = stream_comm_send(s, slot, 0, pid, comm);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
 }
 
 typedef struct PageKeepContext {
@@ -960,7 +856,7 @@ int stream_offer_pages(Stream *s, Decoder *d, const PageSource *src, const void 
         unsigned cpu = src->cpu;
         int queued = 0;
 
-        if (s->mode != STREAM_PAGES || cpu >= s->n_cpus)
+        if (s->mode != STREAM_PAGES || s->finished || cpu >= s->n_cpus)
                 return 0;
         if (s->cpus && !bitmap_test(s->cpus, s->cpus_bits, cpu))
                 return 0;

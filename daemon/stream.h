@@ -81,6 +81,7 @@ typedef struct Stream {
         size_t n_comm_pids;
         uint64_t comm_key;      /* of the hash of comm_pids: pids a user picks do not crowd one slot */
         size_t n_comm_checking; /* pids still looked at again (see stream_resolve_comms()) */
+        bool finished;          /* the client asked for the last names: no more pages (stream_finish()) */
         uint8_t *scratch;       /* a frame: header and page */
         size_t scratch_size;
         uint64_t pages; /* queued */
@@ -144,6 +145,14 @@ int stream_offer_pages(Stream *s, Decoder *d, const PageSource *src, const void 
  * the kernel's table, which names a task only once it switched after writing, and may until then
  * hold an earlier task of the same pid (or none). From the flush timer. */
 int stream_resolve_comms(Stream *s, Decoder *d);
+/* For stream_offer_pages(): queues a COMM frame for the pid of a record written at ts if its name is
+ * new to the recording (daemon/stream-comm.c). */
+int stream_send_comm(Stream *s, Decoder *d, unsigned cpu, int32_t pid, uint64_t ts);
+/* The client of a recording shut its sending side: it takes no more pages and, before it closes,
+ * the names of the pids the kernel can name now. Sends a COMM frame for each pid whose name is not
+ * known or still looked at again (a name from a table read before the task's last switch may be an
+ * earlier task's) and differs from the one sent; call with the comm cache just reread. */
+int stream_finish(Stream *s, Decoder *d);
 /* Queues one frame of a recording, charged against the stream's bound like its pages: -ENOBUFS
  * when it does not fit (nothing is queued then). */
 int stream_queue_frame(Stream *s, uint32_t type, uint32_t cpu, uint32_t arg, const void *a, size_t na,

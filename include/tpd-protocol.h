@@ -45,7 +45,10 @@
  * After the reply to a Record call the connection carries frames, not JSON: each a header in the
  * machine's byte order, then length bytes of payload. In order: FILE frames (the tracefs files a
  * trace-cmd data file needs), then PAGE, COMM, LOST and NOTICE frames as they come. The reply's
- * "frames" names the version of these frames; a client refuses one it does not know.
+ * "frames" names the version of these frames; a client refuses one it does not know. A client that
+ * ends a recording may shut down its sending side and read on: tpd then sends no more pages, sends
+ * COMM frames for the pids it could not name yet whose names the kernel has by now, and closes the
+ * connection (a tpd that predates this closes at once).
  */
 #define TPD_FRAMES_VERSION 1
 
@@ -62,7 +65,8 @@ enum {
         TPD_FRAME_PAGE = 1,
         /* A tracefs file: its path relative to the tracing directory, a NUL, its content. */
         TPD_FRAME_FILE = 2,
-        /* The command name (no NUL) of pid "arg" when its first record was written. */
+        /* The command name (no NUL) of pid "arg" when its first record was written, or a later one
+         * (a rename, or a name found later); the last one sent for a pid holds. */
         TPD_FRAME_COMM = 3,
         /* Records lost before the CPU's next page: a u64 count, then the u64 time stamp. */
         TPD_FRAME_LOST = 4,

@@ -10,6 +10,8 @@
    (syscall events print through the kernel's own syscall printer, which trace-cmd does not have,
    so for them comm, pid and count); timestamps within 5 ms (each instance stamps its own copy).
    Counts are exact: the file holds every getppid call and every marker, in order.
+   Late names: two tasks run and exit while tpd is stopped (SIGSTOP), the second just before the
+   recording ends: the file names both as the kernel's table does at the end, and each pid once.
 2. Overrun: tpd is stopped (SIGSTOP) during a storm into a small buffer, so the kernel overwrites
    records: `trace-cmd report` shows the losses as it does for its own files ("[... EVENTS
    DROPPED]"), and recorded + lost (tpctl's count from tpd's loss frames) equals what the kernel
@@ -28,6 +30,7 @@
    stays within its bound.
 """
 
+import collections
 import glob
 import json
 import os
@@ -272,6 +275,58 @@ def stalled_storm(ctx, tpd, stalled, n, what):
     return lost, dropped, hwm
 
 
+def kernel_names():
+    out = {}
+    for line in T.read_text(os.path.join(T.TRACEFS, 'saved_cmdlines')).splitlines():
+        pid, _, comm = line.partition(' ')
+        out[int(pid)] = comm
+    return out
+
+
+def late_names(ctx):
+    log('--- late names: tasks gone before tpd read their records are named as the kernel names them at the end')
+    tpd = ctx.tpd()
+    out = os.path.join(ctx.tmpdir, 'late.dat')
+    rec = Recording(ctx, tpd, out, '-e', 'syscalls:sys_enter_getppid', '--no-kallsyms')
+    rec.wait_started()
+    # Spawned after the start: the kernel's table sent then cannot name them.
+    first = ctx.gen('GEN_GETPPID', '--count', 100, '--cpu', 0)
+    last = ctx.gen('GEN_GETPPID', '--count', 100, '--cpu', 0)
+    pids = first.pids() + last.pids()
+    time.sleep(0.5)
+    for gen, settle in ((first, 0.3), (last, 0)):
+        # tpd reads the records only after the task exited: /proc cannot name it. The first one
+        # makes tpd read the kernel's table; the last one exits after that read, and its recording
+        # ends well before tpd would read the table again on its own.
+        tpd.process.signal(signal.SIGSTOP)
+        try:
+            gen.go()
+            gen.wait_done(30)
+        finally:
+            tpd.process.signal(signal.SIGCONT)
+        time.sleep(settle)
+    n, files, lost = rec.stop()
+    kernel = kernel_names()
+    check(files == 1 and lost == 0, f'expected 1 file and nothing lost, got {files} files, {lost} lost')
+    records, _ = trace_cmd_report(out)
+    # One line per pid: trace-cmd sorts the lines by pid, and of two lines of a pid (tpd's, and the
+    # kernel's table at the start naming an earlier task of it) may take either.
+    r = subprocess.run(['trace-cmd', 'dump', '--cmd-lines', out], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, f'trace-cmd dump --cmd-lines exited with {r.returncode}: {r.stderr[:500]!r}')
+    lines = [int(l.split(' ', 1)[0]) for l in r.stdout.splitlines() if re.match(r'^\d+ ', l)]
+    twice = sorted(p for p, k in collections.Counter(lines).items() if k > 1)
+    check(lines and not twice, f'{len(lines)} command lines in the file, pids named more than once: {twice[:10]}')
+    for pid in pids:
+        check(kernel.get(pid) == 'gen-getppid', f'the kernel\'s table names pid {pid} {kernel.get(pid)!r}, '
+                                                f'not gen-getppid: the test cannot tell')
+        calls = [r for r in records if r['pid'] == pid and r['event'] == 'sys_enter_getppid']
+        check(len(calls) == 100, f'pid {pid}: {len(calls)} getppid calls in the file, 100 made')
+        named = {r['comm'] for r in calls}
+        check(named == {'gen-getppid'}, f'pid {pid}: the file names it {named}, the kernel gen-getppid')
+    log(f'both tasks gone before tpd read their records are named in the file ({n} records)')
+    tpd.stop()
+
+
 def overrun(ctx):
     log('--- overrun: losses reported as trace-cmd reports them')
     tpd = ctx.tpd(args=['--buffer-size-kb', '64'])
@@ -436,6 +491,7 @@ def main(ctx):
     errors_and_slow(ctx)
     version7_and_status(ctx)
     truth(ctx)
+    late_names(ctx)
     overrun(ctx)
     rotation(ctx)
     concurrent(ctx)
