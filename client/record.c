@@ -318,7 +318,7 @@ static int capture_frame(Capture *c, const TpdFrame *f, const uint8_t *payload, 
         case TPD_FRAME_FILE:
                 r = dat_meta_add_file(c->meta, payload, f->length);
                 if (r == -EBADMSG)
-                        return log_error("tpd sent a file tpctl does not take");
+                        return log_error_errno(-EBADMSG, "tpd sent a file tpctl does not take");
                 return r < 0 ? log_error_errno(r, "cannot keep a file tpd sent: %m") : 0;
         case TPD_FRAME_COMM:
                 return dat_meta_add_comm(c->meta, (int) f->arg, (const char *) payload, f->length) == -ENOMEM
@@ -326,7 +326,7 @@ static int capture_frame(Capture *c, const TpdFrame *f, const uint8_t *payload, 
                                : 0;
         case TPD_FRAME_LOST:
                 if (f->length < sizeof(v))
-                        return log_error("tpd sent a malformed loss");
+                        return log_error_errno(-EBADMSG, "tpd sent a malformed loss");
                 memcpy(v, payload, sizeof(v));
                 c->lost += v[0];
                 if (c->dat)
@@ -337,7 +337,8 @@ static int capture_frame(Capture *c, const TpdFrame *f, const uint8_t *payload, 
                 uint64_t commit;
 
                 if (f->length != page_size)
-                        return log_error("tpd sent a page of %u bytes, not %zu", f->length, page_size);
+                        return log_error_errno(-EBADMSG, "tpd sent a page of %u bytes, not %zu", f->length,
+                                               page_size);
                 r = capture_room(c, page_size);
                 if (r <= 0)
                         return r;
@@ -354,7 +355,7 @@ static int capture_frame(Capture *c, const TpdFrame *f, const uint8_t *payload, 
         case TPD_FRAME_NOTICE:
                 return capture_notice(c, payload, f->length);
         default:
-                return log_error("tpd sent a frame of unknown type %u", f->type);
+                return log_error_errno(-EBADMSG, "tpd sent a frame of unknown type %u", f->type);
         }
 }
 

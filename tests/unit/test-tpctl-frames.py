@@ -5,7 +5,9 @@
 - a Record reply naming another frame version, or none, is refused with exit 1 and a message
   naming both versions, and no file is left behind;
 - a NOTICE frame (version 1) is printed on stderr as a warning with its text escaped (a message
-  carrying a terminal escape), and the recording goes on: the page after it is counted.
+  carrying a terminal escape), and the recording goes on: the page after it is counted;
+- a frame tpctl cannot take (an unknown type, a page of the wrong size, a malformed loss) ends the
+  recording with exit 1 and a message, the page before it kept out of nothing.
 
 Usage: test-tpctl-frames.py TPCTL
 """
@@ -99,6 +101,16 @@ def main():
         # tpd "went away" after the frames (and sent no files a data file needs): 69, as for any
         # recording whose tpd closes it.
         check(r.returncode == 69, f'notice: exit {r.returncode}: {err!r}')
+
+        # Frames of a broken stream: not skipped, an error.
+        broken = {'unknown': (frame(9, b'xyz'), 'frame of unknown type 9'),
+                  'short page': (frame(FRAME_PAGE, b'\0' * 100, arg=1), 'a page of 100 bytes'),
+                  'bad loss': (frame(4, b'\0' * 3, arg=1), 'malformed loss')}
+        for name, (bad, words) in broken.items():
+            r, out = record(tpctl, tmp, name.replace(' ', '-'), dict(base, frames=1),
+                            frame(FRAME_PAGE, page_with(2), arg=2) + bad + frame(FRAME_PAGE, page_with(3), arg=3))
+            check(r.returncode == 1 and words in r.stderr, f'{name}: exit {r.returncode}, stderr {r.stderr!r}')
+            check('tpctl: 2 records in' in r.stderr, f'{name}: the pages around it: {r.stderr!r}')
     print('PASS: tpctl frames', flush=True)
 
 
