@@ -388,6 +388,11 @@ static bool cmdline_parse(const char *line, const char *end, int *ret_pid, const
         return true;
 }
 
+/* pid in the sorted pids, or NULL; bsearch() must not be given the NULL of an empty array. */
+static int *pid_find(int *pids, size_t n_pids, int pid) {
+        return n_pids > 0 ? bsearch(&pid, pids, n_pids, sizeof(int), cmp_pid) : NULL;
+}
+
 /* The file's command lines, each pid once: libtraceevent takes a file's lines into a list that it
  * sorts by pid, so of two lines of one pid either may name it. tpd's last name for a pid first
  * (a rename, or a name found late, comes after the first), then the kernel's lines of the pids
@@ -431,7 +436,7 @@ static int build_cmdlines(const DatMeta *m, char **ret, size_t *ret_size) {
                 while (start > 0 && m->comms[start - 1] != '\n')
                         start--;
                 if (cmdline_parse(m->comms + start, m->comms + end, &pid, &comm) &&
-                    (at = bsearch(&pid, pids, n_pids, sizeof(int), cmp_pid)) && !done[at - pids]) {
+                    (at = pid_find(pids, n_pids, pid)) && !done[at - pids]) {
                         done[at - pids] = true;
                         r = append(ret, &n, m->comms + start, end - start);
                 }
@@ -441,7 +446,7 @@ static int build_cmdlines(const DatMeta *m, char **ret, size_t *ret_size) {
                 e = memchr(l, '\n', (size_t) (kernel_end - l));
                 if (!e)
                         e = kernel_end;
-                if (!cmdline_parse(l, e, &pid, &comm) || bsearch(&pid, pids, n_pids, sizeof(int), cmp_pid) ||
+                if (!cmdline_parse(l, e, &pid, &comm) || pid_find(pids, n_pids, pid) ||
                     (e - comm == 5 && memcmp(comm, "<...>", 5) == 0))
                         continue;
                 r = append(ret, &n, l, (size_t) (e - l));
