@@ -23,7 +23,7 @@
 
 #define READ_SIZE (1024U * 1024U)
 /* Seconds tpd gets to send a recording's last names once asked: one read of the kernel's table. */
-#define RECORD_LAST_NAMES_WAIT 1.0
+#define RECORD_LAST_NAMES_WAIT 0.5
 #define PAGE_MISSED_STORED (1ULL << 30)
 #define PAGE_MISSED_EVENTS (1ULL << 31)
 
