@@ -1048,18 +1048,32 @@ class NatsCluster:
                 check(p.wait(15) is not None, f'nats-server {self.names[i]} did not stop')
             self.procs[i] = None
 
+    # What a JetStream API request answers while the cluster elects a stream or meta leader (a node
+    # was just killed or restarted): asked again, it succeeds once the election is over.
+    _ELECTING = (b'Timeout', b'No Responders', b'No Server Available', b'Connection Closed')
+
     def consume(self, stream, mode, timeout=60.0):
         argv = [env_program('NATS_CONSUME'), self.urls, stream, mode]
-        try:
-            r = subprocess.run(argv, capture_output=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            fail(f'nats-consume {stream} {mode} did not finish within {timeout} s')
-        check(r.returncode == 0, f'nats-consume {stream} {mode} exited with {r.returncode}: {r.stderr.decode()!r}')
-        return r.stdout
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                r = subprocess.run(argv, capture_output=True, timeout=max(deadline - time.monotonic(), 1.0))
+            except subprocess.TimeoutExpired:
+                fail(f'nats-consume {stream} {mode} did not finish within {timeout} s')
+            if r.returncode == 0:
+                return r.stdout
+            check(any(e in r.stderr for e in self._ELECTING) and time.monotonic() < deadline,
+                  f'nats-consume {stream} {mode} exited with {r.returncode}: {r.stderr.decode()!r}')
+            log(f'nats-consume {stream} {mode}: {r.stderr.decode().strip()}; asking again')
+            time.sleep(0.5)
 
-    def leader(self, stream):
-        name = self.consume(stream, 'leader').decode().strip()
-        check(name in self.names, f'stream {stream} has no leader among {self.names}: {name!r}')
+    def leader(self, stream, timeout=60.0):
+        """The stream's leader, once it has one: none is named while an election is under way."""
+        deadline = time.monotonic() + timeout
+        while (name := self.consume(stream, 'leader', timeout).decode().strip()) not in self.names:
+            check(name == '' and time.monotonic() < deadline, f'stream {stream} has no leader among {self.names} '
+                                                              f'after {timeout} s: {name!r}')
+            time.sleep(0.2)
         return self.names.index(name)
 
     _HEAD = re.compile(rb'\{"ts":(\d+),"cpu":(\d+),"event":"([^"]+)","pid":(\d+),')
