@@ -34,6 +34,12 @@ const char *__lsan_default_suppressions(void) {
 /* Below this, a failed write of a data file is taken for a full file system. */
 #define LOW_SPACE_BYTES (1024U * 1024U)
 
+/* A growing string: NUL-terminated, size without the NUL. */
+typedef struct Text {
+        char *data;
+        size_t size, cap;
+} Text;
+
 struct DatMeta {
         int parent_fd; /* the output's directory */
         char *name;    /* of the private directory in it: tracing/, kallsyms, page files, data files */
@@ -43,10 +49,8 @@ struct DatMeta {
         unsigned n_cpus;
         size_t page_size;
         int file_version;
-        char *kernel_cmdlines; /* the kernel's saved_cmdlines, after tpd's names */
-        size_t kernel_cmdlines_size;
-        char *comms; /* "pid comm\n" lines from COMM frames */
-        size_t comms_size;
+        Text kernel_cmdlines; /* the kernel's saved_cmdlines, after tpd's names */
+        Text comms;           /* "pid comm\n" lines from COMM frames */
         char *clock; /* the trace_clock file */
         uint64_t files_size;
         uint64_t kallsyms_size;
@@ -79,8 +83,8 @@ DatMeta *dat_meta_free(DatMeta *m) {
         free(m->name);
         free(m->dir);
         free(m->tracing);
-        free(m->kernel_cmdlines);
-        free(m->comms);
+        free(m->kernel_cmdlines.data);
+        free(m->comms.data);
         free(m->clock);
         free(m);
         return NULL;
@@ -164,15 +168,22 @@ static int write_file(const char *path, const void *data, size_t size) {
         return write_all(fd, data, size);
 }
 
-static int append(char **buf, size_t *size, const void *data, size_t n) {
-        char *p = realloc(*buf, *size + n + 1);
-
-        if (!p)
+/* Grows by doubling: a file's names arrive a line at a time, thousands of them. */
+static int append(Text *t, const void *data, size_t n) {
+        if (n >= SIZE_MAX / 2 - t->size)
                 return -ENOMEM;
-        memcpy(p + *size, data, n);
-        *size += n;
-        p[*size] = 0;
-        *buf = p;
+        if (t->size + n + 1 > t->cap) {
+                size_t cap = MAX(MAX(t->cap * 2, t->size + n + 1), (size_t) 256);
+                char *p = realloc(t->data, cap);
+
+                if (!p)
+                        return -ENOMEM;
+                t->data = p;
+                t->cap = cap;
+        }
+        memcpy(t->data + t->size, data, n);
+        t->size += n;
+        t->data[t->size] = 0;
         return 0;
 }
 
@@ -188,7 +199,7 @@ int dat_meta_add_file(DatMeta *m, const void *payload, size_t size) {
         m->files_size += len;
 
         if (streq(path, "saved_cmdlines"))
-                return append(&m->kernel_cmdlines, &m->kernel_cmdlines_size, content, len);
+                return append(&m->kernel_cmdlines, content, len);
         if (streq(path, "trace_clock")) {
                 free(m->clock);
                 m->clock = strndup(content, len);
@@ -215,7 +226,7 @@ int dat_meta_add_comm(DatMeta *m, int pid, const char *comm, size_t len) {
         if (len > 16 || memchr(comm, '\n', len))
                 return -EBADMSG;
         n = snprintf(line, sizeof(line), "%d %.*s\n", pid, (int) len, comm);
-        return append(&m->comms, &m->comms_size, line, (size_t) n);
+        return append(&m->comms, line, (size_t) n);
 }
 
 int dat_meta_set_kallsyms(DatMeta *m, int enabled) {
@@ -261,7 +272,7 @@ int dat_meta_set_kallsyms(DatMeta *m, int enabled) {
 
 uint64_t dat_meta_header_size(const DatMeta *m) {
         /* The files as sent, kallsyms, names, options, and the file's own headers and alignment. */
-        return m->files_size + m->kallsyms_size + m->comms_size + 4096 +
+        return m->files_size + m->kallsyms_size + m->comms.size + 4096 +
                (uint64_t) m->n_cpus * (1024 + m->page_size);
 }
 
@@ -398,16 +409,17 @@ static int *pid_find(int *pids, size_t n_pids, int pid) {
  * (a rename, or a name found late, comes after the first), then the kernel's lines of the pids
  * tpd did not name: the kernel's table at the start may name an earlier task of a pid, or none
  * ("<...>", which trace-cmd shows for a pid without a line anyway). */
-static int build_cmdlines(const DatMeta *m, char **ret, size_t *ret_size) {
+static int build_cmdlines(const DatMeta *m, Text *ret) {
         _cleanup_free_ int *pids = NULL;
         _cleanup_free_ bool *done = NULL;
-        size_t n_pids = 0, cap = 0, n = 0;
-        const char *kernel = m->kernel_cmdlines ?: "", *kernel_end = kernel + m->kernel_cmdlines_size;
+        size_t n_pids = 0, cap = 0;
+        const char *comms = m->comms.data ?: "", *comms_end = comms + m->comms.size;
+        const char *kernel = m->kernel_cmdlines.data ?: "", *kernel_end = kernel + m->kernel_cmdlines.size;
         const char *comm;
         int pid, r = 0;
 
-        for (const char *l = m->comms, *e; l && l < m->comms + m->comms_size; l = e + 1) {
-                e = memchr(l, '\n', (size_t) (m->comms + m->comms_size - l));
+        for (const char *l = comms, *e; l < comms_end; l = e + 1) {
+                e = memchr(l, '\n', (size_t) (comms_end - l));
                 if (!e)
                         break;
                 if (!cmdline_parse(l, e, &pid, &comm))
@@ -429,16 +441,16 @@ static int build_cmdlines(const DatMeta *m, char **ret, size_t *ret_size) {
                 return -ENOMEM;
 
         /* tpd's names from the last one sent: the first line of a pid is its last name. */
-        for (size_t end = m->comms_size; r >= 0 && end > 0;) {
+        for (size_t end = m->comms.size; r >= 0 && end > 0;) {
                 size_t start = end - 1;
                 int *at;
 
-                while (start > 0 && m->comms[start - 1] != '\n')
+                while (start > 0 && comms[start - 1] != '\n')
                         start--;
-                if (cmdline_parse(m->comms + start, m->comms + end, &pid, &comm) &&
+                if (cmdline_parse(comms + start, comms + end, &pid, &comm) &&
                     (at = pid_find(pids, n_pids, pid)) && !done[at - pids]) {
                         done[at - pids] = true;
-                        r = append(ret, &n, m->comms + start, end - start);
+                        r = append(ret, comms + start, end - start);
                 }
                 end = start;
         }
@@ -449,13 +461,12 @@ static int build_cmdlines(const DatMeta *m, char **ret, size_t *ret_size) {
                 if (!cmdline_parse(l, e, &pid, &comm) || pid_find(pids, n_pids, pid) ||
                     (e - comm == 5 && memcmp(comm, "<...>", 5) == 0))
                         continue;
-                r = append(ret, &n, l, (size_t) (e - l));
+                r = append(ret, l, (size_t) (e - l));
                 if (r >= 0)
-                        r = append(ret, &n, "\n", 1);
+                        r = append(ret, "\n", 1);
         }
-        if (r >= 0 && n == 0)
-                r = append(ret, &n, "", 0);
-        *ret_size = n;
+        if (r >= 0 && !ret->data)
+                r = append(ret, "", 0);
         return r;
 }
 
@@ -463,13 +474,13 @@ static int build_cmdlines(const DatMeta *m, char **ret, size_t *ret_size) {
  * (a second one: libtracecmd closes its own). */
 static int write_data_file(DatFile *f, const char *tmp, int *ret_fd) {
         DatMeta *m = f->meta;
-        _cleanup_free_ char *cmdlines = NULL, *kallsyms = NULL, *cmdlines_path = NULL;
+        _cleanup_free_ char *kallsyms = NULL, *cmdlines_path = NULL;
+        Text cmdlines = {};
         _cleanup_close_ int fd = -1, keep = -1;
         struct tracecmd_output *h = NULL;
         char **files = NULL;
         char version[64];
         struct utsname u;
-        size_t n_cmdlines = 0;
         int r = 0;
 
         /* The page files are read back at once, through the page cache: only the data file is
@@ -477,9 +488,10 @@ static int write_data_file(DatFile *f, const char *tmp, int *ret_fd) {
         if (asprintf(&cmdlines_path, "%s/saved_cmdlines", m->tracing) < 0 ||
             asprintf(&kallsyms, "%s/kallsyms", m->dir) < 0)
                 return -ENOMEM;
-        r = build_cmdlines(m, &cmdlines, &n_cmdlines);
+        r = build_cmdlines(m, &cmdlines);
         if (r >= 0)
-                r = write_file(cmdlines_path, cmdlines, n_cmdlines);
+                r = write_file(cmdlines_path, cmdlines.data, cmdlines.size);
+        free(cmdlines.data);
         if (r < 0)
                 return r;
 
