@@ -12,15 +12,26 @@
  *                is live before the measured run (repeat until the stream shows it)
  *   go (or "")   "go <boottime_ns>", exactly N calls, "done <boottime_ns> <N> <elapsed_ns>", exit 0
  *
+ * SIGUSR1 ends the calls early: "done" then says how many were made. A test that needs events to
+ * go on until something else happens (a recording's fourth file) runs a long count and stops it.
+ *
  * EOF before "go" exits with status 3 and makes no further calls. With --no-wait it runs at once.
  * All timestamps are CLOCK_BOOTTIME, which is tpd's default trace clock ("boot"), so a test can
  * split a stream into before/after "go" by record ts.
  */
 
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "gen-common.h"
+
+static volatile sig_atomic_t stop;
+
+static void on_stop(int sig) {
+        (void) sig;
+        stop = 1;
+}
 
 static void probe(void) {
         syscall(SYS_getppid);
@@ -45,6 +56,8 @@ int main(int argc, char **argv) {
         if (gen_pin(&args) < 0)
                 return 1;
 
+        if (signal(SIGUSR1, on_stop) == SIG_ERR)
+                return 1;
         gen_say("%d\n", (int) getpid());
         r = gen_go(&args, probe);
         if (r != 0)
@@ -52,12 +65,12 @@ int main(int argc, char **argv) {
 
         gen_pacer_init(&pacer, args.rate);
         start_ns = pacer.start_ns;
-        for (i = 0; i < count; i++) {
+        for (i = 0; i < count && !stop; i++) {
                 gen_pacer_wait(&pacer, i);
                 syscall(SYS_getppid);
         }
 
-        gen_say("done %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", gen_now_ns(CLOCK_BOOTTIME), count,
+        gen_say("done %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", gen_now_ns(CLOCK_BOOTTIME), i,
                 gen_now_ns(CLOCK_MONOTONIC) - start_ns);
         return 0;
 }

@@ -137,16 +137,26 @@ def paced(ctx, n, rate):
     return gen, gen.pids()[0]
 
 
-def rotating_beside(ctx, tpd, out, n, rate, *args):
-    """A paced generator of n calls, a well-behaved stream of them, and a recording of them into out
-    rotating every 0.5 s; started, the generator going. Returns (generator, its pid, stream,
-    recording)."""
-    gen, pid = paced(ctx, n, rate)
+# Calls enough for any rotation a test waits for, however slow the machine; the test stops them.
+UNTIL_STOPPED = 10_000_000
+
+
+def rotating_beside(ctx, tpd, out, rate, *args):
+    """A paced generator that calls until stopped (stop_calls), a well-behaved stream of its calls,
+    and a recording of them into out rotating every 0.5 s; started, the generator going. Returns
+    (generator, its pid, stream, recording)."""
+    gen, pid = paced(ctx, UNTIL_STOPPED, rate)
     beside = tpd.stream('-e', EVENT, '-p', str(pid))
     rec = Rec(ctx, tpd, out, '-e', EVENT, '-p', str(pid), '--rotate-time', '0.5', '--no-kallsyms', *args)
     rec.wait_started()
     gen.go()
     return gen, pid, beside, rec
+
+
+def stop_calls(gen):
+    """Stops a generator of rotating_beside; returns how many calls it made."""
+    gen.signal(signal.SIGUSR1)
+    return gen.wait_done(60)[1]
 
 
 def check_exact_stream(s, n, what):
@@ -270,8 +280,7 @@ def planted(ctx, tpd):
         with open(victim, 'w') as f:
             f.write('precious\n')
         before_victim = snapshot(victim)
-        n = 20_000
-        gen, pid, beside, rec = rotating_beside(ctx, tpd, os.path.join(d, 'cap' + ext), n, 5_000)
+        gen, pid, beside, rec = rotating_beside(ctx, tpd, os.path.join(d, 'cap' + ext), 5_000)
         # A data file appears when finished, an NDJSON file when started: either way the file after
         # the one planted is still ahead.
         wait_for(os.path.join(d, 'cap-0002' + ext if ext == '.ndjson' else 'cap-0001' + ext), rec)
@@ -296,8 +305,7 @@ def planted(ctx, tpd):
               f'{ext}: files left: {sorted(os.listdir(d))}')
         log(f'{ext}: stopped at the planted link: {err.strip().splitlines()[0]!r}; {got} calls in the 2 files '
             'before it')
-        gen.wait_done(60)
-        check_exact_stream(beside, n, ext)
+        check_exact_stream(beside, stop_calls(gen), ext)
 
 
 def unfinishable(ctx, tpd):
@@ -305,8 +313,7 @@ def unfinishable(ctx, tpd):
     for ext, force in (('.dat', False), ('.dat', True), ('.ndjson', False)):
         d = os.path.join(ctx.tmpdir, f'unfinishable{ext.replace(".", "-")}{"-force" if force else ""}')
         os.mkdir(d)
-        n = 20_000
-        gen, pid, beside, rec = rotating_beside(ctx, tpd, os.path.join(d, 'cap' + ext), n, 5_000,
+        gen, pid, beside, rec = rotating_beside(ctx, tpd, os.path.join(d, 'cap' + ext), 5_000,
                                                 *(['--force'] if force else []))
         wait_for(os.path.join(d, 'cap-0002' + ext if ext == '.ndjson' else 'cap-0001' + ext), rec)
         os.mkdir(os.path.join(d, f'cap-0003{ext}'))
@@ -323,8 +330,7 @@ def unfinishable(ctx, tpd):
             else:
                 ndjson_count(p, pid)
         log(f'{ext}{" --force" if force else ""}: {err.strip().splitlines()[0]!r}')
-        gen.wait_done(60)
-        check_exact_stream(beside, n, ext)
+        check_exact_stream(beside, stop_calls(gen), ext)
 
 
 def full_disk(ctx, tpd):
@@ -340,8 +346,7 @@ def full_disk(ctx, tpd):
         for ext in ('.dat', '.ndjson'):
             d = os.path.join(mnt, ext[1:])
             os.mkdir(d)
-            n = 300_000
-            gen, pid, beside, rec = rotating_beside(ctx, tpd, os.path.join(d, 'cap' + ext), n, 100_000)
+            gen, pid, beside, rec = rotating_beside(ctx, tpd, os.path.join(d, 'cap' + ext), 100_000)
             err = rec.exited(1, timeout=60)
             check('No space left on device' in err, f'{ext}: no message of the full disk: {err!r}')
             check(not private_dirs(d), f'{ext}: private directories left: {private_dirs(d)}')
@@ -349,8 +354,7 @@ def full_disk(ctx, tpd):
             check(sorted(os.listdir(d)) == [os.path.basename(p) for p in names], f'{ext}: left: {os.listdir(d)}')
             got = sum(report_count(p, pid) if ext == '.dat' else ndjson_count(p, pid) for p in names)
             log(f'{ext}: {err.strip().splitlines()[0]!r}; {len(names)} whole files, {got} calls in them')
-            gen.wait_done(60)
-            check_exact_stream(beside, n, f'{ext} (full disk)')
+            check_exact_stream(beside, stop_calls(gen), f'{ext} (full disk)')
             for p in names:
                 os.unlink(p)
     finally:
