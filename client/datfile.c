@@ -51,7 +51,7 @@ struct DatMeta {
         int file_version;
         Text kernel_cmdlines; /* the kernel's saved_cmdlines, after tpd's names */
         Text comms;           /* "pid comm\n" lines from COMM frames */
-        char *clock; /* the trace_clock file */
+        char *clock;          /* the trace_clock file */
         uint64_t files_size;
         uint64_t kallsyms_size;
         unsigned serial; /* of the page files */
