@@ -100,7 +100,7 @@ static const char *manager_comm(void *userdata, int pid, uint64_t ts) {
 
 /* The kernel's counters of cpu summed over the clears of its buffer (cpustats.h): every loss account
  * of tpd takes differences of these, never of the raw counters, which a clear sets back to zero. */
-static int manager_cpu_stats(Manager *m, unsigned cpu, TracingCpuStats *ret) {
+int manager_cpu_stats(Manager *m, unsigned cpu, TracingCpuStats *ret) {
         TracingCpuStats raw;
         int r;
 

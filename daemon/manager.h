@@ -151,6 +151,11 @@ void manager_stream_started(Manager *m);
  * on, selected by a stream or not; while only counters are asked for, pages are walked for their
  * event ids and pids, not decoded. */
 int manager_counting_start(Manager *m, Peer *p);
+/* The kernel's counters of cpu (per_cpu/cpuN/stats) summed over the lives of its buffer: they never
+ * go back when a clock change clears it, as counters that GetStatus and metrics show must not;
+ * entries is what the buffer holds now. */
+int manager_cpu_stats(Manager *m, unsigned cpu, TracingCpuStats *ret);
+
 /* The kernel's overrun and dropped events summed over CPUs, since counting started. */
 void manager_counting_kernel_losses(Manager *m, uint64_t *ret_overrun, uint64_t *ret_dropped);
 

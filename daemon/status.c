@@ -72,7 +72,7 @@ int status_method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
                 TracingCpuStats s = {};
                 json_object *o = json_object_new_object();
 
-                (void) tracing_cpu_stats(m->tracing, cpu, &s);
+                (void) manager_cpu_stats(m, cpu, &s);
                 json_set(&r, o, "cpu", json_object_new_int((int) cpu));
                 json_set(&r, o, "online", json_object_new_boolean(m->cpus && m->cpus[cpu].online));
                 json_set(&r, o, "entries", json_u64(s.entries));

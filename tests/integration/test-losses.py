@@ -196,6 +196,7 @@ def clock_change(ctx, behind):
     rec = R.Recording(ctx, tpd, out, '-e', EVENT)
     rec.wait_started()
     lives = [[settle(tpd)]]     # per life of the buffer: its stats at the start, then at the end
+    status_before = tpd.status()['cpus']
     clock_path = os.path.join(tpd.instance_dir, 'trace_clock')
 
     def written():
@@ -262,6 +263,8 @@ def clock_change(ctx, behind):
     check(all(T.kernel_lost(b) - T.kernel_lost(a) > 0 for a, b in lives if T.written(b) > T.written(a)),
           'a storm did not overrun the buffer: the test proved nothing')
 
+    status_counters(status_before, tpd.status()['cpus'], total, overrun(), what)
+
     wait_stream(s, total, f'stream, {what}')
     s.stop()
     log(f'stream: {s.sink.getppid} delivered, lost {s.sink.lost}')
@@ -276,6 +279,24 @@ def clock_change(ctx, behind):
               f'CPU 1 made {N_QUIET * len(quiet)} and lost none')
     recording_after_clears(rec, out, lives)
     tpd.stop()
+
+
+def status_counters(before, after, written, overrun, what):
+    """GetStatus's per-CPU counters go on across the clears: they grew by what the kernel wrote and
+    overwrote in all the buffer's lives, and no CPU's went back (the raw ones drop to 0)."""
+    def total(cpus, key):
+        return sum(c[key] for c in cpus)
+    went_back = [(a['cpu'], key, a[key], b[key]) for a, b in zip(before, after)
+                 for key in ('written', 'overrun', 'read', 'dropped') if b[key] < a[key]]
+    log(f'GetStatus across the clears: written grew by {total(after, "written") - total(before, "written")}, '
+        f'overrun by {total(after, "overrun") - total(before, "overrun")}')
+    check(not went_back, f'{what}: GetStatus counters went back (cpu, counter, before, after): {went_back}')
+    check(total(after, 'written') - total(before, 'written') == written,
+          f'{what}: GetStatus written grew by {total(after, "written") - total(before, "written")}, '
+          f'the kernel wrote {written}')
+    check(total(after, 'overrun') - total(before, 'overrun') == overrun,
+          f'{what}: GetStatus overrun grew by {total(after, "overrun") - total(before, "overrun")}, '
+          f'the kernel overwrote {overrun}')
 
 
 def recording_after_clears(rec, out, lives):
