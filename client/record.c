@@ -80,7 +80,8 @@ typedef struct Capture {
         uint64_t lost_unknown; /* losses flagged without a count */
         uint64_t bytes;
         bool size_reached;
-        bool tty; /* stderr shows a status line */
+        bool names_only; /* a data file at --size: of what follows, only names go in */
+        bool tty;        /* stderr shows a status line */
 } Capture;
 
 static bool capture_rotates(const Capture *c) {
@@ -310,10 +311,19 @@ static int capture_notice(Capture *c, const uint8_t *payload, size_t length) {
         return 0;
 }
 
+/* The longest "pid comm\n" line a name adds to a data file. */
+#define CAPTURE_NAME_MAX 32U
+
 static int capture_frame(Capture *c, const TpdFrame *f, const uint8_t *payload, size_t page_size) {
         uint64_t v[2];
         int r;
 
+        /* Past --size, the pages, losses and notices that were under way are not the file's; the
+         * names of its tasks are, while they fit. */
+        if (c->names_only &&
+            (f->type != TPD_FRAME_COMM ||
+             c->finished_bytes + capture_current_size(c) + CAPTURE_NAME_MAX > c->o->max_size))
+                return 0;
         switch (f->type) {
         case TPD_FRAME_FILE:
                 r = dat_meta_add_file(c->meta, payload, f->length);
@@ -579,8 +589,8 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
                                         status = EXIT_FAILURE;
                                         goto finish;
                                 }
-                                if (r == 0 && c.size_reached)
-                                        break;
+                                /* The page that did not fit is dropped, and the names follow. */
+                                c.names_only = c.size_reached;
                                 used += sizeof(f) + f.length;
                         }
                 else {
@@ -593,8 +603,10 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
                 memmove(buf, buf + used, len - used);
                 len -= used;
 
-                if (c.size_reached || closed)
+                if (closed || (c.size_reached && !c.names_only))
                         break;
+                if (c.names_only && stop_at == 0)
+                        stop_at = now; /* the pages are in: no flush interval to wait */
                 if (stop_at > 0 && now >= stop_at) {
                         /* The pages are in: ask for the last names (include/tpd-protocol.h) and
                          * read until tpd closes, or give up after a while. */
@@ -613,15 +625,16 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
                         status_line(&c, start, false);
                         last_status = now;
                 }
-                if (o->format == RECORD_FORMAT_DAT && o->rotate_time > 0) {
+                if (o->format == RECORD_FORMAT_DAT && o->rotate_time > 0 && !c.size_reached) {
                         /* Rotation by time, without waiting for a page. */
                         r = capture_room(&c, 0);
                         if (r < 0) {
                                 status = EXIT_FAILURE;
                                 goto finish;
                         }
+                        c.names_only = c.size_reached;
                         if (c.size_reached)
-                                break;
+                                continue;
                 }
 
                 /* Sleep until data, a signal (it interrupts ppoll()), or the next thing to do: no

@@ -11,7 +11,8 @@
    so for them comm, pid and count); timestamps within 5 ms (each instance stamps its own copy).
    Counts are exact: the file holds every getppid call and every marker, in order.
    Late names: two tasks run and exit while tpd is stopped (SIGSTOP), the second just before the
-   recording ends: the file names both as the kernel's table does at the end, and each pid once.
+   recording ends: the file names both as the kernel's table does at the end, and each pid once;
+   the same when the recording ends by itself at --size, its file within the size.
 2. Overrun: tpd is stopped (SIGSTOP) during a storm into a small buffer, so the kernel overwrites
    records: `trace-cmd report` shows the losses as it does for its own files ("[... EVENTS
    DROPPED]"), and recorded + lost (tpctl's count from tpd's loss frames) equals what the kernel
@@ -283,11 +284,13 @@ def kernel_names():
     return out
 
 
-def late_names(ctx):
-    log('--- late names: tasks gone before tpd read their records are named as the kernel names them at the end')
+def late_names(ctx, at_size=False):
+    log('--- late names: tasks gone before tpd read their records are named as the kernel names them at the end'
+        + (', the recording stopped by --size' if at_size else ''))
     tpd = ctx.tpd()
-    out = os.path.join(ctx.tmpdir, 'late.dat')
-    rec = Recording(ctx, tpd, out, '-e', 'syscalls:sys_enter_getppid', '--no-kallsyms')
+    out = os.path.join(ctx.tmpdir, 'late-size.dat' if at_size else 'late.dat')
+    rec = Recording(ctx, tpd, out, '-e', 'syscalls:sys_enter_getppid', '--no-kallsyms',
+                    *(['--size', '1'] if at_size else []))
     rec.wait_started()
     # Spawned after the start: the kernel's table sent then cannot name them.
     first = ctx.gen('GEN_GETPPID', '--count', 100, '--cpu', 0)
@@ -305,7 +308,21 @@ def late_names(ctx):
         finally:
             tpd.process.signal(signal.SIGCONT)
         time.sleep(settle)
-    n, files, lost = rec.stop()
+    if at_size:
+        # Pages enough to reach --size at once: tpctl stops by itself, well before tpd would read
+        # the kernel's table again on its own.
+        flood = ctx.gen('GEN_GETPPID', '--count', 200_000, '--cpu', 0)
+        flood.pids()
+        flood.go()
+        rc = rec.wait(30)
+        check(rc == 0, f'tpctl record --size 1 exited with {rc}: {rec.stderr_text()!r}')
+        check('stopped at the size limit' in rec.stderr_text(), f'no size limit in {rec.stderr_text()!r}')
+        flood.wait_done(30)
+        size = os.path.getsize(out)
+        check(size <= 1 << 20, f'{out} is {size} bytes, beyond --size 1 MiB')
+        n, files, lost = (int(x) for x in SUMMARY_RE.search(rec.stderr_text()).groups()[:3])
+    else:
+        n, files, lost = rec.stop()
     kernel = kernel_names()
     check(files == 1 and lost == 0, f'expected 1 file and nothing lost, got {files} files, {lost} lost')
     records, _ = trace_cmd_report(out)
@@ -492,6 +509,7 @@ def main(ctx):
     version7_and_status(ctx)
     truth(ctx)
     late_names(ctx)
+    late_names(ctx, at_size=True)
     overrun(ctx)
     rotation(ctx)
     concurrent(ctx)
