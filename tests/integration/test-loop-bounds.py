@@ -61,9 +61,7 @@ class Sampler(T.GetInfoSampler):
         super().__init__(tpd, interval=0.002, timeout=30)
 
     def finish(self, what):
-        self.stop_flag.set()
-        self.join(30)
-        self.v.close()
+        self.stop()
         check(not self.errors, f'{what}: GetInfo sampler: {self.errors[:3]}')
         lat = sorted(self.latencies)
         check(len(lat) >= 5, f'{what}: only {len(lat)} GetInfo samples')

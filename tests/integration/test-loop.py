@@ -254,8 +254,7 @@ def storm(ctx):
     storm_s = time.monotonic() - t0
     # A little more sampling after the storm, then stop.
     time.sleep(0.2)
-    sampler.stop_flag.set()
-    sampler.join(15)
+    sampler.stop()
     os.setpriority(os.PRIO_PROCESS, 0, 0)
     check(tpd.running(), f'tpd died during the storm; log:\n{tpd.log()}')
 
@@ -329,8 +328,7 @@ def pipelined(tpd):
             check(reply is not None and reply.get('error') == LIMIT, f'pipelined call {i}: {reply!r}')
     busy = time.monotonic() - t0
     time.sleep(0.1)
-    sampler.stop_flag.set()
-    sampler.join(15)
+    sampler.stop()
     check(not sampler.errors, f'GetInfo sampler: {sampler.errors[:3]}')
     lat = sorted(sampler.latencies)
     log(f'{n} pipelined calls answered in {busy:.2f} s; GetInfo meanwhile: {len(lat)} samples, '

@@ -1194,30 +1194,64 @@ class TestUsers:
         return errors
 
 
-class GetInfoSampler(threading.Thread):
+class GetInfoSampler:
     """GetInfo in a loop on a connection of its own, every interval seconds; keeps the round trips
-    (latencies) and what went wrong (errors), for tests of how long tpd's loop is held."""
+    (latencies) and what went wrong (errors), for tests of how long tpd's loop is held.
+
+    The loop runs in a process of its own, at the test's priority: a thread would wait for this
+    process's GIL while the test's other threads parse records or fork, and the test would measure
+    Python instead of tpd."""
 
     def __init__(self, tpd, interval, timeout=10.0):
-        super().__init__(daemon=True)
-        self.v = tpd.varlink(timeout=timeout)
-        self.interval = interval
-        self.timeout = timeout
+        self.args = [sys.executable, os.path.abspath(__file__), '--getinfo-sampler', tpd.socket,
+                     str(interval), str(timeout)]
+        self.proc = None
         self.latencies = []
         self.errors = []
-        self.stop_flag = threading.Event()
 
-    def run(self):
-        data = json.dumps({'method': 'org.varlink.service.GetInfo'}).encode() + b'\0'
-        while not self.stop_flag.is_set():
-            t0 = time.monotonic()
-            try:
-                self.v.send_raw(data)
-                reply = self.v.recv(timeout=self.timeout)
-            except Exception as e:      # noqa: BLE001 - reported by the main thread
-                self.errors.append(repr(e))
-                return
-            self.latencies.append(time.monotonic() - t0)
-            if not reply or 'error' in reply:
-                self.errors.append(f'GetInfo reply: {reply!r}')
-            time.sleep(max(0.0, self.interval - (time.monotonic() - t0)))
+    def start(self):
+        self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        # The first line says the connection is made: samples start before start() returns.
+        first = self.proc.stdout.readline()
+        check(first.strip() == b'connected', f'GetInfo sampler did not connect: {first!r}')
+
+    def stop(self, timeout=30):
+        """Ends the loop (its stdin closes); latencies and errors are then filled in."""
+        try:
+            out, _ = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            check(False, f'GetInfo sampler did not stop within {timeout} s')
+        res = json.loads(out)
+        self.latencies, self.errors = res['latencies'], res['errors']
+
+
+def _getinfo_sampler(path, interval, timeout):
+    """The GetInfoSampler's process: samples until its stdin closes, then writes them as JSON."""
+    data = json.dumps({'method': 'org.varlink.service.GetInfo'}).encode() + b'\0'
+    latencies, errors = [], []
+    try:
+        v = Varlink(path, timeout)
+    except OSError as e:
+        print(f'cannot connect: {e!r}', flush=True)
+        return
+    print('connected', flush=True)
+    while True:
+        t0 = time.monotonic()
+        try:
+            v.send_raw(data)
+            reply = v.recv(timeout=timeout)
+        except Exception as e:          # noqa: BLE001 - reported by the test
+            errors.append(repr(e))
+            break
+        latencies.append(time.monotonic() - t0)
+        if not reply or 'error' in reply:
+            errors.append(f'GetInfo reply: {reply!r}')
+        if select.select([sys.stdin], [], [], max(0.0, interval - (time.monotonic() - t0)))[0]:
+            break
+    sys.stdout.write(json.dumps({'latencies': latencies, 'errors': errors}))
+
+
+if __name__ == '__main__' and sys.argv[1:2] == ['--getinfo-sampler']:
+    _getinfo_sampler(sys.argv[2], float(sys.argv[3]), float(sys.argv[4]))
