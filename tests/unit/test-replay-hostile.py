@@ -7,7 +7,9 @@ the records it can read; never a crash, unbounded memory or a control byte of th
   refused, naming the event and the field; one whose common_pid lies past the records (but within a record's reach) makes
   lost records of cause "decode" and a warning;
 - data files with an impossible page size, cut short, or with an option libtracecmd would read
-  past are refused before libtracecmd sees them;
+  past are refused before libtracecmd sees them; so is each damaged file of the capture fuzzer's
+  corpus (tests/fuzz/corpus/capture/damaged-*, each of which crashed libtracecmd or libtraceevent),
+  for the reason its name gives;
 - an NDJSON line longer than 16 MiB is refused without holding it (tpctl's peak memory stays far
   below the 256 MiB line, read from a pipe), and so is a line with a raw control byte;
 - on a terminal, DEL and the C1 controls inside strings become \\u00XX escapes, the rest is the
@@ -122,7 +124,7 @@ def test_headers(tpctl, make_seed, data_dir, tmp):
     at = data.find(b'tpd ')
     end = data.find(b'\0', at)
     check(at > 0 and end > at, 'no VERSION option found')
-    cases['option-without-nul'] = (data[:end] + b'x' + data[end + 1:], b'options or CPU data')
+    cases['option-without-nul'] = (data[:end] + b'x' + data[end + 1:], b"an option's text does not end")
     for name, (content, want) in cases.items():
         path = os.path.join(tmp, name + '.dat')
         with open(path, 'wb') as f:
@@ -130,6 +132,32 @@ def test_headers(tpctl, make_seed, data_dir, tmp):
         r = replay(tpctl, path)
         check(r.returncode == 1 and b'is damaged' in r.stderr and want in r.stderr and b'crashed' not in r.stderr,
               f'{name}: exit {r.returncode}, {r.stderr!r}')
+
+
+# Each damaged file of the fuzzer's corpus and what tpctl must say of it (tests/fuzz/README.md).
+DAMAGED = {
+    'damaged-v6-cpu-data-beyond-end': b'its CPU data lies beyond its end',
+    'damaged-v6-latency': b'it is a latency trace',
+    'damaged-v6-option-without-nul': b"an option's text does not end",
+    'damaged-v6-page-kbuffer-reads-past': b'a page of its CPU data is damaged',
+    'damaged-v6-page-libtracecmd': b'event hooks, process maps or guests',
+    'damaged-v7-cpu-data-beyond-end': b'its CPU data lies beyond its end',
+    'damaged-v7-cpucount-cut-short': b'an option is cut short',
+    'damaged-v7-option-without-nul': b"an option's text does not end",
+    'damaged-v7-page-kbuffer-reads-past': b'a page of its CPU data is damaged',
+    'damaged-v7-printk-format-short': b'a section of its headers, formats, symbols or names',
+    'damaged-v7-traceclock-cut-short': b'its options are cut short or damaged',
+}
+
+
+def test_damaged_corpus(tpctl, corpus):
+    found = sorted(n for n in os.listdir(corpus) if n.startswith('damaged-'))
+    check(found == sorted(DAMAGED), f'damaged files in {corpus}: {found}, expected {sorted(DAMAGED)}')
+    for name in found:
+        r = replay(tpctl, os.path.join(corpus, name))
+        want = DAMAGED.get(name, b'')
+        check(r.returncode == 1 and b'is damaged' in r.stderr and want in r.stderr and b'crashed' not in r.stderr,
+              f'{name}: exit {r.returncode}, {r.stderr!r}, expected "is damaged: {want.decode()}"')
 
 
 def test_ndjson(tpctl, tmp):
@@ -202,6 +230,7 @@ def main(tpctl, make_seed, data_dir):
         test_ndjson(tpctl, tmp)
         test_formats(tpctl, make_seed, data_dir, tmp)
         test_headers(tpctl, make_seed, data_dir, tmp)
+        test_damaged_corpus(tpctl, os.path.join(data_dir, '..', 'fuzz', 'corpus', 'capture'))
         test_terminal_dat(tpctl, make_seed, data_dir, tmp)
     if failures:
         print(f'{len(failures)} failures')
