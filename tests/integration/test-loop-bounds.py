@@ -20,7 +20,6 @@ At the end the good stream has every record of the generator and lost none.
 import fnmatch
 import json
 import os
-import select
 import time
 
 import tpdtest as T
@@ -133,41 +132,9 @@ def member_record(tpd, users, out_fd):
     os._exit(0)
 
 
-def fork_child(fn, *args):
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        fn(*args, w)
-    os.close(w)
-    return pid, r
-
-
-def collect(pid, fd, timeout):
-    data = b''
-    deadline = time.monotonic() + timeout
-    while True:
-        left = deadline - time.monotonic()
-        check(left > 0, f'child {pid} did not report within {timeout} s')
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
-            continue
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        data += chunk
-    os.close(fd)
-    os.waitpid(pid, 0)
-    check(data, f'child {pid} reported nothing')
-    return json.loads(data)
-
-
 def main(ctx):
-    users = T.TestUsers(ctx, 'tpb', members=('M',))
-    try:
+    with T.TestUsers(ctx, 'tpb', members=('M',)) as users:
         run(ctx, users)
-    finally:
-        users.stop_and_remove(ctx)
 
 
 def run(ctx, users):
@@ -222,12 +189,12 @@ def run(ctx, users):
     # 2. A member's Record with no events, and 32 connections calling GetCounters in a loop.
     sampler = Sampler(tpd)
     sampler.start()
-    loops = [fork_child(counters_loop, tpd, COUNTERS_CONNECTIONS // COUNTERS_PROCESSES, 4.0)
+    loops = [T.fork_child(counters_loop, tpd, COUNTERS_CONNECTIONS // COUNTERS_PROCESSES, 4.0)
              for _ in range(COUNTERS_PROCESSES)]
     time.sleep(1.0)
-    rec_pid, rec_fd = fork_child(member_record, tpd, users)
-    rec = collect(rec_pid, rec_fd, 120)
-    loop_results = [collect(pid, fd, 120) for pid, fd in loops]
+    rec_pid, rec_fd = T.fork_child(member_record, tpd, users)
+    rec = T.collect_child(rec_pid, rec_fd, 120)
+    loop_results = [T.collect_child(pid, fd, 120) for pid, fd in loops]
     time.sleep(0.2)
     results['member'] = sampler.finish('member Record {} with 32 GetCounters loops')
     for res in loop_results:

@@ -28,7 +28,6 @@ bound (calls are answered in 5 ms slices per client). Then the limits themselves
 
 import json
 import os
-import select
 import socket
 import threading
 import time
@@ -137,46 +136,42 @@ def worker(tpd, events, member, n_calls, out_fd):
     os._exit(0)
 
 
+def nobody_calls(tpd, out_fd):
+    """A forked child: as nobody, the member's calls over its bounds; reports the replies."""
+    out = {}
+    try:
+        os.setgroups([NOBODY])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+        with tpd.varlink() as v:
+            out['glob'] = v.call(ENABLE, {'events': ['sched:sched_wak*']})
+            out['call'] = v.call(ENABLE, {'events': ['sched:sched_switch', 'sched:sched_wakeup',
+                                                     'sched:sched_waking']})
+            out['ok'] = v.call(ENABLE, {'events': ['sched:sched_switch']})
+            out['configure'] = v.call('io.tpd.tracing.Configure', {'clock': 'mono'})
+    except BaseException as e:  # noqa: B036 - a child must report, never unwind into the parent
+        out['error'] = repr(e)
+    os.write(out_fd, json.dumps(out).encode())
+    os.close(out_fd)
+    os._exit(0)
+
+
 def start_workers(tpd, events):
-    children = []
+    """The forked workers, half of them members: [(pid, fd, member)]."""
     per = CALLS // WORKERS
+    children = []
     for w in range(WORKERS):
         member = w % 2 == 1
-        r, wfd = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            worker(tpd, events, member, per + (CALLS % WORKERS if w == 0 else 0), wfd)
-        os.close(wfd)
-        children.append((pid, r, member))
+        pid, fd = T.fork_child(worker, tpd, events, member, per + (CALLS % WORKERS if w == 0 else 0))
+        children.append((pid, fd, member))
     return children
 
 
 def collect_workers(children, timeout):
-    results = []
     deadline = time.monotonic() + timeout
-    for pid, r, member in children:
-        data = b''
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                for p, _, _ in children:
-                    try:
-                        os.kill(p, 9)
-                    except ProcessLookupError:
-                        pass
-                T.fail(f'storm workers did not finish within {timeout} s')
-            ready, _, _ = select.select([r], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(r, 65536)
-            if not chunk:
-                break
-            data += chunk
-        os.close(r)
-        os.waitpid(pid, 0)
-        check(data, f'worker {pid} reported nothing')
-        res = json.loads(data)
+    results = []
+    for pid, fd, member in children:
+        res = T.collect_child(pid, fd, max(0.1, deadline - time.monotonic()))
         res['member'] = member
         results.append(res)
     return results
@@ -373,31 +368,7 @@ def limits(ctx):
     # A member: broad globs and large selections are root's.
     os.chmod(ctx.tmpdir, 0o711)
     os.chown(tpd.socket, 0, NOBODY)
-    r_fd, w_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        out = {}
-        try:
-            os.setgroups([NOBODY])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            with tpd.varlink() as v:
-                out['glob'] = v.call(ENABLE, {'events': ['sched:sched_wak*']})
-                out['call'] = v.call(ENABLE, {'events': ['sched:sched_switch', 'sched:sched_wakeup',
-                                                         'sched:sched_waking']})
-                out['ok'] = v.call(ENABLE, {'events': ['sched:sched_switch']})
-                out['configure'] = v.call('io.tpd.tracing.Configure', {'clock': 'mono'})
-        except BaseException as e:  # noqa: B036
-            out['error'] = repr(e)
-        os.write(w_fd, json.dumps(out).encode())
-        os._exit(0)
-    os.close(w_fd)
-    data = b''
-    while chunk := os.read(r_fd, 65536):
-        data += chunk
-    os.close(r_fd)
-    os.waitpid(pid, 0)
-    out = json.loads(data)
+    out = T.collect_child(*T.fork_child(nobody_calls, tpd), timeout=60)
     check('error' not in out, f'member calls failed: {out}')
     check(out['glob'].get('error') == LIMIT and out['glob']['parameters']['limit'] == 'glob_events',
           f'member glob over MaxGlobEvents=2: {out["glob"]!r}')

@@ -79,11 +79,8 @@ sys.stdin.read()
 
 
 def main(ctx):
-    users = T.TestUsers(ctx, 'tpd', members=('A', 'B'), outsiders=('O',))
-    try:
+    with T.TestUsers(ctx, 'tpd', members=('A', 'B'), outsiders=('O',)) as users:
         run(ctx, users)
-    finally:
-        users.stop_and_remove(ctx)
 
 
 def run(ctx, users):

@@ -461,8 +461,7 @@ def signals(ctx, tpd):
 
 
 def main(ctx):
-    users = T.TestUsers(ctx, 'tpr', members=('A',))
-    try:
+    with T.TestUsers(ctx, 'tpr', members=('A',)) as users:
         os.chmod(ctx.tmpdir, 0o711)
         tpd = ctx.tpd(args=['--access-group', users.group])
         never_over(ctx, tpd)
@@ -473,8 +472,6 @@ def main(ctx):
         full_disk(ctx, tpd)
         signals(ctx, tpd)
         tpd.stop()
-    finally:
-        users.stop_and_remove(ctx)
 
 
 if __name__ == '__main__':

@@ -86,11 +86,8 @@ def trace_cmd_report(path):
 
 
 def main(ctx):
-    users = T.TestUsers(ctx, 'tpr', members=('A',))
-    try:
+    with T.TestUsers(ctx, 'tpr', members=('A',)) as users:
         run(ctx, users)
-    finally:
-        users.stop_and_remove(ctx)
 
 
 def run(ctx, users):

@@ -164,16 +164,13 @@ def unknown_event(tpd):
 def main(ctx):
     os.chmod(ctx.tmpdir, 0o711)          # the users must reach the socket; its mode decides
     not_running(ctx)
-    users = T.TestUsers(ctx, 'tpe', members=('M',), outsiders=('O',))
-    try:
+    with T.TestUsers(ctx, 'tpe', members=('M',), outsiders=('O',)) as users:
         tpd = ctx.tpd(args=['--access-group', users.group])
         check(grp.getgrgid(os.stat(tpd.socket).st_gid).gr_name == users.group, 'socket not of the group')
         unknown_event(tpd)
         failed_start(ctx, tpd)
         permission(ctx, tpd, users)
         tpd.stop()
-    finally:
-        users.stop_and_remove(ctx)
 
 
 if __name__ == '__main__':

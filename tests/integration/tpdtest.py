@@ -1141,6 +1141,7 @@ class TestUsers:
     are PREFIX + 'g' (the group) or PREFIX + key in lower case, then a tag unique to the run."""
 
     def __init__(self, ctx, prefix, members, outsiders=()):
+        self.ctx = ctx
         tag = f'{os.getpid() % 100000}{ctx.rand[:4]}'
         self.group = f'{prefix}g{tag}'
         self.names = {k: f'{prefix}{k.lower()}{tag}' for k in (*members, *outsiders)}
@@ -1169,6 +1170,13 @@ class TestUsers:
         gid = self.primary[key] if groups == 'clear' else groups
         return ['setpriv', f'--reuid={name}', f'--regid={gid}', '--clear-groups']
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_and_remove(self.ctx)
+        return False
+
     def stop_and_remove(self, ctx):
         """At a test's end, whatever happened: stops every process the test started but tpd (nothing
         of the users may outlive them), removes the users, and fails on what could not be removed."""
@@ -1192,6 +1200,46 @@ class TestUsers:
             if r.returncode != 0:
                 errors.append(f'groupdel {self.group}: {r.stderr.strip()}')
         return errors
+
+
+def fork_child(fn, *args):
+    """fn(*args, out_fd) in a forked child, which writes its report (JSON) to out_fd and _exit()s:
+    returns (pid, the fd to read the report from) for collect_child()."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        fn(*args, w)
+        os._exit(0)
+    os.close(w)
+    return pid, r
+
+
+def collect_child(pid, fd, timeout):
+    """The report of a fork_child(): the child is killed, and the test fails, if it has not
+    reported (closed its end) within timeout seconds."""
+    data = b''
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                fail(f'child {pid} did not report within {timeout} s')
+            if not select.select([fd], [], [], left)[0]:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+        os.waitpid(pid, 0)
+    check(data, f'child {pid} reported nothing')
+    return json.loads(data)
 
 
 class GetInfoSampler:
