@@ -143,9 +143,18 @@ static inline uint64_t hash_key_new(void) {
         return k | 1;
 }
 
-/* The bucket of value among 2^bits (1..32): multiply-shift, for which two given values share a
- * bucket with probability at most 2^(1 - bits) over the keys, whatever the values (values that
- * agree modulo a power of two included). */
+/* The bucket of value among 2^bits (1..32): multiply by the key, then MurmurHash3's 64-bit finalizer.
+ * Multiply-shift alone is universal (two given values share a bucket with probability at most
+ * 2^(1 - bits)), but it maps values in arithmetic progression (pids that agree modulo a power of two,
+ * which a user gets by forking) to a progression of buckets: for about one key in 2^bits, dozens of
+ * them share one. The finalizer, a bijection that mixes every bit into every other, scatters them. */
 static inline uint32_t hash_multiply_shift(uint64_t key, uint32_t value, unsigned bits) {
-        return (uint32_t) (((uint64_t) value * key) >> (64 - bits));
+        uint64_t h = (uint64_t) value * key;
+
+        h ^= h >> 33;
+        h *= 0xff51afd7ed558ccdULL;
+        h ^= h >> 33;
+        h *= 0xc4ceb9fe1a85ec53ULL;
+        h ^= h >> 33;
+        return (uint32_t) (h >> (64 - bits));
 }
