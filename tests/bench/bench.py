@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""tpd's side-by-side benchmark (DESIGN.md §6): one generated load through tpd, trace-cmd and perf.
+"""tpd's side-by-side benchmark (docs/performance.md): one generated load through tpd, trace-cmd and perf.
 
     python3 tests/bench/bench.py --build build [--quick] [--json out.json] [--events N]
 
@@ -54,7 +54,7 @@ CONSUMER_PIPE_SIZE = 1 << 20
 TC_STREAM_GRACE_S = 10
 SO_TIMESTAMPNS = getattr(socket, 'SO_TIMESTAMPNS', 35)
 
-# DESIGN.md §6
+# The bounds each run is checked against (docs/performance.md, "What the benchmark checks").
 # Daemon CPU per record: 250 ns for getppid records (20 bytes raw, ~121 bytes of JSON); sched_switch
 # records are about three times larger in both, and get 400 ns.
 TARGET_DAEMON_NS = {'getppid': 250, 'pingpong': 400}

@@ -244,7 +244,7 @@ def remove_instance(path):
 # records
 
 def parse_record(line):
-    """Parses one NDJSON line and checks the fixed shape of DESIGN.md §3; returns the dict."""
+    """Parses one NDJSON line and checks the fixed shape of docs/design.md §3; returns the dict."""
     try:
         rec = json.loads(line)
     except (ValueError, UnicodeDecodeError) as e:
@@ -680,7 +680,7 @@ class Tpd:
         return self
 
     def wait_ready(self, timeout, clean=True):
-        """Ready = the socket accepts a connection and answers GetInfo (DESIGN §2)."""
+        """Ready = the socket accepts a connection and answers GetInfo (docs/design.md §2)."""
         start = time.monotonic()
         last = None
         while time.monotonic() - start < timeout:
@@ -703,7 +703,7 @@ class Tpd:
         fail(f'tpd not ready within {timeout} s (last: {last!r}); log:\n{self.log()}')
 
     def _clean_slate(self):
-        # DESIGN §4 persists pins in the state directory. A test must start from an instance with nothing
+        # docs/design.md §4: pins persist in the state directory. A test must start from an instance with nothing
         # enabled, whatever an earlier run left there; say so loudly if that was not the case.
         left = enabled_events(self.instance_dir)
         if left:
