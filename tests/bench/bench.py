@@ -950,7 +950,7 @@ class GetppidLoad(Load):
         super().__init__('getppid', f'getppid storm {n:,}', 'syscalls:sys_enter_getppid')
         self.n = self.expected = n
         self.expected_source = 'generator count'
-        self.excess = ' (perf writes a few duplicates, ENVIRONMENT.md)'
+        self.excess = ' (perf writes a few duplicates)'
 
     def spawn(self, ctx):
         gen = ctx.gen('GEN_GETPPID', '--count', self.n, '--cpu', GEN_CPU)
@@ -1064,7 +1064,7 @@ def render(result):
                      f'max {fmt(st["ready_ms_max"], 1)} ms; GetInfo answered after median '
                      f'{fmt(st["getinfo_ms_median"], 1)} ms, max {fmt(st["getinfo_ms_max"], 1)} ms')
     if result['targets']:
-        lines.append('DESIGN.md §6 targets:')
+        lines.append('targets (docs/performance.md):')
         for t in result['targets']:
             lines.append(f'  [{"met" if t["met"] else "MISSED"}] {t["target"]}: {t["measured"]}')
     if result['errors']:

@@ -105,7 +105,7 @@ def ensure_tracefs():
         raise TestSkip('tpd integration tests need root (tracefs instances and events)')
     if os.path.isdir(os.path.join(TRACEFS, 'instances')):
         return
-    # Not mounted at boot on the project's machines (ENVIRONMENT.md).
+    # tracefs is not always mounted at boot.
     r = subprocess.run(['mount', '-t', 'tracefs', 'nodev', TRACEFS], capture_output=True, text=True)
     if not os.path.isdir(os.path.join(TRACEFS, 'instances')):
         raise TestSkip(f'tracefs cannot be mounted at {TRACEFS}: '
@@ -145,7 +145,7 @@ def read_cpu_stats(instance_dir):
 
 def written(stats, cpu=None):
     """Records the kernel accepted or lost: with overwrite on, entries + overrun + read events is
-    exact (ENVIRONMENT.md); dropped events (overwrite off) and commit overrun (dropped while a
+    exact (the kernel's per_cpu stats); dropped events (overwrite off) and commit overrun (dropped while a
     nested writer filled the page) are disjoint from those and added for completeness."""
     cpus = [cpu] if cpu is not None else list(stats)
     return sum(stats[c].get('entries', 0) + stats[c].get('overrun', 0) + stats[c].get('read events', 0) +
