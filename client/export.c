@@ -319,7 +319,7 @@ static bool skip(const char **p, const char *end, const char *lit) {
 
 /*
  * One NDJSON line of tpd (with its '\n'). Only the head is looked at, whose shape is fixed
- * (README, "Records"): {"ts":N,"cpu":N,"event":"S:E",…}, {"ts":N,"cpu":N,"lost":N,"cause":"C"},
+ * (docs/design.md §3): {"ts":N,"cpu":N,"event":"S:E",…}, {"ts":N,"cpu":N,"lost":N,"cause":"C"},
  * {"ts":N,"notice":…}. Anything else goes to the notice subject as it is.
  */
 static void take_line(Exporter *e, const char *line, size_t len) {

@@ -108,7 +108,7 @@ static int capture_next_name(Capture *c, char **ret) {
 }
 
 /* Before anything is recorded: a name the capture would write must not exist, unless --force (see
- * README.md, "Recording"). Rotation refuses any "STEM-NNNN.EXT", as a run of the same -o made. */
+ * docs/operating.md, "Recording"). Rotation refuses any "STEM-NNNN.EXT", as a run of the same -o made. */
 static int capture_check_names(const Capture *c) {
         _cleanup_free_ char *found = NULL, *stem = NULL;
         struct stat st;

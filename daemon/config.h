@@ -11,7 +11,7 @@
  * tpd's settings, each defined once in config_settings[] (config.c): its configuration key, its
  * command-line option, its Configure/GetStatus name, type, default, range and help text. The
  * options and --help, the configuration parser, Configure and GetStatus all read that table, so a
- * new setting is a Config field, a table row and its documentation (conf/tpd.conf, README).
+ * new setting is a Config field, a table row and its documentation (conf/tpd.conf, docs/operating.md).
  *
  * The configuration files: /etc/tpd/tpd.conf, then the .conf files of /etc/tpd/tpd.conf.d/ in name
  * order, systemd style. Sections hold Key=Value lines; '#' and ';' start comments. A later

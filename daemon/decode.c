@@ -741,7 +741,7 @@ void *decoder_padded_raw(Decoder *d, const Record *r) {
 }
 
 /*
- * Readable values ("sym", DESIGN §3). For each argument of an event's print format that renders
+ * Readable values ("sym", docs/design.md §3). For each argument of an event's print format that renders
  * one field through __print_flags or __print_symbolic (possibly inside a ternary: sched_switch's
  * prev_state is `(prev_state & MASK) ? __print_flags(prev_state & MASK, "|", ...) : "R"` followed
  * by `prev_state & PREEMPT ? "+" : ""`), the argument tree is compiled once into SymNodes: the

@@ -9,7 +9,7 @@
 struct tep_handle;
 
 /*
- * The decoder turns ring-buffer sub-buffer pages into NDJSON records (DESIGN §3). Pure code: it
+ * The decoder turns ring-buffer sub-buffer pages into NDJSON records (docs/design.md §3). Pure code: it
  * reads formats from a tep handle that the caller filled, and asks the caller, through callbacks,
  * for the two facts a page does not hold (a pid's command name, and how many events were lost
  * when the page only says "some"). For each event id it compiles a plan once: the JSON key text,
@@ -93,7 +93,7 @@ int decoder_encode_print(Decoder *d, Batch *batch, size_t index);
 
 /* What a variant of a record's line adds to the plain one, after "fields": */
 enum {
-        DECODER_VARIANT_SYM = 1 << 0,   /* "sym": readable forms of integer fields (DESIGN §3) */
+        DECODER_VARIANT_SYM = 1 << 0,   /* "sym": readable forms of integer fields (docs/design.md §3) */
         DECODER_VARIANT_PRINT = 1 << 1, /* "print": the kernel's formatted text */
 };
 

@@ -1243,7 +1243,7 @@ static const char *manager_connection_limit(Manager *m, const struct ucred *cred
         return NULL;
 }
 
-/* Who may connect (DESIGN §5): root, and members of the access group by the groups the peer
+/* Who may connect (docs/design.md §5): root, and members of the access group by the groups the peer
  * process holds. The socket's mode keeps others out already; this check still holds when the
  * socket was made by someone else or its mode was changed. Then the connection limits. */
 static void manager_on_accept(int fd, const struct ucred *cred, const gid_t *groups, size_t n_groups,

@@ -89,7 +89,7 @@ Peer *peer_free(Peer *c);
 /* Marks a new connection as refused; see refusal_error. */
 int peer_refuse(Peer *c, const char *error, const char *message);
 
-/* Root (or tpd's own uid) may do what members may not: see DESIGN §5 and README "Access". */
+/* Root (or tpd's own uid) may do what members may not: see docs/design.md §5, "Access". */
 static inline bool peer_is_root(const Peer *c) {
         return c->uid == 0 || c->uid == geteuid();
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""tpd's side-by-side benchmark (DESIGN.md §6): one generated load through tpd, trace-cmd and perf.
+"""tpd's side-by-side benchmark (docs/performance.md): one generated load through tpd, trace-cmd and perf.
 
     python3 tests/bench/bench.py --build build [--quick] [--json out.json] [--events N]
 
@@ -54,7 +54,7 @@ CONSUMER_PIPE_SIZE = 1 << 20
 TC_STREAM_GRACE_S = 10
 SO_TIMESTAMPNS = getattr(socket, 'SO_TIMESTAMPNS', 35)
 
-# DESIGN.md §6
+# The bounds each run is checked against (docs/performance.md, "What the benchmark checks").
 # Daemon CPU per record: 250 ns for getppid records (20 bytes raw, ~121 bytes of JSON); sched_switch
 # records are about three times larger in both, and get 400 ns.
 TARGET_DAEMON_NS = {'getppid': 250, 'pingpong': 400}
@@ -950,7 +950,7 @@ class GetppidLoad(Load):
         super().__init__('getppid', f'getppid storm {n:,}', 'syscalls:sys_enter_getppid')
         self.n = self.expected = n
         self.expected_source = 'generator count'
-        self.excess = ' (perf writes a few duplicates, ENVIRONMENT.md)'
+        self.excess = ' (perf writes a few duplicates)'
 
     def spawn(self, ctx):
         gen = ctx.gen('GEN_GETPPID', '--count', self.n, '--cpu', GEN_CPU)
@@ -1064,7 +1064,7 @@ def render(result):
                      f'max {fmt(st["ready_ms_max"], 1)} ms; GetInfo answered after median '
                      f'{fmt(st["getinfo_ms_median"], 1)} ms, max {fmt(st["getinfo_ms_max"], 1)} ms')
     if result['targets']:
-        lines.append('DESIGN.md §6 targets:')
+        lines.append('targets (docs/performance.md):')
         for t in result['targets']:
             lines.append(f'  [{"met" if t["met"] else "MISSED"}] {t["target"]}: {t["measured"]}')
     if result['errors']:

@@ -460,7 +460,7 @@ static const Dataset datasets[] = {
 static int ensure_tracefs(void) {
         if (access(TRACEFS "/instances", F_OK) == 0)
                 return 0;
-        /* Not mounted at boot on the project's machines (ENVIRONMENT.md). */
+        /* tracefs is not always mounted at boot. */
         if (mount("nodev", TRACEFS, "tracefs", 0, NULL) < 0) {
                 fprintf(stderr, "Failed to mount tracefs on " TRACEFS ": %m\n");
                 return -errno;

@@ -5,7 +5,7 @@
 A known workload (10,000 getppid calls of one pinned process, kernel filter on its pid) runs while
 both streams are live. Records with ts at or after the generator's "go" (boot clock) belong to the
 run: each stream must have exactly N of them, nothing lost, and the two lists of lines must be
-identical byte for byte and in the same order (each record is encoded once and shared, DESIGN §1).
+identical byte for byte and in the same order (each record is encoded once and shared, docs/design.md §1).
 Closing one stream must not disturb the other: afterwards the survivor still receives records.
 """
 

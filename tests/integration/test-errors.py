@@ -7,7 +7,7 @@
   exit 1 (or 2 for usage) and leave tracefs exactly as it was: enabled events and filters of the
   instance and of the top level, both tracing_on files, the list of instances, the instance's files.
 - An invalid kernel filter gets io.tpd.tracing.InvalidFilter and the previous filter stays in place
-  (the kernel itself would drop it, ENVIRONMENT.md); an invalid stream filter fails that stream.
+  (the kernel itself would drop it); an invalid stream filter fails that stream.
 - Raw Varlink abuse (garbage + NUL, non-object JSON, truncated JSON, > 64 KiB without NUL) closes
   that connection only: a client connected before keeps working, new clients are served, a running
   stream keeps streaming. An unknown method is an error reply (MethodNotFound), not a close. A call

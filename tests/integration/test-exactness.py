@@ -51,7 +51,7 @@ class Tally:
     def feed(self, line):
         rec = T.parse_record(line)
         cpu = rec['cpu']
-        # Events of one CPU come in order (DESIGN §3); lost records carry the ts where they were noticed.
+        # Events of one CPU come in order (docs/design.md §3); lost records carry the ts where they were noticed.
         if rec['ts'] < self.last_ts.get(cpu, 0) and 'lost' not in rec:
             self.error(f'ts went backwards on CPU {cpu}: {self.last_ts[cpu]} then {line!r}')
         if 'lost' in rec:

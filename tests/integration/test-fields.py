@@ -190,7 +190,7 @@ def main(ctx):
         check(list(r['fields']) == FIELDS, f'fields {list(r["fields"])}, expected {FIELDS}')
         check('print' in r, f'--print stream record without "print": {r}')
 
-    # Per CPU, in order: tpd keeps each CPU's order (DESIGN §3); the kernel's trace file merges CPUs
+    # Per CPU, in order: tpd keeps each CPU's order (docs/design.md §3); the kernel's trace file merges CPUs
     # by time but keeps each CPU's own order too.
     def per_cpu(recs):
         out = {}

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""CPUs that come and go (DESIGN §5): tpd reads the online CPUs, starts on one that comes online,
+"""CPUs that come and go (docs/design.md §1): tpd reads the online CPUs, starts on one that comes online,
 drains and stops one that goes offline, and never spins.
 
 1. cpu1 offline when tpd starts (its trace_pipe_raw then has no ring buffer and polls ready
@@ -33,7 +33,7 @@ ONLINE = f'/sys/devices/system/cpu/cpu{CPU}/online'
 EVENT = 'syscalls:sys_enter_getppid'
 SCALE = float(os.environ.get('TPD_TEST_SCALE', 1))
 IDLE_SECONDS = 3.0
-IDLE_MAX_SHARE = 0.001 * T.SLOWDOWN  # DESIGN §6: idle <= 0.1 % CPU (a spin is 100 %)
+IDLE_MAX_SHARE = 0.001 * T.SLOWDOWN  # docs/performance.md: idle <= 0.1 % CPU (a spin is 100 %)
 STORM_N = int(200_000 * SCALE)
 ONLINE_N = 100_000              # the lossless run 1.5 s after cpu1 came online
 ONLINE_DELAY = 1.5

@@ -44,7 +44,7 @@ def tpd_argv(ctx, instance, sock):
 
 
 def parse(line):
-    """A record, a lost record or a notice; checks the notice's shape (README "Records")."""
+    """A record, a lost record or a notice; checks the notice's shape (docs/design.md §3)."""
     try:
         rec = json.loads(line)
     except ValueError as e:

@@ -3,7 +3,7 @@
 """Liveness: a single record reaches a running stream within 1 s, and idle means idle.
 
 splice() only moves full pages, so a lone trace_marker write sits in a partial page until tpd's
-flush timer reads it (DESIGN §1, default 100 ms). A stream without -e (reading through a pipe, as
+flush timer reads it (docs/design.md §1, default 100 ms). A stream without -e (reading through a pipe, as
 `tpctl stream | jq` would) must print a single marker write within 1 s, five times, at random phases
 of the flush timer. Each record must be the write itself: ftrace:print from this process, buf as the
 kernel stores it (the message plus the newline the kernel appends), ts on the boot clock between

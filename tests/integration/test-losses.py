@@ -20,7 +20,7 @@
 
 A clear tpd does not make itself is seen by the counters going back: the storm after the foreign
 clear is smaller than the one before, so the overrun counter is below its old value when tpd
-wakes (a clear followed by more growth than the whole life before it is not seen: README).
+wakes (a clear followed by more growth than the whole life before it is not seen: docs/design.md §3).
 """
 
 import importlib

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""The policy between members (DESIGN §5), with real users: A and B in a group made for the test
+"""The policy between members (docs/design.md §5), with real users: A and B in a group made for the test
 (tpd's access group), O outside it; each runs tpctl through setpriv.
 
 - the socket tpd binds is 0660 root:GROUP; O is refused (by the mode, and by tpd's own check when

@@ -8,7 +8,7 @@ takes everything into /dev/null; eight selective streams are stopped with SIGSTO
   4 x `-p A`  (A: the storm itself; a dense selection)
 Generator A makes a storm of N getppid calls (TPD_TEST_SCALE scales N), B a paced trickle.
 
-  - tpd's peak RSS (VmHWM, and VmRSS sampled) stays under the bound the README states:
+  - tpd's peak RSS (VmHWM, and VmRSS sampled) stays under the bound docs/design.md §5 states:
     16 MiB + streams x (ClientQueueKB + 64 KiB).
   - After SIGCONT and a drain, each selective stream's delivered + `client` lost = what the
     kernel wrote for its selection during the run (the generator's N calls), exactly, and nothing

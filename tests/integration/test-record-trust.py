@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""A member of the access group records (README "Recording" and "Access"), with real users: A in a
-group made for the test, tpd's access group.
+"""A member of the access group records (docs/operating.md "Recording", docs/design.md §5 "Access"), with
+real users: A in a group made for the test, tpd's access group.
 
 1. Kernel addresses: A's raw `Record` frames, read over the socket as A, hold no kernel address
    (0xffff + 12 hex digits) in any FILE frame, and no printk_formats; root's hold printk_formats
@@ -15,7 +15,7 @@ group made for the test, tpd's access group.
    filter was wrong never existed), exactly.
 3. Memory: A's `tpctl record` of getppid is stopped (SIGSTOP) while 1,000 threads rename
    themselves and call getppid for 60 s (TPD_TEST_SCALE scales it): tpd's VmHWM stays under the
-   bound the README states (16 MiB + streams x (ClientQueueKB + 64 KiB)); beside it, root's stream
+   bound docs/design.md §5 states (16 MiB + streams x (ClientQueueKB + 64 KiB)); beside it, root's stream
    of a paced generator gets every call; after SIGCONT the recording ends with exit 0 and its
    records + lost equal what the kernel wrote, exactly.
 """

@@ -66,7 +66,8 @@ def trace_cmd_record(ctx, dat, pid, args):
     name = ctx.unique_name('-tc')
     path = os.path.join(T.TRACEFS, 'instances', name)
     ctx._instances.append(path)   # removed on cleanup whatever happens
-    # ENVIRONMENT.md: on this kernel trace-cmd needs -k -d -B (it touches function-tracer files).
+    # On a kernel locked down for the function tracer, trace-cmd needs -k -d -B (it touches
+    # function-tracer files otherwise).
     argv = ['trace-cmd', 'record', '-k', '-d', '-B', name, '-C', 'boot', '-e', EVENT, '-f', f'common_pid == {pid}',
             '-o', dat, *args]
     tc = T.Process(ctx, f'trace-cmd-{os.path.basename(dat)}', argv, stdout=subprocess.DEVNULL)

@@ -5,7 +5,7 @@
 tpd pins sched:sched_switch with a kernel filter and serves a stream; then it is SIGKILLed, which
 leaves the instance (with the event enabled) and the socket file behind, and the stream must end
 with exit 69. A new tpd on the same instance name and socket path must start (reclaiming the stale
-instance, DESIGN §4), restore the pin and its filter (DESIGN §2: "pins; persisted across restarts"),
+instance, docs/design.md §4), restore the pin and its filter (docs/design.md §2: "pins; persisted across restarts"),
 serve records, and on SIGTERM exit 0 and remove the instance.
 """
 
@@ -25,7 +25,7 @@ def main(ctx):
     tpd.tpctl_ok('enable', EVENT, '--filter', FILTER)
     stream = tpd.stream()
     T.confirm_live([stream], lambda: tpd.marker('tpdtest-probe'))
-    # Enable replies before the state is on disk (saved from a debounce timer, README): a crash
+    # Enable replies before the state is on disk (saved from a debounce timer, docs/operating.md "State"): a crash
     # right after it may lose the pin, so wait until the save is done, as GetStatus shows.
     T.wait_state_saved(tpd, 1)
 

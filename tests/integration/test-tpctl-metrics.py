@@ -62,7 +62,7 @@ def status_counters(st):
 
 def node_exporter_textfile(ctx, r_text, delivered):
     """Where node_exporter is installed (Debian: prometheus-node-exporter), its textfile collector
-    reads the file as written by the README's recipe and serves tpd's samples without an error."""
+    reads the file as written by the recipe of docs/operating.md and serves tpd's samples without an error."""
     exporter = shutil.which('prometheus-node-exporter') or shutil.which('node_exporter')
     if not exporter:
         log('node_exporter is not installed: the textfile collector check is not run')

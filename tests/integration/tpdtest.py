@@ -105,7 +105,7 @@ def ensure_tracefs():
         raise TestSkip('tpd integration tests need root (tracefs instances and events)')
     if os.path.isdir(os.path.join(TRACEFS, 'instances')):
         return
-    # Not mounted at boot on the project's machines (ENVIRONMENT.md).
+    # tracefs is not always mounted at boot.
     r = subprocess.run(['mount', '-t', 'tracefs', 'nodev', TRACEFS], capture_output=True, text=True)
     if not os.path.isdir(os.path.join(TRACEFS, 'instances')):
         raise TestSkip(f'tracefs cannot be mounted at {TRACEFS}: '
@@ -145,7 +145,7 @@ def read_cpu_stats(instance_dir):
 
 def written(stats, cpu=None):
     """Records the kernel accepted or lost: with overwrite on, entries + overrun + read events is
-    exact (ENVIRONMENT.md); dropped events (overwrite off) and commit overrun (dropped while a
+    exact (the kernel's per_cpu stats); dropped events (overwrite off) and commit overrun (dropped while a
     nested writer filled the page) are disjoint from those and added for completeness."""
     cpus = [cpu] if cpu is not None else list(stats)
     return sum(stats[c].get('entries', 0) + stats[c].get('overrun', 0) + stats[c].get('read events', 0) +
@@ -244,7 +244,7 @@ def remove_instance(path):
 # records
 
 def parse_record(line):
-    """Parses one NDJSON line and checks the fixed shape of DESIGN.md §3; returns the dict."""
+    """Parses one NDJSON line and checks the fixed shape of docs/design.md §3; returns the dict."""
     try:
         rec = json.loads(line)
     except (ValueError, UnicodeDecodeError) as e:
@@ -680,7 +680,7 @@ class Tpd:
         return self
 
     def wait_ready(self, timeout, clean=True):
-        """Ready = the socket accepts a connection and answers GetInfo (DESIGN §2)."""
+        """Ready = the socket accepts a connection and answers GetInfo (docs/design.md §2)."""
         start = time.monotonic()
         last = None
         while time.monotonic() - start < timeout:
@@ -703,7 +703,7 @@ class Tpd:
         fail(f'tpd not ready within {timeout} s (last: {last!r}); log:\n{self.log()}')
 
     def _clean_slate(self):
-        # DESIGN §4 persists pins in the state directory. A test must start from an instance with nothing
+        # docs/design.md §4: pins persist in the state directory. A test must start from an instance with nothing
         # enabled, whatever an earlier run left there; say so loudly if that was not the case.
         left = enabled_events(self.instance_dir)
         if left:

@@ -11,9 +11,9 @@
 # container root), TPD_SYSTEST_MIRROR (Debian mirror for debootstrap; default: apt's own),
 # TPD_SYSTEST_KEEP=1 (keep the run's logs).
 #
-# See ENVIRONMENT.md, "Testing the service for real", for why it is done this way: machinectl,
-# systemctl -M and systemd-run -M do not work here, and /sys/kernel/tracing must not be bound in
-# (the container's systemd mounts tracefs itself, given CAP_SYS_RAWIO).
+# Why it is done this way: machinectl, systemctl -M and systemd-run -M do not work on the machines
+# these tests run on, and /sys/kernel/tracing must not be bound in (the container's systemd mounts
+# tracefs itself, given CAP_SYS_RAWIO).
 set -uo pipefail
 
 SUITE=bookworm

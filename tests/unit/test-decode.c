@@ -254,7 +254,7 @@ static size_t count_lines(const char *s, size_t len, const char *needle) {
         return n;
 }
 
-/* Each line must be one JSON object with DESIGN §3's keys in its order. json-c keeps key order. */
+/* Each line must be one JSON object with docs/design.md §3's keys in its order. json-c keeps key order. */
 static void check_json_lines(const char *text, size_t len) {
         static const char *const event_keys[] = {
                 "ts", "cpu", "event", "pid", "comm", "fields", "print", NULL,
