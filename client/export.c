@@ -128,13 +128,6 @@ typedef struct Exporter {
         uint64_t records_read, records_acked, messages_acked, duplicates, lost_export;
 } Exporter;
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000U + (uint64_t) ts.tv_nsec / 1000U;
-}
-
 static int log_nats(natsStatus s, const char *what) {
         const char *detail = nats_GetLastError(NULL);
         char shown[1024];
@@ -214,7 +207,7 @@ static bool batch_append(Exporter *e, Subject *s, const char *line, size_t len) 
                 s->cap = cap;
         }
         if (s->len == 0)
-                s->opened = now_usec();
+                s->opened = now_usec(CLOCK_MONOTONIC);
         memcpy(s->buf + s->len, line, len);
         s->len += len;
         s->records++;
@@ -431,7 +424,7 @@ static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void
                         e->failing = true;
                         e->backoff_ms = e->backoff_ms ? MIN(e->backoff_ms * 2, EXPORT_BACKOFF_MAX_MS)
                                                       : EXPORT_BACKOFF_MIN_MS;
-                        e->retry_at = now_usec() + e->backoff_ms * 1000U;
+                        e->retry_at = now_usec(CLOCK_MONOTONIC) + e->backoff_ms * 1000U;
                         /* libnats hands the message back: it is sent again as it is. */
                         b->msg = TAKE_PTR(msg);
                         ready_insert(e, b);
@@ -485,7 +478,7 @@ static void *publisher(void *userdata) {
                 char id[192];
                 natsMsg *msg = NULL;
                 natsStatus s;
-                uint64_t now = now_usec();
+                uint64_t now = now_usec(CLOCK_MONOTONIC);
                 Batch *b = e->ready;
 
                 if (!b || !e->connected || e->n_inflight >= EXPORT_WINDOW || now < e->retry_at) {
@@ -531,7 +524,7 @@ static void *publisher(void *userdata) {
                                 }
                         e->backoff_ms = e->backoff_ms ? MIN(e->backoff_ms * 2, EXPORT_BACKOFF_MAX_MS)
                                                       : EXPORT_BACKOFF_MIN_MS;
-                        e->retry_at = now_usec() + e->backoff_ms * 1000U;
+                        e->retry_at = now_usec(CLOCK_MONOTONIC) + e->backoff_ms * 1000U;
                 }
         }
         pthread_mutex_unlock(&e->lock);
@@ -772,7 +765,7 @@ static size_t take_lines(Exporter *e, const char *buf, size_t len) {
 }
 
 static void wait_drained(Exporter *e) {
-        uint64_t deadline = now_usec() + EXPORT_DRAIN_USEC;
+        uint64_t deadline = now_usec(CLOCK_MONOTONIC) + EXPORT_DRAIN_USEC;
 
         pthread_mutex_lock(&e->lock);
         seal_old(e, 0, true);
@@ -780,7 +773,7 @@ static void wait_drained(Exporter *e) {
                 bool flushed = losses_flush(e);
 
                 seal_old(e, 0, true);
-                if ((flushed && !e->ready && e->n_inflight == 0) || now_usec() >= deadline)
+                if ((flushed && !e->ready && e->n_inflight == 0) || now_usec(CLOCK_MONOTONIC) >= deadline)
                         break;
                 pthread_mutex_unlock(&e->lock);
                 usleep(10 * 1000);
@@ -903,7 +896,7 @@ int export_run(const char *socket_path, json_object *params, const ExportOptions
                 }
 
                 pthread_mutex_lock(&e.lock);
-                seal_old(&e, now_usec(), false);
+                seal_old(&e, now_usec(CLOCK_MONOTONIC), false);
                 (void) losses_flush(&e);
                 pthread_mutex_unlock(&e.lock);
 

@@ -530,13 +530,6 @@ static void top_draw(const TopSample *s, TopSort sort) {
         (void) write_all(STDOUT_FILENO, text, size);
 }
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
-}
-
 /* One GetCounters call; its sample with rates against prev. */
 static int top_sample(Connection *c, const TopOptions *o, bool first, const TopSample *prev,
                       TopSample **ret) {
@@ -565,7 +558,7 @@ static int top_sample(Connection *c, const TopOptions *o, bool first, const TopS
 static int top_wait(uint64_t due, bool keys, TopSort *sort) {
         for (;;) {
                 struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
-                uint64_t now = now_usec();
+                uint64_t now = now_usec(CLOCK_MONOTONIC);
                 int timeout, n;
                 char key;
 
@@ -635,7 +628,7 @@ int top_run(const TopOptions *options) {
         r = top_sample(&c, &o, true, NULL, &prev);
         if (r != 0)
                 return connection_exit_status(r);
-        due = now_usec() + o.delay_usec;
+        due = now_usec(CLOCK_MONOTONIC) + o.delay_usec;
         if (tty) {
                 screen_setup(keys);
                 top_draw(prev, o.sort);
@@ -680,8 +673,8 @@ int top_run(const TopOptions *options) {
                         break;
                 /* Keep the beat; after a stall (a stopped terminal) start a new one. */
                 due += o.delay_usec;
-                if (due < now_usec())
-                        due = now_usec() + o.delay_usec;
+                if (due < now_usec(CLOCK_MONOTONIC))
+                        due = now_usec(CLOCK_MONOTONIC) + o.delay_usec;
         }
 
         screen_restore();

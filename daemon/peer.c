@@ -191,13 +191,6 @@ static int peer_update_events(Peer *c) {
         return sd_event_source_set_io_events(c->source, events);
 }
 
-static uint64_t peer_now_usec(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
-}
-
 static int peer_process(Peer *c);
 
 static int peer_on_resume(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -240,7 +233,7 @@ static int peer_yield(Peer *c) {
 }
 
 static int peer_process(Peer *c) {
-        uint64_t start = peer_now_usec();
+        uint64_t start = now_usec(CLOCK_MONOTONIC);
 
         if (c->resume_pending)
                 return 0;
@@ -256,7 +249,8 @@ static int peer_process(Peer *c) {
                 if (c->upgraded || c->stream || c->deferred || c->out.bytes >= PEER_OUT_MAX)
                         return 0;
 
-                if (peer_now_usec() - start >= PEER_SLICE_USEC && varlink_buffer_pending(&c->in) > 0)
+                if (now_usec(CLOCK_MONOTONIC) - start >= PEER_SLICE_USEC &&
+                    varlink_buffer_pending(&c->in) > 0)
                         return peer_yield(c);
 
                 r = varlink_buffer_next(&c->in, &msg, &len);
@@ -482,7 +476,7 @@ static int peer_on_deferred(sd_event_source *s, uint64_t usec, void *userdata) {
         PeerDeferred *d = userdata;
         int r;
 
-        r = d->work(d->peer, peer_now_usec() + PEER_SLICE_USEC, d->userdata);
+        r = d->work(d->peer, now_usec(CLOCK_MONOTONIC) + PEER_SLICE_USEC, d->userdata);
         if (r == 0) {
                 /* Again at the next turn, after the other sources (see peer_yield()). */
                 r = sd_event_source_set_time_relative(s, 0);
@@ -499,7 +493,7 @@ int peer_defer(Peer *c, PeerWork work, void *userdata, void (*free_userdata)(voi
         PeerDeferred *d;
         int r;
 
-        r = work(c, peer_now_usec() + PEER_SLICE_USEC, userdata);
+        r = work(c, now_usec(CLOCK_MONOTONIC) + PEER_SLICE_USEC, userdata);
         if (r != 0) {
                 if (free_userdata)
                         free_userdata(userdata);

@@ -38,13 +38,6 @@ typedef struct PinJob {
         bool changed;      /* a pin changed: the state file is due */
 } PinJob;
 
-static uint64_t pins_now_usec(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
-}
-
 static void pin_job_free(void *userdata) {
         PinJob *j = userdata;
 
@@ -219,7 +212,7 @@ static int pin_job_work(Peer *c, uint64_t until_usec, void *userdata) {
                 if (r != 0)
                         return pin_job_fail(j, r);
                 j->i++;
-                if (pins_now_usec() >= until_usec)
+                if (now_usec(CLOCK_MONOTONIC) >= until_usec)
                         return 0;
         }
 }

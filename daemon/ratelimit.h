@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "util.h"
+
 /*
  * Log rate limiting for messages a client (or the machine) can trigger at will: at most `burst`
  * messages per interval; the first message of the next interval can say how many were left out.
@@ -22,11 +24,8 @@ typedef struct RateLimit {
 
 /* True when a message may be logged now; otherwise counts it as suppressed. */
 static inline bool ratelimit_below(RateLimit *rl) {
-        struct timespec ts;
-        uint64_t now;
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
 
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        now = (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL;
         if (rl->begin_usec == 0 || now - rl->begin_usec >= rl->interval_usec) {
                 rl->begin_usec = now;
                 rl->n = 0;

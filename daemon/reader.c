@@ -43,15 +43,9 @@ struct Reader {
         void *userdata;
 };
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
-}
-
 /* True when a warning last logged at *last may be logged again now. */
 static bool ratelimit_pass(uint64_t *last) {
-        uint64_t now = now_usec();
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
 
         if (*last != 0 && now - *last < READER_LOG_INTERVAL_USEC)
                 return false;

@@ -96,13 +96,6 @@ static int event_write(Tracing *t, const TracingEvent *e, const char *file, cons
                                                                                            : 0;
 }
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
-}
-
 static int load_available(Tracing *t) {
         _cleanup_free_ char *text = NULL;
         _cleanup_strv_free_ char **list = NULL;
@@ -159,18 +152,18 @@ static int load_available(Tracing *t) {
         t->available = TAKE_PTR(list);
         t->by_index = TAKE_PTR(by_index);
         t->n_available = n;
-        t->available_usec = now_usec();
+        t->available_usec = now_usec(CLOCK_MONOTONIC);
         return 0;
 }
 
 /* Modules may add events at any time, so a name tpd does not know may be new. Rereading the list
  * costs milliseconds: at most once a second, however many unknown names clients ask for. */
 static void reload_available_ratelimited(Tracing *t) {
-        if (now_usec() < t->available_usec + TRACING_RELOAD_USEC)
+        if (now_usec(CLOCK_MONOTONIC) < t->available_usec + TRACING_RELOAD_USEC)
                 return;
         (void) load_available(t);
         /* A failed read is not retried before the interval either. */
-        t->available_usec = now_usec();
+        t->available_usec = now_usec(CLOCK_MONOTONIC);
 }
 
 /* The index of name in the sorted list of available events, or -1. */

@@ -65,6 +65,14 @@ static inline void closep(int *fd) {
                         func(*p);               \
         }
 
+/* A clock's time in microseconds (CLOCK_MONOTONIC for timeouts, intervals and rates). */
+static inline uint64_t now_usec(clockid_t clock) {
+        struct timespec ts;
+
+        clock_gettime(clock, &ts);
+        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
+}
+
 static inline bool streq(const char *a, const char *b) {
         return strcmp(a, b) == 0;
 }
