@@ -179,10 +179,10 @@ static void counters_put_u64(JsonBuf *b, const char *key, uint64_t v) {
         json_put_u64(b, v);
 }
 
-/* One event of a GetCounters reply. Written as text: a json-c object per process made a reply of
- * thousands of processes cost tens of milliseconds of the loop. */
-static int counters_put_event(Manager *m, JsonBuf *b, const CounterEvent *e, bool first) {
-        const char *name = decoder_event_name(m->decoder, e->id);
+/* One event of a GetCounters reply, named name (NULL: none known). Written as text: a json-c
+ * object per process made a reply of thousands of processes cost tens of milliseconds of the
+ * loop. */
+static int counters_put_event(Manager *m, JsonBuf *b, const CounterEvent *e, const char *name, bool first) {
         int r;
 
         r = jsonbuf_reserve(b, 8 * COUNTERS_FIELD_MAX + (name ? JSON_STRING_MAX_LEN(strlen(name)) : 0));
@@ -233,26 +233,28 @@ static int counters_build(Manager *m, char **ret, size_t *ret_len) {
         _cleanup_(jsonbuf_done) JsonBuf b = {};
         TracingEvent *const *events;
         uint64_t overrun, dropped;
-        struct timespec now;
         bool first = true;
         size_t n;
         int r;
 
         manager_counting_kernel_losses(m, &overrun, &dropped);
-        clock_gettime(CLOCK_MONOTONIC, &now);
         r = jsonbuf_reserve(&b, 4 * COUNTERS_FIELD_MAX);
         if (r < 0)
                 return r;
-        counters_put_u64(&b, "{\"parameters\":{\"usec\":",
-                         (uint64_t) now.tv_sec * 1000000ULL + (uint64_t) now.tv_nsec / 1000);
+        counters_put_u64(&b, "{\"parameters\":{\"usec\":", now_usec(CLOCK_MONOTONIC));
         counters_put_u64(&b, ",\"since_usec\":", m->counting_usec);
         jsonbuf_put(&b, ",\"events\":[", 11);
         for (size_t i = 0; i < m->counters->n_events; i++, first = false) {
-                r = counters_put_event(m, &b, &m->counters->events[i], first);
+                const CounterEvent *e = &m->counters->events[i];
+
+                /* Its records were decoded: the decoder's plan for it, and its name, exist. */
+                r = counters_put_event(m, &b, e, decoder_event_name(m->decoder, e->id), first);
                 if (r < 0)
                         return r;
         }
-        /* Enabled events that wrote nothing yet are shown too: silent is worth seeing. */
+        /* Enabled events that wrote nothing yet are shown too: silent is worth seeing. They are
+         * named from tracefs: the decoder would build a plan for each to name it (20 ms for the
+         * first reply with 1,024 events enabled). */
         events = tracing_events(m->tracing, &n);
         for (size_t i = 0; i < n; i++) {
                 const TracingEvent *e = events[i];
@@ -263,7 +265,7 @@ static int counters_build(Manager *m, char **ret, size_t *ret_len) {
                 id = (unsigned) e->format->id;
                 if (id < m->counters->n_index && m->counters->index[id] != 0)
                         continue;
-                r = counters_put_event(m, &b, &(CounterEvent){ .id = (uint16_t) id }, first);
+                r = counters_put_event(m, &b, &(CounterEvent){ .id = (uint16_t) id }, e->name, first);
                 if (r < 0)
                         return r;
                 first = false;
@@ -283,15 +285,13 @@ static int counters_build(Manager *m, char **ret, size_t *ret_len) {
 
 int status_method_get_counters(Manager *m, Peer *c, const VarlinkCall *call) {
         static const char *const keys[] = { NULL };
-        struct timespec ts;
         uint64_t now;
         bool fresh;
         int r;
 
         if (check_keys(c, call, keys) < 0)
                 return 0;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        now = (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
+        now = now_usec(CLOCK_MONOTONIC);
         fresh = m->counters_reply && now < m->counters_reply_usec + STATUS_COUNTERS_REUSE_USEC;
 
         /* A reply built less than STATUS_COUNTERS_REUSE_USEC ago is the answer ("usec" says when it
