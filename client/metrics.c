@@ -74,9 +74,25 @@ static void label_value(FILE *f, const char *s) {
         }
 }
 
-/* A sample as JSON: {"name":…,"labels":{…},"value":…}; value_ms: value is milliseconds, shown as
+static int64_t ten_to(unsigned decimals) {
+        int64_t p = 1;
+
+        while (decimals-- > 0)
+                p *= 10;
+        return p;
+}
+
+/* value / 10^decimals in decimal, without going through a float (a double would print 0.1 as
+ * 0.1000000000000000055…). */
+static void fixed_point(char *buf, size_t size, int64_t value, unsigned decimals) {
+        int64_t p = ten_to(decimals);
+
+        snprintf(buf, size, "%" PRId64 ".%0*" PRId64, value / p, (int) decimals, value % p);
+}
+
+/* A sample as JSON: {"name":…,"labels":{…},"value":…}; decimals > 0: value is 10^-decimals, shown as
  * seconds. Returns the labels object to fill, or NULL when out of memory. */
-static json_object *sample_json(Writer *w, int64_t value, bool value_ms) {
+static json_object *sample_json(Writer *w, int64_t value, unsigned decimals) {
         _cleanup_free_ char *name = NULL;
         json_object *o = json_object_new_object(), *labels = json_object_new_object();
 
@@ -89,23 +105,24 @@ static json_object *sample_json(Writer *w, int64_t value, bool value_ms) {
         }
         json_object_object_add(o, "name", json_object_new_string(name));
         json_object_object_add(o, "labels", labels);
-        if (value_ms) {
-                char text[32]; /* as the text formats write it, not as the nearest double prints */
+        if (decimals > 0) {
+                char text[48]; /* as the text formats write it, not as the nearest double prints */
 
-                snprintf(text, sizeof(text), "%" PRId64 ".%03" PRId64, value / 1000, value % 1000);
-                json_object_object_add(o, "value", json_object_new_double_s((double) value / 1000, text));
+                fixed_point(text, sizeof(text), value, decimals);
+                json_object_object_add(o, "value",
+                                       json_object_new_double_s((double) value / ten_to(decimals), text));
         } else
                 json_object_object_add(o, "value", json_object_new_int64(value));
         return labels;
 }
 
 /* One sample of the current family; labels are name/value pairs, NULL-terminated. */
-static void sample_ext(Writer *w, int64_t value, bool value_ms, va_list ap) {
+static void sample_ext(Writer *w, int64_t value, unsigned decimals, va_list ap) {
         const char *name;
         bool first = true;
 
         if (w->json) {
-                json_object *labels = sample_json(w, value, value_ms);
+                json_object *labels = sample_json(w, value, decimals);
 
                 while (labels && (name = va_arg(ap, const char *)))
                         json_object_object_add(labels, name,
@@ -121,10 +138,12 @@ static void sample_ext(Writer *w, int64_t value, bool value_ms, va_list ap) {
                 first = false;
         }
         fputs(first ? "" : "}", w->f);
-        if (value_ms)
-                /* Whole milliseconds as seconds, without going through a float. */
-                fprintf(w->f, " %" PRId64 ".%03" PRId64 "\n", value / 1000, value % 1000);
-        else
+        if (decimals > 0) {
+                char text[48];
+
+                fixed_point(text, sizeof(text), value, decimals);
+                fprintf(w->f, " %s\n", text);
+        } else
                 fprintf(w->f, " %" PRId64 "\n", value);
 }
 
@@ -132,15 +151,16 @@ static void sample(Writer *w, int64_t value, ...) {
         va_list ap;
 
         va_start(ap, value);
-        sample_ext(w, value, false, ap);
+        sample_ext(w, value, 0, ap);
         va_end(ap);
 }
 
-static void sample_ms(Writer *w, int64_t value_ms, ...) {
+/* A sample of seconds, given in 10^-decimals of a second (3: milliseconds, 6: microseconds). */
+static void sample_seconds(Writer *w, int64_t value, unsigned decimals, ...) {
         va_list ap;
 
-        va_start(ap, value_ms);
-        sample_ext(w, value_ms, true, ap);
+        va_start(ap, decimals);
+        sample_ext(w, value, decimals, ap);
         va_end(ap);
 }
 
@@ -167,6 +187,8 @@ enum {
         F_EVENT_STREAMS,
         F_STATE_SAVES,
         F_STATE_FAILING,
+        F_LOOP_MAX,
+        F_LOOP_SLOW,
 };
 
 static const Family families[] = {
@@ -199,6 +221,10 @@ static const Family families[] = {
         [F_STATE_SAVES] = { "tpd_state_saves", COUNTER, "Writes of the state file (pins)." },
         [F_STATE_FAILING] = { "tpd_state_save_failing", GAUGE,
                               "Whether saving the state file fails (1) now." },
+        [F_LOOP_MAX] = { "tpd_loop_dispatch_max_seconds", GAUGE,
+                         "The longest any client waited for tpd's loop since start (its longest "
+                         "dispatch)." },
+        [F_LOOP_SLOW] = { "tpd_loop_slow_dispatches", COUNTER, "Dispatches of tpd's loop over 10 ms." },
 };
 
 /* Counts by uid of the connections, or of those streaming, in the order uids first appear. */
@@ -235,6 +261,7 @@ int metrics_write(FILE *f, json_object *st, bool openmetrics, json_object *json)
         Writer w = { .f = f, .json = json, .openmetrics = openmetrics };
         json_object *cpus = json_object_object_get(st, "cpus");
         json_object *events = json_object_object_get(st, "events");
+        json_object *loop = json_object_object_get(st, "loop");
         json_object *lost = json_object_object_get(st, "lost");
         json_object *connections = json_object_object_get(st, "connections");
         static const struct {
@@ -254,7 +281,7 @@ int metrics_write(FILE *f, json_object *st, bool openmetrics, json_object *json)
         family_begin(&w, &families[F_BUFFER]);
         sample(&w, member_int(st, "buffer_size_kb") * 1024, NULL);
         family_begin(&w, &families[F_FLUSH]);
-        sample_ms(&w, member_int(st, "flush_interval_ms"), NULL);
+        sample_seconds(&w, member_int(st, "flush_interval_ms"), 3, NULL);
 
         for (size_t k = 0; k < ELEMENTSOF(per_cpu); k++) {
                 family_begin(&w, &families[per_cpu[k].family]);
@@ -330,6 +357,10 @@ int metrics_write(FILE *f, json_object *st, bool openmetrics, json_object *json)
         sample(&w, member_int(st, "state_saves"), NULL);
         family_begin(&w, &families[F_STATE_FAILING]);
         sample(&w, json_object_object_get(st, "state_error") ? 1 : 0, NULL);
+        family_begin(&w, &families[F_LOOP_MAX]);
+        sample_seconds(&w, member_int(loop, "max_usec"), 6, NULL);
+        family_begin(&w, &families[F_LOOP_SLOW]);
+        sample(&w, member_int(loop, "slow"), NULL);
 
         if (openmetrics && !json)
                 fputs("# EOF\n", f);

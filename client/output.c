@@ -216,6 +216,7 @@ void print_status(json_object *p) {
         };
         json_object *rows;
         json_object *lost = json_object_object_get(p, "lost");
+        json_object *loop = json_object_object_get(p, "loop");
         json_object *events = json_object_object_get(p, "events");
 
         printf("Version:        %s\n", cell(p, "version"));
@@ -229,6 +230,12 @@ void print_status(json_object *p) {
         printf("Lost:           %s overrun, %s dropped, %s client, %s unknown; %s pages not decoded\n",
                lost_cell(lost, "overrun"), lost_cell(lost, "dropped"), lost_cell(lost, "client"),
                lost_cell(lost, "unknown"), lost_cell(lost, "decode_pages"));
+        if (loop)
+                printf("Loop:           longest dispatch %.1f ms (most CPU of one %.1f ms), %s of %s over "
+                       "10 ms\n",
+                       (double) json_object_get_int64(json_object_object_get(loop, "max_usec")) / 1000,
+                       (double) json_object_get_int64(json_object_object_get(loop, "max_cpu_usec")) / 1000,
+                       cell(loop, "slow"), cell(loop, "dispatches"));
         /* Enable does not wait for the disk: a failing save of the pins shows here. */
         if (json_object_object_get(p, "state_error"))
                 printf("State:          %sNOT SAVED: %s (pins made since will not survive a restart)%s\n",

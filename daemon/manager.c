@@ -1360,7 +1360,7 @@ int manager_run(Manager *m) {
         (void) sd_notifyf(false, "READY=1\nSTATUS=Tracing in instance '%s'.",
                           tracing_instance_name(m->tracing));
 
-        r = sd_event_loop(m->event);
+        r = loop_run(m->event, &m->loop);
         if (r < 0)
                 return log_error_errno(r, "Event loop failed: %m");
 

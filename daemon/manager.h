@@ -11,6 +11,7 @@
 #include "config.h"
 #include "counters.h"
 #include "decode.h"
+#include "loop.h"
 #include "reader.h"
 #include "tracing.h"
 #include "varlink.h"
@@ -48,6 +49,7 @@ typedef struct Manager {
         Config config;
 
         sd_event *event;
+        LoopStats loop; /* the cost of each dispatch of the loop: GetStatus "loop" */
         sd_event_source *flush_timer;
         sd_event_source *status_timer;
         uint64_t status_usec;         /* when the last STATUS= was sent */

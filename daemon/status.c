@@ -56,7 +56,7 @@ int status_method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
         ManagerCounters counters;
         unsigned buffer_kb = 0;
         TracingEvent *const *events;
-        json_object *p, *cpus, *evs, *lost, *conns, *settings;
+        json_object *p, *cpus, *evs, *lost, *conns, *settings, *loop;
         uint64_t dropped = 0;
         size_t n;
         int r = 0;
@@ -168,6 +168,12 @@ int status_method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
         if (m->state_error != 0)
                 json_set(&r, p, "state_error", json_object_new_string(strerror(-m->state_error)));
         json_set(&r, p, "settings", settings);
+        loop = json_object_new_object();
+        json_set(&r, loop, "dispatches", json_u64(m->loop.dispatches));
+        json_set(&r, loop, "slow", json_u64(m->loop.slow));
+        json_set(&r, loop, "max_usec", json_u64(m->loop.max_usec));
+        json_set(&r, loop, "max_cpu_usec", json_u64(m->loop.max_cpu_usec));
+        json_set(&r, p, "loop", loop);
         return status_reply(c, p, r);
 }
 

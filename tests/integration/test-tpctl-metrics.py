@@ -189,6 +189,12 @@ def main(ctx):
     check(value('tpd_info', version=st['version'], instance=tpd.instance, clock='boot') == 1, 'tpd_info')
     check(value('tpd_buffer_size_bytes') == st['buffer_size_kb'] * 1024, 'buffer size differs')
     check(value('tpd_state_saves_total') == st['state_saves'], 'state saves differ')
+    # The loop's account moves with every call: the metrics' lies between the two statuses'.
+    loop_max = round(value('tpd_loop_dispatch_max_seconds') * 1e6)
+    check(before['loop']['max_usec'] <= loop_max <= after['loop']['max_usec'] and loop_max > 0,
+          f'loop max {loop_max} us outside {before["loop"]["max_usec"]}..{after["loop"]["max_usec"]}')
+    check(before['loop']['slow'] <= value('tpd_loop_slow_dispatches_total') <= after['loop']['slow'],
+          f'slow dispatches {value("tpd_loop_slow_dispatches_total")} outside {before["loop"]} .. {after["loop"]}')
     log(f'metrics equal GetStatus: delivered {st["delivered"]}, written {written}, lost {st["lost"]}')
 
     # OpenMetrics: the same samples, families named without _total, # EOF last.
