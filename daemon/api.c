@@ -323,8 +323,6 @@ static int stream_setup(Manager *m, Peer *c, const VarlinkCall *call, const char
         s->print = print;
         s->symbolic = symbolic;
         s->realtime = realtime;
-        s->symbolic = symbolic;
-        s->realtime = realtime;
         for (size_t i = 0; i < n && r >= 0; i++)
                 r = stream_select_event(s, (unsigned) events[i]->format->id);
         for (size_t i = 0; i < n_pids && r >= 0; i++)

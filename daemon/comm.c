@@ -13,9 +13,9 @@
 
 /*
  * The cache is set-associative: COMM_SETS sets of COMM_WAYS entries, least recently used out
- * first. A set is picked by a multiply-shift hash of the pid with a key drawn at each start, so a
- * user cannot steer pids into one set: pids that agree modulo any power of two (what forking until
- * a pid comes round again gives) land in sets as if at random. A direct-mapped table indexed by
+ * first. A set is picked by a keyed hash of the pid (hash_bucket()), the key drawn at each start,
+ * so a user cannot steer pids into one set: pids that agree modulo any power of two (what forking
+ * until a pid comes round again gives) land in sets as if at random. A direct-mapped table indexed by
  * pid % N let two processes whose pids agree modulo N evict each other on every record when they
  * ping-pong on one CPU, and turned each record into a /proc read.
  *
@@ -85,7 +85,7 @@ static void comm_cache_clear(CommCache *c) {
 }
 
 unsigned comm_cache_set_of(const CommCache *c, int pid) {
-        return hash_multiply_shift(c->key, (uint32_t) pid, COMM_SET_BITS);
+        return hash_bucket(c->key, (uint32_t) pid, COMM_SET_BITS);
 }
 
 int comm_cache_new(const char *saved_cmdlines_path, CommCache **ret) {

@@ -36,8 +36,7 @@ static StreamComm *stream_comm_slot(Stream *s, int32_t pid) {
                         uint32_t k = s->comm_pids[i].key;
                         if (k == 0)
                                 continue;
-                        for (h = hash_multiply_shift(s->comm_key, k, bits); t[h].key;
-                             h = (h + 1) & (cap - 1))
+                        for (h = hash_bucket(s->comm_key, k, bits); t[h].key; h = (h + 1) & (cap - 1))
                                 ;
                         t[h] = s->comm_pids[i];
                 }
@@ -45,7 +44,7 @@ static StreamComm *stream_comm_slot(Stream *s, int32_t pid) {
                 s->comm_pids = t;
                 s->comm_pids_cap = cap;
         }
-        for (h = hash_multiply_shift(s->comm_key, key, (unsigned) __builtin_ctzll(s->comm_pids_cap));
+        for (h = hash_bucket(s->comm_key, key, (unsigned) __builtin_ctzll(s->comm_pids_cap));
              s->comm_pids[h].key; h = (h + 1) & (s->comm_pids_cap - 1))
                 if (s->comm_pids[h].key == key)
                         break;

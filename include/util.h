@@ -138,7 +138,7 @@ static inline void *mfree(void *p) {
 
 /* A key for hashing values a user may choose (pids), drawn anew by each table: a user who cannot
  * see it cannot steer values into one bucket. Not a secret worth blocking for at boot: the clock
- * when getrandom() has nothing yet. Odd, for hash_multiply_shift(). */
+ * when getrandom() has nothing yet. Odd, for hash_bucket(). */
 static inline uint64_t hash_key_new(void) {
         struct timespec ts = {};
         uint64_t k;
@@ -156,7 +156,7 @@ static inline uint64_t hash_key_new(void) {
  * 2^(1 - bits)), but it maps values in arithmetic progression (pids that agree modulo a power of two,
  * which a user gets by forking) to a progression of buckets: for about one key in 2^bits, dozens of
  * them share one. The finalizer, a bijection that mixes every bit into every other, scatters them. */
-static inline uint32_t hash_multiply_shift(uint64_t key, uint32_t value, unsigned bits) {
+static inline uint32_t hash_bucket(uint64_t key, uint32_t value, unsigned bits) {
         uint64_t h = (uint64_t) value * key;
 
         h ^= h >> 33;
