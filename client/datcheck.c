@@ -10,9 +10,9 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "core/page.h"
 #include "datcheck.h"
 #include "lines.h"
-#include "page.h"
 #include "tracecmd-output.h"
 #include "util.h"
 
@@ -254,7 +254,7 @@ static int check_event_formats(Reader *r) {
 }
 
 /* libtraceevent 1.7's kbuffer, with which libtracecmd walks pages, reads past a page whose commit
- * word or entries overstate their length: each page must walk as tpd walks live ones (daemon/page.c),
+ * word or entries overstate their length: each page must walk as tpd walks live ones (core/page.c),
  * which reads the header of a little-endian kernel with 8-byte longs (others are left to kbuffer).
  * A CPU's data need not end with a whole page: libtracecmd maps it (allocate_page_map()) up to its
  * end, and a mapping shows the file's bytes, then zeros to the end of the machine's page, and faults

@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 
+#include "core/escape.h"
 #include "util.h"
 
 /*
@@ -26,12 +27,6 @@ int log_error_errno(int r, const char *format, ...) _printf_(2, 3);
 /* What to do about the error just printed: one line on stderr, without the "tpctl: " prefix. Not
  * with -q. */
 void log_hint(const char *format, ...) _printf_(1, 2);
-
-/* Text of a file or a peer made safe for a message: tpd's log_escape() (daemon/log.c), which tpctl
- * links with the pure layer. Quotes, backslashes and every byte outside printable ASCII become
- * escapes; cut with "..." to fit size. */
-const char *log_escape(const char *s, char *buf, size_t size);
-#define LOG_ESCAPE_MAX 1024U
 
 /* A usage error: the message and a pointer to --help. Returns -EINVAL. */
 int log_usage(const char *format, ...) _printf_(1, 2);

@@ -11,15 +11,15 @@
 #include <trace-cmd.h>
 #include <unistd.h>
 
+#include "core/decode.h"
+#include "core/filter.h"
+#include "core/names.h"
+#include "core/stream.h"
 #include "datcheck.h"
-#include "decode.h"
-#include "filter.h"
 #include "linereader.h"
 #include "lines.h"
 #include "log.h"
-#include "names.h"
 #include "replay.h"
-#include "stream.h"
 #include "terminal.h"
 #include "tpd-protocol.h"
 
@@ -168,7 +168,7 @@ static bool has_control_byte(const char *s, size_t n) {
 
 /*
  * An NDJSON capture: the lines stream's selection keeps, as they are. Only "event", "pid" and
- * "cpu" are looked at, with stream's rules (daemon/stream.c stream_matches()): a line of another
+ * "cpu" are looked at, with stream's rules (core/stream.c stream_matches()): a line of another
  * CPU goes, a line without "event" (a loss or a notice) stays, an event line must match the events
  * and pids. A lost record of cause "unknown" does not name its event or pid, so it stays too.
  * head (n_head bytes) is what was read of fd already: a pipe cannot be read twice.
@@ -496,7 +496,7 @@ static int replay_select(Replay *r, const ReplayOptions *o) {
         if (strlen(o->filter) > TPD_FILTER_MAX)
                 return log_error_errno(-EINVAL, "the filter is longer than %u bytes", TPD_FILTER_MAX);
 
-        /* tpd's grammar checks the text against each event first (daemon/filter.c), as for a live
+        /* tpd's grammar checks the text against each event first (core/filter.c), as for a live
          * stream; libtraceevent only ever sees its canonical text. */
         for (size_t j = 0; j < n_all; j++) {
                 _cleanup_free_ char *why = NULL;
@@ -509,11 +509,11 @@ static int replay_select(Replay *r, const ReplayOptions *o) {
                         return log_oom();
                 if (k < 0) {
                         if (patterns.n > 0)
-                                return log_error_errno(
-                                        k, "invalid filter for '%s:%s': %s",
-                                        log_escape(all[j]->system, (char[256]){}, 256),
-                                        log_escape(all[j]->name, (char[256]){}, 256),
-                                        log_escape(strempty(why), (char[LOG_ESCAPE_MAX]){}, LOG_ESCAPE_MAX));
+                                return log_error_errno(k, "invalid filter for '%s:%s': %s",
+                                                       escape_text(all[j]->system, (char[256]){}, 256),
+                                                       escape_text(all[j]->name, (char[256]){}, 256),
+                                                       escape_text(strempty(why), (char[ESCAPE_TEXT_MAX]){},
+                                                                   ESCAPE_TEXT_MAX));
                         continue;
                 }
                 if (asprintf(&name, "%s:%s", all[j]->system, all[j]->name) < 0)
@@ -527,7 +527,7 @@ static int replay_select(Replay *r, const ReplayOptions *o) {
         if (k == -EINVAL)
                 return log_error_errno(
                         k, "invalid stream filter: %s",
-                        message ? log_escape(message, (char[LOG_ESCAPE_MAX]){}, LOG_ESCAPE_MAX)
+                        message ? escape_text(message, (char[ESCAPE_TEXT_MAX]){}, ESCAPE_TEXT_MAX)
                                 : "it applies to no event of the capture");
         if (k < 0)
                 return log_error_errno(k, "cannot set the filter: %m");
@@ -549,10 +549,10 @@ static int replay_check_formats(struct tep_handle *tep, const char *path) {
                 return log_error_errno(-EBADMSG,
                                        "'%s' is damaged: the format of '%s:%s' is not one of records "
                                        "(%s%s%s)",
-                                       path, log_escape(event->system, (char[256]){}, 256),
-                                       log_escape(event->name, (char[256]){}, 256),
+                                       path, escape_text(event->system, (char[256]){}, 256),
+                                       escape_text(event->name, (char[256]){}, 256),
                                        field ? "field '" : "names too long or fields miscounted",
-                                       field ? log_escape(field, (char[256]){}, 256) : "",
+                                       field ? escape_text(field, (char[256]){}, 256) : "",
                                        field ? "' beyond what a record holds, or of the wrong size" : "");
         }
         return 0;
@@ -598,8 +598,8 @@ static int replay_dat(const char *path, const ReplayOptions *o, Output *out) {
                 struct tracecmd_input *h = tracecmd_buffer_instance_handle(handle, i);
                 if (!h) {
                         log_error("cannot read buffer '%s' of '%s'",
-                                  log_escape(strempty(tracecmd_buffer_instance_name(handle, i)),
-                                             (char[256]){}, 256),
+                                  escape_text(strempty(tracecmd_buffer_instance_name(handle, i)),
+                                              (char[256]){}, 256),
                                   path);
                         goto finish;
                 }

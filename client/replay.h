@@ -7,8 +7,8 @@
 /*
  * `tpctl replay`: a capture printed again as `tpctl stream` prints records, with stream's selection.
  * A trace-cmd data file (version 6 or 7, from `trace-cmd record` or from tpd's recording) is read
- * with libtracecmd and decoded by tpd's own decoder (daemon/decode.c), selected by tpd's own stream
- * matching and filters (daemon/stream.c, daemon/filter.c); an NDJSON capture is selected line by
+ * with libtracecmd and decoded by tpd's own decoder (core/decode.c), selected by tpd's own stream
+ * matching and filters (core/stream.c, core/filter.c); an NDJSON capture is selected line by
  * line and printed byte for byte.
  */
 

@@ -16,9 +16,9 @@
 #include <string.h>
 
 #include "build-config.h"
-#include "config.h"
 #include "connection.h"
 #include "copy.h"
+#include "core/clock.h"
 #include "export.h"
 #include "lines.h"
 #include "log.h"
@@ -320,7 +320,7 @@ static LinesOptions stream_lines_options(const Args *a, json_object *reply) {
 
         if (json_object_object_get_ex(reply, "clock", &v) && json_object_is_type(v, json_type_string))
                 clock = json_object_get_string(v);
-        o.have_clock = config_clock_id(clock, &o.clock_id) >= 0;
+        o.have_clock = trace_clock_id(clock, &o.clock_id) >= 0;
         o.realtime_offset_ns = json_int(reply, "realtime_offset_ns", &o.have_offset);
         if (!o.have_offset && clock && streq(clock, "boot"))
                 o.realtime_offset_ns = json_int(reply, "boot_to_realtime_ns", &o.have_offset);

@@ -9,9 +9,9 @@
 #include "api.h"
 #include "build-config.h"
 #include "calls.h"
+#include "core/names.h"
 #include "log.h"
 #include "manager.h"
-#include "names.h"
 #include "peer.h"
 #include "pins.h"
 #include "status.h"
@@ -346,7 +346,7 @@ static int stream_setup(Manager *m, Peer *c, const VarlinkCall *call, const char
                         stream_free(s);
                         return -ENOMEM;
                 }
-                /* tpd's own grammar checks the text against each event (daemon/filter.c);
+                /* tpd's own grammar checks the text against each event (core/filter.c);
                  * stream_set_filter() hands libtraceevent only its canonical text. */
                 if (n > 0)
                         for (size_t i = 0; i < n; i++) {
@@ -679,7 +679,7 @@ int api_dispatch(Manager *m, Peer *c, const VarlinkCall *call) {
                                           usec / 1000);
                         if (r < 0)
                                 log_debug_errno(r, "Peer %d: %s failed: %m", (int) c->pid,
-                                                log_escape(call->method, (char[256]){}, 256));
+                                                escape_text(call->method, (char[256]){}, 256));
                         return r;
                 }
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "calls.h"
-#include "names.h"
+#include "core/names.h"
 #include "tpd-protocol.h"
 
 int invalid_parameter(Peer *c, const char *key) {

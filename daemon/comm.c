@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "comm.h"
-#include "config.h"
+#include "core/clock.h"
 #include "util.h"
 
 /*
@@ -119,7 +119,7 @@ CommCache *comm_cache_free(CommCache *c) {
 }
 
 void comm_cache_set_clock(CommCache *c, const char *name) {
-        if (config_clock_id(name, &c->clock) < 0)
+        if (trace_clock_id(name, &c->clock) < 0)
                 c->clock = -1;
         /* Times taken on the old clock mean nothing on the new one. */
         comm_cache_clear(c);

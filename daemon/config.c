@@ -9,8 +9,9 @@
 #include <time.h>
 
 #include "config.h"
+#include "core/clock.h"
+#include "core/names.h"
 #include "log.h"
-#include "names.h"
 #include "tpd-protocol.h"
 
 bool config_instance_name_is_valid(const char *name) {
@@ -18,33 +19,6 @@ bool config_instance_name_is_valid(const char *name) {
         return *name && strlen(name) <= 64 && name[0] != '.' &&
                strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") ==
                        strlen(name);
-}
-
-bool config_clock_name_is_valid(const char *name) {
-        /* The kernel's names (local, mono_raw, x86-tsc, ...); the instance's trace_clock decides. */
-        return *name && strlen(name) <= 32 &&
-               strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-_") == strlen(name);
-}
-
-int config_clock_id(const char *name, clockid_t *ret) {
-        /* The kernel's trace clocks that read a clock of clock_gettime(): records stamped with them
-         * can be compared with the system's time. local, global, x86-tsc, counter… cannot. */
-        static const struct {
-                const char *name;
-                clockid_t id;
-        } clocks[] = {
-                { "boot", CLOCK_BOOTTIME },
-                { "mono", CLOCK_MONOTONIC },
-                { "mono_raw", CLOCK_MONOTONIC_RAW },
-                { "tai", CLOCK_TAI },
-        };
-
-        for (size_t i = 0; name && i < ELEMENTSOF(clocks); i++)
-                if (streq(name, clocks[i].name)) {
-                        *ret = clocks[i].id;
-                        return 0;
-                }
-        return -ENOENT;
 }
 
 static bool group_name_is_valid(const char *name) {
@@ -81,7 +55,7 @@ const Setting config_settings[] = {
           .expected = "an instance name of letters, digits, '_', '-' and '.'",
           .help = "Tracefs instance to create" },
         { "Tracing", "Clock", "clock", "clock", "CLOCK", SETTING_STRING, FIELD(clock), .runtime = true,
-          .valid = config_clock_name_is_valid, .default_value = "boot",
+          .valid = trace_clock_name_is_valid, .default_value = "boot",
           .expected = "a trace clock name (see the instance's trace_clock)",
           .help = "Trace clock of \"ts\"" },
         { "Tracing", "BufferSizeKB", "buffer-size-kb", "buffer_size_kb", "KB", SETTING_UNSIGNED,

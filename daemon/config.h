@@ -86,9 +86,6 @@ void config_done(Config *c);
 int config_copy(Config *dst, const Config *src);
 
 bool config_instance_name_is_valid(const char *name);
-bool config_clock_name_is_valid(const char *name);
-/* The clock_gettime() clock a trace clock reads (boot: CLOCK_BOOTTIME, …); -ENOENT for the others. */
-int config_clock_id(const char *name, clockid_t *ret);
 
 /* Parses one file into c. Returns 0, -ENOENT when it does not exist, or -EINVAL after logging
  * "file:line: reason". */

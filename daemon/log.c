@@ -43,46 +43,6 @@ int log_internal(int level, int error, const char *format, ...) {
         return error > 0 ? -error : error;
 }
 
-const char *log_escape(const char *s, char *buf, size_t size) {
-        static const char hex[] = "0123456789abcdef";
-        size_t n = 0;
-
-        if (size < 8)
-                abort();
-        if (!s)
-                s = "(null)";
-        for (; *s; s++) {
-                unsigned char c = (unsigned char) *s;
-                char e[4];
-                size_t k;
-
-                if (c == '\\' || c == '\'' || c == '"') {
-                        e[0] = '\\';
-                        e[1] = (char) c;
-                        k = 2;
-                } else if (c < 0x20 || c >= 0x7f) {
-                        e[0] = '\\';
-                        e[1] = 'x';
-                        e[2] = hex[c >> 4];
-                        e[3] = hex[c & 15];
-                        k = 4;
-                } else {
-                        e[0] = (char) c;
-                        k = 1;
-                }
-                /* Keep room for "..." and the NUL. */
-                if (n + k + 4 > size) {
-                        memcpy(buf + n, "...", 3);
-                        n += 3;
-                        break;
-                }
-                memcpy(buf + n, e, k);
-                n += k;
-        }
-        buf[n] = 0;
-        return buf;
-}
-
 /* libtracefs and libtraceevent both print through this weak symbol; overriding it sends their
  * messages to our log with a matching priority instead of bare lines on stderr. */
 int tep_vprint(const char *name, enum tep_loglevel level, bool print_err, const char *fmt, va_list ap) {

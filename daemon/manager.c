@@ -10,10 +10,11 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "core/clock.h"
+#include "core/page.h"
 #include "cpus.h"
 #include "log.h"
 #include "manager.h"
-#include "page.h"
 #include "peer.h"
 #include "ratelimit.h"
 #include "server.h"
@@ -591,7 +592,7 @@ uint64_t manager_trace_clock_now_ns(Manager *m) {
         struct timespec ts;
 
         if (tracing_get_clock(m->tracing, &clock) >= 0)
-                (void) config_clock_id(clock, &id);
+                (void) trace_clock_id(clock, &id);
         if (clock_gettime(id, &ts) < 0)
                 return 0;
         return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
@@ -737,7 +738,7 @@ int manager_realtime_offset(Manager *m, int64_t *ret_offset_ns, char **ret_clock
         r = tracing_get_clock(m->tracing, &clock);
         if (r < 0)
                 return r;
-        if (config_clock_id(clock, &id) < 0)
+        if (trace_clock_id(clock, &id) < 0)
                 return -ENOENT;
         /* The trace clock read between two reads of the wall clock: their middle is its moment. */
         if (clock_gettime(CLOCK_REALTIME, &rt) < 0 || clock_gettime(id, &t) < 0 ||
@@ -1045,7 +1046,7 @@ static int manager_restore_state(Manager *m) {
 
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *message = NULL;
-                char esc[LOG_ESCAPE_MAX];
+                char esc[ESCAPE_TEXT_MAX];
                 TracingEvent *e;
 
                 /* The kernel may have lost an event (a module unloaded) or changed its format:
@@ -1055,18 +1056,18 @@ static int manager_restore_state(Manager *m) {
                 r = tracing_event_get(m->tracing, pins[i].event, &e);
                 if (r < 0) {
                         log_warning_errno(r, "Not restoring '%s': %m",
-                                          log_escape(pins[i].event, esc, sizeof(esc)));
+                                          escape_text(pins[i].event, esc, sizeof(esc)));
                         continue;
                 }
                 if (pins[i].filter) {
-                        char esc_message[LOG_ESCAPE_MAX];
+                        char esc_message[ESCAPE_TEXT_MAX];
 
                         r = tracing_event_set_filter(m->tracing, e, pins[i].filter, &message);
                         if (r < 0) {
                                 log_warning_errno(r, "Not restoring '%s': filter '%s' failed: %s", e->name,
-                                                  log_escape(pins[i].filter, esc, sizeof(esc)),
-                                                  log_escape(message ?: strerror(-r), esc_message,
-                                                             sizeof(esc_message)));
+                                                  escape_text(pins[i].filter, esc, sizeof(esc)),
+                                                  escape_text(message ?: strerror(-r), esc_message,
+                                                              sizeof(esc_message)));
                                 continue;
                         }
                         e->filter_uid = pins[i].filter_uid;
@@ -1079,7 +1080,7 @@ static int manager_restore_state(Manager *m) {
                         continue;
                 }
                 log_info("Restored '%s'%s%s%s.", e->name, e->filter ? " with filter '" : "",
-                         e->filter ? log_escape(e->filter, esc, sizeof(esc)) : "", e->filter ? "'" : "");
+                         e->filter ? escape_text(e->filter, esc, sizeof(esc)) : "", e->filter ? "'" : "");
         }
         state_pins_free(pins, n);
         return 0;

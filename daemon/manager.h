@@ -9,8 +9,8 @@
 
 #include "comm.h"
 #include "config.h"
-#include "counters.h"
-#include "decode.h"
+#include "core/counters.h"
+#include "core/decode.h"
 #include "loop.h"
 #include "reader.h"
 #include "tracing.h"

@@ -9,8 +9,8 @@
 #include <json-c/json.h>
 #include <systemd/sd-event.h>
 
-#include "queue.h"
-#include "stream.h"
+#include "core/queue.h"
+#include "core/stream.h"
 #include "tracing.h"
 #include "varlink.h"
 

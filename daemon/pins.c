@@ -4,8 +4,8 @@
 #include <time.h>
 
 #include "calls.h"
+#include "core/names.h"
 #include "log.h"
-#include "names.h"
 #include "pins.h"
 #include "tpd-protocol.h"
 
@@ -180,10 +180,10 @@ static int pin_job_reply(PinJob *j, Peer *c) {
         int r = 0;
 
         if (j->enable) {
-                char esc[LOG_ESCAPE_MAX];
+                char esc[ESCAPE_TEXT_MAX];
 
                 log_info("Enabled %zu event(s)%s%s%s for uid %u.", j->n, j->filter ? " with filter '" : "",
-                         j->filter ? log_escape(j->filter, esc, sizeof(esc)) : "", j->filter ? "'" : "",
+                         j->filter ? escape_text(j->filter, esc, sizeof(esc)) : "", j->filter ? "'" : "",
                          (unsigned) j->uid);
         }
         (void) manager_save_state(j->m);

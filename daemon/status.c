@@ -7,7 +7,7 @@
 
 #include "build-config.h"
 #include "calls.h"
-#include "encode.h"
+#include "core/encode.h"
 #include "status.h"
 #include "tpd-protocol.h"
 

@@ -14,9 +14,10 @@
 #include <tracefs/tracefs.h>
 
 #include "config.h"
-#include "filter.h"
+#include "core/clock.h"
+#include "core/filter.h"
+#include "core/names.h"
 #include "log.h"
-#include "names.h"
 #include "tracing.h"
 
 /* Instance files whose content tpd decides, watched by tracing_check(): the value read back
@@ -491,7 +492,7 @@ int tracing_set_clock(Tracing *t, const char *clock) {
         int r;
 
         /* An empty name would "match" everywhere: reject it before looking at the list. */
-        if (!config_clock_name_is_valid(clock))
+        if (!trace_clock_name_is_valid(clock))
                 return -EINVAL;
 
         available = tracefs_instance_file_read(t->instance, "trace_clock", NULL);
@@ -1107,10 +1108,10 @@ _printf_(2, 3) static void report_add(CheckReport *rep, const char *format, ...)
 }
 
 /* Text another process wrote to tracefs, for a log line and a record: escaped and cut short. */
-static char *escape_text(const char *s) {
+static char *escape_dup(const char *s) {
         char buf[96];
 
-        return strdup(log_escape(s, buf, sizeof(buf)));
+        return strdup(escape_text(s, buf, sizeof(buf)));
 }
 
 /* The whole text of an instance file kept open, read from its start with pread(2), where a read by
@@ -1158,7 +1159,7 @@ static void check_file(Tracing *t, size_t i, CheckReport *rep) {
         now = strip_newline(read_instance_file(t, t->watched_fd[i], watched_files[i]));
         if (!now || streq(now, t->watched[i]))
                 return;
-        esc = escape_text(now);
+        esc = escape_dup(now);
         r = instance_write(t, watched_files[i], t->watched[i]);
         if (r < 0) {
                 report_add(rep, "%s was changed to '%s'; setting it back to '%s' failed: %s",
@@ -1181,7 +1182,7 @@ static void check_clock(Tracing *t, CheckReport *rep) {
         now = clock_from_text(text);
         if (!now || streq(now, t->clock))
                 return;
-        esc = escape_text(now);
+        esc = escape_dup(now);
         /* Setting the clock clears the ring buffer, both ways. */
         r = clock_write(t, t->clock);
         if (r < 0) {
@@ -1203,7 +1204,7 @@ static void check_filter(Tracing *t, TracingEvent *e, CheckReport *rep) {
         now = strip_newline(tracefs_event_file_read(t->instance, e->system, e->event, "filter", NULL));
         if (!now || streq(now, want))
                 return;
-        esc = escape_text(now);
+        esc = escape_dup(now);
         r = event_write(t, e, "filter", e->filter ?: "0");
         if (r < 0)
                 report_add(rep, "the filter of %s was changed to '%s'; restoring it failed: %s", e->name,
@@ -1274,7 +1275,7 @@ static void check_events(Tracing *t, CheckReport *rep) {
                 if (held[i])
                         continue;
                 if (!names_event_is_valid(lines[i])) {
-                        _cleanup_free_ char *esc = escape_text(lines[i]);
+                        _cleanup_free_ char *esc = escape_dup(lines[i]);
                         report_add(rep, "'%s' was enabled; not a name tpd can disable", strempty(esc));
                         continue;
                 }

@@ -6,7 +6,7 @@
 
 For each dataset it
   1. decodes cpuN.pages with its own reading of the ring-buffer layout and of the format files
-     (nothing shared with daemon/decode.c or libtraceevent) and builds each record as docs/design.md §3
+     (nothing shared with core/decode.c or libtraceevent) and builds each record as docs/design.md §3
      describes it; every line of expected.ndjson must be valid JSON, in the §3 key order, and equal
      to that record;
   2. matches each record with the kernel's own text rendering of it (trace.txt, read before the

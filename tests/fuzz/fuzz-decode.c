@@ -20,8 +20,8 @@
 #include <json-c/json.h>
 #include <traceevent/event-parse.h>
 
-#include "decode.h"
-#include "encode.h"
+#include "core/decode.h"
+#include "core/encode.h"
 #include "fuzz-formats.h"
 #include "fuzz.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * libFuzzer target for the filter grammar (daemon/filter.c), over every format recorded under
+ * libFuzzer target for the filter grammar (core/filter.c), over every format recorded under
  * tests/data. The first byte picks the event (byte / 2, modulo the number of events, in id order)
  * and the target (bit 0: kernel or stream); the rest is the filter text. Oracles:
  *
@@ -19,7 +19,7 @@
 
 #include <traceevent/event-parse.h>
 
-#include "filter.h"
+#include "core/filter.h"
 #include "fuzz-formats.h"
 #include "fuzz.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * libFuzzer target: one input is one sub-buffer page, filtered as a recording filters it
- * (daemon/page.c): keeping everything, nothing, and every other record. Whatever the input, the
+ * (core/page.c): keeping everything, nothing, and every other record. Whatever the input, the
  * output must be a page that walks without a fault and holds exactly the records kept, with the
  * input's time stamps; anything else aborts. The input is copied into a buffer of exactly its size,
  * so that ASan sees any read past it. Seeds: the decoder's corpus (the same pages).
@@ -9,8 +9,8 @@
 
 #include <string.h>
 
+#include "core/page.h"
 #include "fuzz.h"
-#include "page.h"
 
 #define OUT_MAX 8192
 

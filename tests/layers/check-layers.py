@@ -1,19 +1,26 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""The walls the build enforces, checked on the built tree.
+"""The walls the build enforces, checked on the built tree: a folder is a layer.
 
-Layers, lowest first: base (include/: protocol, util.h, Varlink framing), pure (decode, encode,
-filter, names, config, stream, queue: no I/O, no event loop), engine (tracefs control, readers,
-comm, state), glue (manager, server, peer, api, main). tpctl (client/) stands on base and pure
-(replay decodes captures with tpd's own decoder).
+Layers, lowest first:
+- include/  base: the protocol, util.h, Varlink framing (library tpd-varlink);
+- core/     core: what tpd and tpctl share to read records (library tpd-core): pages, decoder,
+            encoder, filters, names, clocks, streams, queues, counters;
+- daemon/   tpd, itself in three libraries, lowest first: tpd-daemon-base (settings, state, CPUs,
+            log), tpd-engine (tracefs, readers, comm), tpd-glue (manager, server, peers, API);
+- client/   tpctl.
+daemon/ and client/ stand side by side on core/ and include/: neither includes or links the other.
 
-- Every `#include "…"` of a file goes to its own layer or a lower one; client/ includes base, pure
-  and client/ headers only. A header belongs to the layer of the library that compiles its .c file.
-- No include cycle among the daemon's modules (a module is NAME.c with NAME.h).
-- The pure library is compiled against libtraceevent and json-c only (its -I flags name no other
-  package), and references no symbol of libtracefs, libsystemd or tpd's engine and glue.
-- Unit tests and fuzz targets link the pure library alone: they define no symbol of the engine or
-  the glue and need no libtracefs or libsystemd.
+Checks:
+1. Every `#include "…"` goes to the file's own folder or a lower layer, and a header of another
+   folder is named with its folder ("core/stream.h"); include/ headers are named bare. Inside
+   daemon/, a file includes only headers of its own library or a lower one.
+2. No include cycle among modules anywhere (a module is FOLDER/NAME, its .c and .h together).
+3. The core library is compiled against libtraceevent and json-c only (no -I of another package)
+   and references no symbol of libtracefs, libsystemd, daemon/ or client/.
+4. tpctl (and the replay library it shares with the capture fuzzer) defines no symbol of a daemon/
+   library and compiles no daemon/ source.
+5. Unit tests and fuzz targets link no engine or glue code and need no libtracefs or libsystemd.
 Usage: check-layers.py SOURCE_ROOT BUILD_ROOT
 """
 
@@ -23,8 +30,8 @@ import re
 import subprocess
 import sys
 
-LAYERS = ['base', 'pure', 'engine', 'glue']
-LIBRARIES = {'tpd-varlink': 'base', 'tpd-pure': 'pure', 'tpd-engine': 'engine', 'tpd-glue': 'glue'}
+FOLDERS = {'include': 0, 'core': 1, 'daemon': 2, 'client': 2}   # rank; equal ranks are siblings
+DAEMON_LIBRARIES = ['tpd-daemon-base', 'tpd-engine', 'tpd-glue']  # lowest first
 FOREIGN_PACKAGES = ('tracefs', 'systemd')
 failures = []
 
@@ -49,67 +56,86 @@ def undefined_symbols(path):
     return {l.split()[-1] for l in out.splitlines() if l.strip()}
 
 
+def sources_of(target, src):
+    out = []
+    for s in target['target_sources']:
+        for f in s['sources']:
+            rel = os.path.relpath(f, src)
+            if not rel.startswith('..'):
+                out.append(rel)
+    return out
+
+
+def resolve(src, folder, inc):
+    """The file an include names, as FOLDER/NAME, or None when it is no file of the tree."""
+    if '/' in inc:
+        return inc if os.path.exists(os.path.join(src, inc)) else None
+    if inc == 'build-config.h':
+        return 'include/build-config.h'
+    for d in (folder, 'include'):
+        if os.path.exists(os.path.join(src, d, inc)):
+            return f'{d}/{inc}'
+    return None
+
+
 def main(src, build):
     with open(os.path.join(build, 'meson-info', 'intro-targets.json')) as f:
         targets = json.load(f)
     by_name = {t['name']: t for t in targets}
+    for name in ['tpd-varlink', 'tpd-core', 'tpctl', 'tpctl-replay'] + DAEMON_LIBRARIES:
+        if name not in by_name:
+            fail(f'no target {name} in the build')
+    if failures:
+        return 1
 
-    layer_of = {}   # relative source path -> layer
-    for name, layer in LIBRARIES.items():
-        t = by_name.get(name)
-        if not t:
-            fail(f'no library {name} in the build')
-            continue
-        for s in t['target_sources']:
-            for f in s['sources']:
-                rel = os.path.relpath(f, src)
-                if not rel.startswith('..') and rel.endswith('.c'):
-                    layer_of[rel] = layer
-    for rel in ('daemon/main.c',):
-        layer_of[rel] = 'glue'
-    # Headers of include/ are base; a daemon header takes its .c file's layer.
-    header_layer = {}
-    for d in ('include', 'daemon'):
-        for f in os.listdir(os.path.join(src, d)):
-            if f.endswith('.h'):
-                rel = f'{d}/{f}'
-                c = rel[:-2] + '.c'
-                # A header without a .c (ratelimit.h) holds inline code of the pure kind.
-                header_layer[f] = 'base' if d == 'include' else layer_of.get(c, None if os.path.exists(
-                    os.path.join(src, c)) else 'pure')
-    header_layer['build-config.h'] = 'base'
+    # Inside daemon/, each source's library rank.
+    daemon_rank = {}
+    for i, name in enumerate(DAEMON_LIBRARIES):
+        for rel in sources_of(by_name[name], src):
+            if rel.startswith('daemon/') and rel.endswith('.c'):
+                daemon_rank[rel[:-2]] = i
+    daemon_rank['daemon/main'] = len(DAEMON_LIBRARIES)
 
-    # 1. Includes go down or sideways.
-    for d in ('include', 'daemon', 'client'):
+    # 1. Includes go down or sideways within a folder.
+    n_files = 0
+    graph = {}
+    for d in FOLDERS:
         for f in sorted(os.listdir(os.path.join(src, d))):
             if not f.endswith(('.c', '.h')):
                 continue
+            n_files += 1
             rel = f'{d}/{f}'
-            mine = 'client' if d == 'client' else layer_of.get(rel) or layer_of.get(rel[:-2] + '.c') \
-                or ('base' if d == 'include' else header_layer.get(f))
-            if mine is None:
-                fail(f'{rel} belongs to no layer (no library compiles it)')
-                continue
+            mod = rel[:-2]
             for inc in includes(os.path.join(src, rel)):
-                if d == 'client':
-                    if os.path.exists(os.path.join(src, 'client', inc)) or header_layer.get(inc) in ('base', 'pure'):
-                        continue
-                    fail(f'{rel} (client) includes "{inc}", which is not in include/, the pure layer or client/')
+                target = resolve(src, d, inc)
+                if target is None:
+                    fail(f'{rel} includes "{inc}", which is no file of the tree')
                     continue
-                theirs = header_layer.get(inc)
-                if theirs is None:
-                    fail(f'{rel} includes "{inc}", which belongs to no layer')
-                elif LAYERS.index(theirs) > LAYERS.index(mine):
-                    fail(f'{rel} ({mine}) includes "{inc}" ({theirs}): arrows go down only')
+                folder = target.split('/')[0]
+                if folder not in FOLDERS:
+                    fail(f'{rel} includes "{inc}" of {folder}/, which is no layer')
+                    continue
+                if folder != d and FOLDERS[folder] >= FOLDERS[d]:
+                    fail(f'{rel} ({d}/) includes "{inc}" ({folder}/): arrows go down only')
+                if folder not in (d, 'include') and '/' not in inc:
+                    fail(f'{rel} includes "{inc}" of {folder}/ by its bare name')
+                if folder == 'include' and '/' in inc:
+                    fail(f'{rel} includes "{inc}": include/ headers are named bare')
+                if d == 'daemon' and folder == 'daemon':
+                    mine = daemon_rank.get(mod)
+                    theirs = daemon_rank.get(target[:-2])
+                    if mine is None and theirs is None:
+                        pass     # two headers of inline code (ratelimit.h)
+                    elif mine is None and rel.endswith('.c'):
+                        fail(f'{rel} is compiled by no daemon library')
+                    elif theirs is not None and mine is not None and theirs > mine:
+                        fail(f'{rel} ({DAEMON_LIBRARIES[mine]}) includes "{inc}" '
+                             f'({DAEMON_LIBRARIES[theirs] if theirs < len(DAEMON_LIBRARIES) else "main"}): '
+                             f'arrows go down only')
+                if target[:-2] != mod:
+                    graph.setdefault(mod, set()).add(target[:-2])
 
-    # 2. No include cycle among daemon modules.
-    graph = {}
-    for f in os.listdir(os.path.join(src, 'daemon')):
-        if f.endswith(('.c', '.h')):
-            mod = f[:-2]
-            for inc in includes(os.path.join(src, 'daemon', f)):
-                if os.path.exists(os.path.join(src, 'daemon', inc)) and inc[:-2] != mod:
-                    graph.setdefault(mod, set()).add(inc[:-2])
+    # 2. No include cycle anywhere.
     state = {}
 
     def visit(m, stack):
@@ -124,28 +150,41 @@ def main(src, build):
         if m not in state:
             visit(m, [m])
 
-    # 3. The pure library's packages and symbols.
-    pure = by_name.get('tpd-pure')
+    # 3. The core's packages and symbols.
+    daemon_syms = set()
+    for name in DAEMON_LIBRARIES:
+        daemon_syms |= defined_symbols(by_name[name]['filename'][0])
     engine_glue_syms = set()
-    for name in ('tpd-engine', 'tpd-glue'):
-        if name in by_name:
-            engine_glue_syms |= defined_symbols(by_name[name]['filename'][0])
-    if pure:
-        for s in pure['target_sources']:
-            for p in s['parameters']:
-                if p.startswith('-I/usr') and any(pkg in p for pkg in FOREIGN_PACKAGES):
-                    fail(f'the pure library is compiled with {p}')
-        undef = undefined_symbols(pure['filename'][0])
-        bad = sorted(s for s in undef if s.startswith(('tracefs_', 'sd_')) or s in engine_glue_syms)
-        if bad:
-            fail(f'the pure library references {bad[:10]}')
+    for name in DAEMON_LIBRARIES[1:]:
+        engine_glue_syms |= defined_symbols(by_name[name]['filename'][0])
+    client_syms = defined_symbols(by_name['tpctl-replay']['filename'][0])
+    core = by_name['tpd-core']
+    for rel in sources_of(core, src):
+        if not rel.startswith('core/'):
+            fail(f'the core library compiles {rel}, which is not in core/')
+    for s in core['target_sources']:
+        for p in s['parameters']:
+            if p.startswith('-I/usr') and any(pkg in p for pkg in FOREIGN_PACKAGES):
+                fail(f'the core library is compiled with {p}')
+    undef = undefined_symbols(core['filename'][0])
+    bad = sorted(s for s in undef if s.startswith(('tracefs_', 'sd_')) or s in daemon_syms or s in client_syms)
+    if bad:
+        fail(f'the core library references {bad[:10]}')
 
-    # 4. Unit tests and fuzz targets link the pure library alone.
+    # 4. tpctl links no daemon/ object.
+    for name in ('tpctl', 'tpctl-replay'):
+        t = by_name[name]
+        for rel in sources_of(t, src):
+            if rel.startswith('daemon/'):
+                fail(f'{name} compiles {rel}')
+        leaked = sorted(defined_symbols(t['filename'][0]) & daemon_syms)
+        if leaked:
+            fail(f'{name} links daemon/ code: {leaked[:8]}')
+
+    # 5. Unit tests and fuzz targets link no engine or glue code.
     n_checked = 0
     for t in targets:
-        if t['type'] != 'executable' or not t['defined_in'].startswith(os.path.join(src, 'tests', '')):
-            continue
-        if not re.search(r'tests/(unit|fuzz)/', t['defined_in']):
+        if t['type'] != 'executable' or not re.search(r'tests/(unit|fuzz)/', t['defined_in']):
             continue
         exe = t['filename'][0]
         if not os.path.exists(exe):
@@ -162,8 +201,8 @@ def main(src, build):
     if n_checked == 0:
         fail('no unit or fuzz executable found to check')
 
-    print(f'{len(layer_of)} sources in {len(LAYERS)} layers, {n_checked} test executables checked, '
-          f'{len(failures)} failures')
+    print(f'{n_files} files in {len(FOLDERS)} folders, {len(graph)} modules walked for cycles, '
+          f'{n_checked} test executables checked, {len(failures)} failures')
     return 1 if failures else 0
 
 

@@ -2,9 +2,9 @@
 /* Per-event counters for GetCounters: exact sums, and bounds on memory whatever the load. */
 #include <limits.h>
 
-#include "counters.h"
-#include "decode.h"
-#include "page.h"
+#include "core/counters.h"
+#include "core/decode.h"
+#include "core/page.h"
 #include "tpd-test.h"
 
 static const CounterEvent *event_of(const Counters *c, uint16_t id) {

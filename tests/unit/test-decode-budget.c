@@ -9,7 +9,7 @@
  */
 #include <traceevent/event-parse.h>
 
-#include "decode.h"
+#include "core/decode.h"
 #include "tpd-test.h"
 
 #define PAGE 4096U

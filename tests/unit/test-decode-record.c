@@ -15,8 +15,8 @@
 #include <traceevent/event-parse.h>
 #include <traceevent/kbuffer.h>
 
-#include "decode.h"
-#include "encode.h"
+#include "core/decode.h"
+#include "core/encode.h"
 #include "tpd-test.h"
 
 #define PAGE 4096U

@@ -21,8 +21,8 @@
 #include <json-c/json.h>
 #include <traceevent/event-parse.h>
 
-#include "decode.h"
-#include "encode.h"
+#include "core/decode.h"
+#include "core/encode.h"
 #include "tpd-test.h"
 
 #define PAGE 4096U

@@ -10,7 +10,7 @@
 
 #include <json-c/json.h>
 
-#include "encode.h"
+#include "core/encode.h"
 #include "tpd-test.h"
 
 #define FFFD "\xef\xbf\xbd"

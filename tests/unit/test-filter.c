@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * The filter grammar (daemon/filter.c) against recorded formats: valid filters give exact canonical
+ * The filter grammar (core/filter.c) against recorded formats: valid filters give exact canonical
  * text, which parses to itself and which libtraceevent accepts; everything else is -EINVAL with a
  * message that names a column and shows no byte of the input that is not printable ASCII.
  */
@@ -9,8 +9,8 @@
 
 #include <traceevent/event-parse.h>
 
-#include "filter.h"
-#include "log.h"
+#include "core/escape.h"
+#include "core/filter.h"
 #include "tpd-protocol.h"
 #include "tpd-test.h"
 
@@ -280,18 +280,18 @@ static void test_invalid(void) {
         free(big);
 }
 
-static void test_log_escape(void) {
+static void test_escape_text(void) {
         char buf[32];
 
-        ASSERT_STR_EQ(log_escape("prev_pid == 1", buf, sizeof(buf)), "prev_pid == 1");
-        ASSERT_STR_EQ(log_escape("a\n<0>x", buf, sizeof(buf)), "a\\x0a<0>x");
-        ASSERT_STR_EQ(log_escape("'\"\\\x1b[\x7f\xc3\xa9", buf, sizeof(buf)),
+        ASSERT_STR_EQ(escape_text("prev_pid == 1", buf, sizeof(buf)), "prev_pid == 1");
+        ASSERT_STR_EQ(escape_text("a\n<0>x", buf, sizeof(buf)), "a\\x0a<0>x");
+        ASSERT_STR_EQ(escape_text("'\"\\\x1b[\x7f\xc3\xa9", buf, sizeof(buf)),
                       "\\'\\\"\\\\\\x1b[\\x7f\\xc3\\xa9");
-        ASSERT_STR_EQ(log_escape(NULL, buf, sizeof(buf)), "(null)");
+        ASSERT_STR_EQ(escape_text(NULL, buf, sizeof(buf)), "(null)");
         /* Cut to fit, never in the middle of an escape. */
-        ASSERT_STR_EQ(log_escape("0123456789012345678901234567890123456789", buf, sizeof(buf)),
+        ASSERT_STR_EQ(escape_text("0123456789012345678901234567890123456789", buf, sizeof(buf)),
                       "0123456789012345678901234567...");
-        ASSERT_STR_EQ(log_escape("\n\n\n\n\n\n\n\n", buf, 16), "\\x0a\\x0a\\x0a...");
+        ASSERT_STR_EQ(escape_text("\n\n\n\n\n\n\n\n", buf, 16), "\\x0a\\x0a\\x0a...");
 }
 
 int main(int argc, char **argv) {
@@ -313,7 +313,7 @@ int main(int argc, char **argv) {
 
         test_valid();
         test_invalid();
-        test_log_escape();
+        test_escape_text();
         tep_free(tep);
         return 0;
 }

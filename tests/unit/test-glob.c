@@ -7,7 +7,7 @@
  */
 #include <fnmatch.h>
 
-#include "names.h"
+#include "core/names.h"
 #include "tpd-test.h"
 
 static const char *const names[] = {

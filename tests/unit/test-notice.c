@@ -9,9 +9,9 @@
 
 #include <sys/socket.h>
 
-#include "encode.h"
-#include "queue.h"
-#include "stream.h"
+#include "core/encode.h"
+#include "core/queue.h"
+#include "core/stream.h"
 #include "tpd-protocol.h"
 #include "tpd-test.h"
 

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Sub-buffer pages (daemon/page.c): walking real pages recorded from the kernel, filtering them as
+ * Sub-buffer pages (core/page.c): walking real pages recorded from the kernel, filtering them as
  * a recording does (each record kept stays as it was, with its time stamp, also across a gap that
  * needs a time extend), and flagging losses.
  */
-#include "page.h"
+#include "core/page.h"
 #include "tpd-test.h"
 
 #define PAGE_SIZE 4096U

@@ -15,10 +15,10 @@
 
 #include <traceevent/event-parse.h>
 
-#include "decode.h"
-#include "encode.h"
-#include "queue.h"
-#include "stream.h"
+#include "core/decode.h"
+#include "core/encode.h"
+#include "core/queue.h"
+#include "core/stream.h"
 #include "tpd-test.h"
 
 #define PAGE 4096U

@@ -9,8 +9,8 @@
 #include <traceevent/event-parse.h>
 #include <traceevent/trace-seq.h>
 
-#include "decode.h"
-#include "page.h"
+#include "core/decode.h"
+#include "core/page.h"
 #include "tpd-protocol.h"
 #include "util.h"
 
@@ -661,7 +661,7 @@ int decoder_decode_record(Decoder *d, uint64_t ts, unsigned cpu, const void *dat
         return encode_record(d, batch, data, size, ts, cpu);
 }
 
-/* A page's entries are walked by daemon/page.c, every length checked against the page: a corrupt
+/* A page's entries are walked by core/page.c, every length checked against the page: a corrupt
  * page ends in -EBADMSG, never in a read past it or in an endless loop (libtraceevent's kbuffer 1.7
  * has both), without kbuffer's indirect calls per record. */
 int decoder_decode_page(Decoder *d, const void *page, size_t size, unsigned cpu, Batch *batch) {

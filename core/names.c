@@ -2,7 +2,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "names.h"
+#include "core/names.h"
 #include "util.h"
 
 static bool is_name_char(char c) {

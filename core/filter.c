@@ -6,7 +6,7 @@
 
 #include <traceevent/event-parse.h>
 
-#include "filter.h"
+#include "core/filter.h"
 #include "tpd-protocol.h"
 #include "util.h"
 

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "queue.h"
+#include "core/queue.h"
 #include "util.h"
 
 #define QUEUE_IOV_MAX 256U

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "encode.h"
+#include "core/encode.h"
 
 /*
  * A client's output queue: slices of shared batches (and of static text), written with writev(2)

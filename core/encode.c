@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "encode.h"
+#include "core/encode.h"
 #include "util.h"
 
 int jsonbuf_reserve(JsonBuf *b, size_t n) {

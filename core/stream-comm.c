@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* A recording's command names: the COMM frames of daemon/stream.c's recordings, kept apart from
+/* A recording's command names: the COMM frames of core/stream.c's recordings, kept apart from
  * its pages and losses. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "decode.h"
-#include "stream.h"
+#include "core/decode.h"
+#include "core/stream.h"
 #include "tpd-protocol.h"
 #include "util.h"
 

@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "page.h"
+#include "core/page.h"
 #include "util.h"
 
 /* Ring-buffer entry types (kernel/trace/ring_buffer.c): 1..28 are data entries of type_len * 4

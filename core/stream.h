@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "encode.h"
-#include "queue.h"
+#include "core/encode.h"
+#include "core/queue.h"
 
 struct tep_handle;
 struct tep_event_filter;
@@ -146,7 +146,7 @@ int stream_offer_pages(Stream *s, Decoder *d, const PageSource *src, const void 
  * hold an earlier task of the same pid (or none). From the flush timer. */
 int stream_resolve_comms(Stream *s, Decoder *d);
 /* For stream_offer_pages(): queues a COMM frame for the pid of a record written at ts if its name is
- * new to the recording (daemon/stream-comm.c). */
+ * new to the recording (core/stream-comm.c). */
 int stream_send_comm(Stream *s, Decoder *d, unsigned cpu, int32_t pid, uint64_t ts);
 /* The client of a recording shut its sending side: it takes no more pages and, before it closes,
  * the names of the pids the kernel can name now. Sends a COMM frame for each pid whose name is not

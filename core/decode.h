@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "encode.h"
+#include "core/encode.h"
 
 struct tep_handle;
 

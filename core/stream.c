@@ -4,11 +4,11 @@
 
 #include <traceevent/event-parse.h>
 
-#include "counters.h"
-#include "decode.h"
-#include "filter.h"
-#include "page.h"
-#include "stream.h"
+#include "core/counters.h"
+#include "core/decode.h"
+#include "core/filter.h"
+#include "core/page.h"
+#include "core/stream.h"
 #include "tpd-protocol.h"
 #include "util.h"
 

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "counters.h"
+#include "core/counters.h"
 #include "util.h"
 
 int counters_new(Counters **ret) {
