@@ -377,41 +377,6 @@ const char *decoder_event_name(Decoder *d, unsigned id) {
         return p ? p->name : NULL;
 }
 
-static inline uint64_t load_unsigned(const uint8_t *p, unsigned size) {
-        switch (size) {
-        case 1:
-                return *p;
-        case 2: {
-                uint16_t v;
-                memcpy(&v, p, 2);
-                return v;
-        }
-        case 4: {
-                uint32_t v;
-                memcpy(&v, p, 4);
-                return v;
-        }
-        default: {
-                uint64_t v;
-                memcpy(&v, p, 8);
-                return v;
-        }
-        }
-}
-
-static inline int64_t load_signed(const uint8_t *p, unsigned size) {
-        switch (size) {
-        case 1:
-                return (int8_t) *p;
-        case 2:
-                return (int16_t) load_unsigned(p, 2);
-        case 4:
-                return (int32_t) load_unsigned(p, 4);
-        default:
-                return (int64_t) load_unsigned(p, 8);
-        }
-}
-
 static int put_array(JsonBuf *b, const uint8_t *p, size_t len, unsigned elem, bool is_signed) {
         size_t n = len / elem;
         int r;

@@ -166,3 +166,40 @@ static inline uint32_t hash_bucket(uint64_t key, uint32_t value, unsigned bits) 
         h ^= h >> 33;
         return (uint32_t) (h >> (64 - bits));
 }
+
+/* The integer of size bytes (1, 2, 4; anything else reads 8) at p, which may be unaligned, in the
+ * machine's byte order: a field of a record, as the kernel wrote it. */
+static inline uint64_t load_unsigned(const uint8_t *p, unsigned size) {
+        switch (size) {
+        case 1:
+                return *p;
+        case 2: {
+                uint16_t v;
+                memcpy(&v, p, 2);
+                return v;
+        }
+        case 4: {
+                uint32_t v;
+                memcpy(&v, p, 4);
+                return v;
+        }
+        default: {
+                uint64_t v;
+                memcpy(&v, p, 8);
+                return v;
+        }
+        }
+}
+
+static inline int64_t load_signed(const uint8_t *p, unsigned size) {
+        switch (size) {
+        case 1:
+                return (int8_t) *p;
+        case 2:
+                return (int16_t) load_unsigned(p, 2);
+        case 4:
+                return (int32_t) load_unsigned(p, 4);
+        default:
+                return (int64_t) load_unsigned(p, 8);
+        }
+}
