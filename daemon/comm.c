@@ -157,7 +157,7 @@ static int cmp_saved(const void *a, const void *b) {
 }
 
 /* saved_cmdlines holds thousands of entries on 6.x kernels: reading it costs far more than a
- * record, so it is read only when old (see saved_is_old() and comm_cache_lookup()). */
+ * record, so it is read only when old (see saved_is_old(), comm_from_saved() and comm_of_gone()). */
 static void load_saved_now(CommCache *c) {
         _cleanup_free_ SavedComm *l = NULL;
         size_t n = 0, cap = 0;
@@ -237,25 +237,88 @@ static SavedComm *find_saved(CommCache *c, int pid) {
         return c->n_saved > 0 ? bsearch(&key, c->saved, c->n_saved, sizeof(SavedComm), cmp_saved) : NULL;
 }
 
-const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
-        CommSet *set;
-        CommEntry *e = NULL;
-        char prev[COMM_LEN] = "";
-        unsigned way, victim = 0;
-        uint64_t now;
+/* The entry of pid in its set, marked as just used; NULL when the set holds none. */
+static CommEntry *comm_set_find(CommCache *c, CommSet *set, int pid) {
+        for (unsigned way = 0; way < COMM_WAYS; way++)
+                if (set->pid[way] == pid) {
+                        set->used[way] = ++c->tick;
+                        return &set->entry[way];
+                }
+        return NULL;
+}
+
+/* A new entry for pid, without a name: an empty way, else the least recently used (ages count
+ * modulo 2^32). */
+static CommEntry *comm_set_add(CommCache *c, CommSet *set, int pid) {
+        unsigned victim = 0;
+
+        for (unsigned way = 0; way < COMM_WAYS; way++) {
+                if (set->pid[way] < 0) {
+                        victim = way;
+                        break;
+                }
+                if (c->tick - set->used[way] > c->tick - set->used[victim])
+                        victim = way;
+        }
+        set->pid[victim] = pid;
+        set->used[victim] = ++c->tick;
+        set->entry[victim].known = false;
+        return &set->entry[victim];
+}
+
+/* Outside the initial PID namespace, the name of pid from the kernel's table, which lasts a
+ * generation. */
+static const char *comm_from_saved(CommCache *c, CommEntry *e, int pid) {
         SavedComm *s;
+
+        e->until_ts = UINT64_MAX;
+        e->timed = false;
+        load_saved(c);
+        s = find_saved(c, pid);
+        if (s && !streq(s->comm, "<...>")) {
+                memcpy(e->comm, s->comm, COMM_LEN);
+                return e->comm;
+        }
+        e->known = false;
+        return NULL;
+}
+
+/* The task is gone. The table names it as of its last switch before it was read: a read older
+ * than the record may predate a rename (exec, prctl), or the task itself. The table is thousands
+ * of lines, so it is reread no more often than before (COMM_SAVED_GENERATIONS), when it cannot
+ * answer; a reread is newer than every record of the tasks gone by then. */
+static const char *comm_of_gone(CommCache *c, CommEntry *e, int pid, uint64_t ts) {
+        SavedComm *s = find_saved(c, pid);
+
+        if ((!s || ts > c->saved_ts) && saved_is_old(c)) {
+                load_saved(c);
+                s = find_saved(c, pid);
+        }
+        if (s && ts <= c->saved_ts && !streq(s->comm, "<...>")) {
+                memcpy(e->comm, s->comm, COMM_LEN);
+                return e->comm;
+        }
+
+        e->until_ts = UINT64_MAX;
+        e->timed = false;
+        /* Unknown, or maybe renamed after the last read: no name rather than a stale one, until
+         * the table may be reread. */
+        e->known = false;
+        return NULL;
+}
+
+const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
+        char prev[COMM_LEN] = "";
+        CommEntry *e;
+        CommSet *set;
+        uint64_t now;
         bool had;
 
         if (pid < 0)
                 return NULL;
         c->proc_credit = MIN(c->proc_credit + 1, COMM_PROC_BURST * COMM_PROC_COST);
         set = &c->sets[comm_cache_set_of(c, pid)];
-        for (way = 0; way < COMM_WAYS; way++)
-                if (set->pid[way] == pid) {
-                        e = &set->entry[way];
-                        set->used[way] = ++c->tick;
-                        break;
-                }
+        e = comm_set_find(c, set, pid);
 
         /* A name looked up at until_ts holds for records written until then: a record written
          * later may follow a rename (exec, prctl) or be another task's that reuses the pid. This
@@ -273,21 +336,8 @@ const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
                 return e->comm;
         }
 
-        if (!e) {
-                /* An empty way, else the least recently used (ages count modulo 2^32). */
-                for (way = 0; way < COMM_WAYS; way++) {
-                        if (set->pid[way] < 0) {
-                                victim = way;
-                                break;
-                        }
-                        if (c->tick - set->used[way] > c->tick - set->used[victim])
-                                victim = way;
-                }
-                set->pid[victim] = pid;
-                set->used[victim] = ++c->tick;
-                e = &set->entry[victim];
-                e->known = false;
-        }
+        if (!e)
+                e = comm_set_add(c, set, pid);
 
         /* The name this entry had for the pid, for a task found gone below. */
         had = e->known && e->from_proc;
@@ -313,25 +363,13 @@ const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
          * (records carry initial-namespace pids): the table is the only source, reread when it
          * is COMM_SAVED_GENERATIONS old, and its names last a generation. */
         e->from_proc = false;
-        if (c->proc_first) {
-                c->proc_credit -= MIN(c->proc_credit, COMM_PROC_COST);
-                c->stats.proc_reads++;
-        }
-        if (c->proc_first && lookup_proc(pid, e->comm)) {
+        if (!c->proc_first)
+                return comm_from_saved(c, e, pid);
+        c->proc_credit -= MIN(c->proc_credit, COMM_PROC_COST);
+        c->stats.proc_reads++;
+        if (lookup_proc(pid, e->comm)) {
                 e->from_proc = true;
                 return e->comm;
-        }
-        if (!c->proc_first) {
-                e->until_ts = UINT64_MAX;
-                e->timed = false;
-                load_saved(c);
-                s = find_saved(c, pid);
-                if (s && !streq(s->comm, "<...>")) {
-                        memcpy(e->comm, s->comm, COMM_LEN);
-                        return e->comm;
-                }
-                e->known = false;
-                return NULL;
         }
 
         /* The task exited since its name was read from /proc: its records up to its exit carry
@@ -345,26 +383,5 @@ const char *comm_cache_lookup(CommCache *c, int pid, uint64_t ts) {
                 e->timed = false;
                 return e->comm;
         }
-
-        /* The task is gone. The table names it as of its last switch before it was read: a read
-         * older than the record may predate a rename (exec, prctl), or the task itself. The table
-         * is thousands of lines, so it is reread no more often than before
-         * (COMM_SAVED_GENERATIONS), when it cannot answer; a reread is newer than every record of
-         * the tasks gone by then. */
-        s = find_saved(c, pid);
-        if ((!s || ts > c->saved_ts) && saved_is_old(c)) {
-                load_saved(c);
-                s = find_saved(c, pid);
-        }
-        if (s && ts <= c->saved_ts && !streq(s->comm, "<...>")) {
-                memcpy(e->comm, s->comm, COMM_LEN);
-                return e->comm;
-        }
-
-        e->until_ts = UINT64_MAX;
-        e->timed = false;
-        /* Unknown, or maybe renamed after the last read: no name rather than a stale one, until
-         * the table may be reread. */
-        e->known = false;
-        return NULL;
+        return comm_of_gone(c, e, pid, ts);
 }
