@@ -37,6 +37,7 @@
 #include "connection.h"
 #include "export.h"
 #include "log.h"
+#include "loss.h"
 #include "servers.h"
 #include "tpd-protocol.h"
 
@@ -68,9 +69,10 @@
  * --buffer-size: it is sent again from our queue anyway. */
 #define EXPORT_RECONNECT_BUF (1024U * 1024U)
 
-/* Causes a lost record of tpd can carry, and ours; counted when the buffer had no room for it. */
-static const char *const loss_causes[] = { "export", "overrun", "dropped", "client", "unknown", "decode" };
-#define N_CAUSES ELEMENTSOF(loss_causes)
+/* Causes a lost record of tpd can carry, and ours, in the order their lost records go out; counted
+ * when the buffer had no room for it. */
+static const int flush_order[] = { TPD_LOST_EXPORT, TPD_LOST_OVERRUN, TPD_LOST_DROPPED,
+                                   TPD_LOST_CLIENT, TPD_LOST_UNKNOWN, TPD_LOST_DECODE };
 
 typedef struct Subject Subject;
 
@@ -115,7 +117,7 @@ typedef struct Exporter {
         uint64_t retry_at;
         unsigned backoff_ms;
         bool failing;
-        uint64_t unreported[N_CAUSES]; /* lost records not yet queued as a lost record */
+        uint64_t unreported[_TPD_LOST_MAX]; /* by cause: lost records not yet queued as a lost record */
         bool dropping;
         uint64_t last_ts;
 
@@ -265,32 +267,34 @@ static Subject *subject_get(Exporter *e, const char *key, size_t keylen) {
 static bool losses_flush(Exporter *e) {
         bool all = true;
 
-        for (size_t i = 0; i < N_CAUSES; i++) {
+        for (size_t i = 0; i < ELEMENTSOF(flush_order); i++) {
+                int cause = flush_order[i];
                 char line[128];
                 Subject *s;
                 int n;
 
-                if (e->unreported[i] == 0)
+                if (e->unreported[cause] == 0)
                         continue;
                 n = snprintf(line, sizeof(line),
                              "{\"ts\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"cause\":\"%s\"}\n", e->last_ts,
-                             e->unreported[i], loss_causes[i]);
+                             e->unreported[cause], tpd_lost_cause_name(cause));
                 s = subject_get(e, "", 0);
                 if (s && batch_append(e, s, line, (size_t) n)) {
-                        if (i == 0)
-                                e->lost_export += e->unreported[i];
-                        e->unreported[i] = 0;
+                        if (cause == TPD_LOST_EXPORT)
+                                e->lost_export += e->unreported[cause];
+                        e->unreported[cause] = 0;
                 } else
                         all = false;
         }
         return all;
 }
 
-static size_t cause_index(const char *p, size_t n) {
-        for (size_t i = 1; i < N_CAUSES; i++)
-                if (strlen(loss_causes[i]) == n && memcmp(loss_causes[i], p, n) == 0)
-                        return i;
-        return 0;
+/* A cause tpctl does not know is counted as its own. */
+static int cause_of(const char *p, size_t n) {
+        for (int c = 1; c < _TPD_LOST_MAX; c++)
+                if (strlen(tpd_lost_cause_name(c)) == n && memcmp(tpd_lost_cause_name(c), p, n) == 0)
+                        return c;
+        return TPD_LOST_EXPORT;
 }
 
 static uint64_t parse_u64(const char **p, const char *end) {
@@ -317,7 +321,8 @@ static bool skip(const char **p, const char *end, const char *lit) {
  */
 static void take_line(Exporter *e, const char *line, size_t len) {
         const char *p = line, *end = line + len, *key = "\n";
-        size_t keylen = 1, cause = SIZE_MAX;
+        size_t keylen = 1;
+        int cause = 0; /* of a lost record; 0 for any other line */
         uint64_t lost = 0;
         Subject *s;
 
@@ -338,9 +343,9 @@ static void take_line(Exporter *e, const char *line, size_t len) {
                         if (skip(&p, end, ",\"cause\":\"")) {
                                 const char *q = memchr(p, '"', (size_t) (end - p));
 
-                                cause = q ? cause_index(p, (size_t) (q - p)) : 0;
+                                cause = q ? cause_of(p, (size_t) (q - p)) : TPD_LOST_EXPORT;
                         } else
-                                cause = 0;
+                                cause = TPD_LOST_EXPORT;
                         key = "";
                         keylen = 0;
                 }
@@ -353,11 +358,11 @@ static void take_line(Exporter *e, const char *line, size_t len) {
                         log_error("buffer of %zu bytes full: counting records as lost (cause \"export\")",
                                   e->o->buffer_size);
                 e->dropping = true;
-                if (cause != SIZE_MAX)
+                if (cause != 0)
                         e->unreported[cause] += lost;
                 else
-                        e->unreported[0]++;
-        } else if (e->dropping && e->unreported[0] == 0) {
+                        e->unreported[TPD_LOST_EXPORT]++;
+        } else if (e->dropping && e->unreported[TPD_LOST_EXPORT] == 0) {
                 e->dropping = false;
                 log_error("buffer has room again, exporting");
         }
@@ -890,7 +895,7 @@ int export_run(const char *socket_path, json_object *params, const ExportOptions
                 if (len == EXPORT_LINE_MAX) {
                         /* A line longer than any record tpd writes: not ours to judge, count it lost. */
                         pthread_mutex_lock(&e.lock);
-                        e.unreported[0]++;
+                        e.unreported[TPD_LOST_EXPORT]++;
                         pthread_mutex_unlock(&e.lock);
                         len = 0;
                 }

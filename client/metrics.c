@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "loss.h"
 #include "metrics.h"
 #include "util.h"
 
@@ -271,7 +272,9 @@ int metrics_write(FILE *f, json_object *st, bool openmetrics, json_object *json)
                 { F_ONLINE, "online" }, { F_ENTRIES, "entries" }, { F_WRITTEN, "written" },
                 { F_READ, "read" },     { F_OVERRUN, "overrun" }, { F_DROPPED, "dropped" },
         };
-        static const char *const causes[] = { "overrun", "client", "unknown", "dropped" };
+        /* The causes GetStatus counts under their names ("decode" as decode_pages, below). */
+        static const int causes[] = { TPD_LOST_OVERRUN, TPD_LOST_CLIENT, TPD_LOST_UNKNOWN,
+                                      TPD_LOST_DROPPED };
         int r;
 
         family_begin(&w, &families[F_INFO]);
@@ -304,7 +307,8 @@ int metrics_write(FILE *f, json_object *st, bool openmetrics, json_object *json)
         sample(&w, member_int(st, "delivered"), NULL);
         family_begin(&w, &families[F_LOST]);
         for (size_t k = 0; k < ELEMENTSOF(causes); k++)
-                sample(&w, member_int(lost, causes[k]), "cause", causes[k], NULL);
+                sample(&w, member_int(lost, tpd_lost_cause_name(causes[k])), "cause",
+                       tpd_lost_cause_name(causes[k]), NULL);
         family_begin(&w, &families[F_BAD_PAGES]);
         sample(&w, member_int(lost, "decode_pages"), NULL);
 

@@ -17,6 +17,7 @@
 #include "connection.h"
 #include "datfile.h"
 #include "log.h"
+#include "loss.h"
 #include "output.h"
 #include "record.h"
 #include "tpd-protocol.h"

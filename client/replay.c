@@ -434,7 +434,7 @@ static int replay_on_record(struct tracecmd_input *handle, struct tep_record *re
         if (k == -EBADMSG) {
                 /* Shorter than its format: live, the rest of its page would be lost with it. */
                 r->damaged++;
-                k = batch_add_lost(r->batch, record->ts, cpu, 1, RECORD_LOST_DECODE);
+                k = batch_add_lost(r->batch, record->ts, cpu, 1, TPD_LOST_DECODE);
         }
         if (k < 0)
                 return k;

@@ -557,7 +557,7 @@ int decoder_flush_unknown(DecoderUnknownRun *u, Batch *batch, unsigned cpu) {
 
         if (u->count == 0)
                 return 0;
-        r = batch_add_lost(batch, u->ts, cpu, u->count, RECORD_LOST_UNKNOWN);
+        r = batch_add_lost(batch, u->ts, cpu, u->count, TPD_LOST_UNKNOWN);
         if (r < 0)
                 return r;
         rec = &batch->records[batch->n_records - 1];
@@ -577,7 +577,7 @@ int decoder_decode_missed(Decoder *d, uint64_t ts, unsigned cpu, const uint64_t 
                 count = d->cb.missed(d->cb.userdata, cpu, stored);
         if (count == 0)
                 return 0;
-        r = batch_add_lost(batch, ts, cpu, count, RECORD_LOST_OVERRUN);
+        r = batch_add_lost(batch, ts, cpu, count, TPD_LOST_OVERRUN);
         if (r < 0)
                 return r;
         d->stats.overrun += count;

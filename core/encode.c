@@ -260,21 +260,14 @@ void batch_trim(Batch *b) {
 }
 
 int batch_add_lost(Batch *b, uint64_t ts, unsigned cpu, uint64_t count, int kind) {
-        static const char *const causes[_RECORD_KIND_MAX] = {
-                [RECORD_LOST_OVERRUN] = ",\"cause\":\"overrun\"}\n",
-                [RECORD_LOST_CLIENT] = ",\"cause\":\"client\"}\n",
-                [RECORD_LOST_UNKNOWN] = ",\"cause\":\"unknown\"}\n",
-                [RECORD_LOST_DECODE] = ",\"cause\":\"decode\"}\n",
-                [RECORD_LOST_DROPPED] = ",\"cause\":\"dropped\"}\n",
-        };
         const char *cause;
         size_t start = b->buf.len;
         Record *rec;
         int r;
 
-        if (kind <= RECORD_EVENT || kind >= _RECORD_KIND_MAX)
+        cause = tpd_lost_cause_name(kind);
+        if (!cause)
                 return -EINVAL;
-        cause = causes[kind];
 
         r = jsonbuf_reserve(&b->buf, 64 + 3 * JSON_U64_MAX_LEN);
         if (r < 0)
@@ -289,7 +282,9 @@ int batch_add_lost(Batch *b, uint64_t ts, unsigned cpu, uint64_t count, int kind
         json_put_u64(&b->buf, cpu);
         jsonbuf_put(&b->buf, ",\"lost\":", 8);
         json_put_u64(&b->buf, count);
+        jsonbuf_put(&b->buf, ",\"cause\":\"", 10);
         jsonbuf_put(&b->buf, cause, strlen(cause));
+        jsonbuf_put(&b->buf, "\"}\n", 3);
 
         rec->ts = ts;
         rec->cpu = cpu;

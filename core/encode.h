@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "loss.h"
+
 #define _batch_likely(x) __builtin_expect(!!(x), 1)
 
 /*
@@ -49,16 +51,18 @@ void json_put_string(JsonBuf *b, const char *s, size_t n);
 /* Reserves and writes a string; for callers outside the hot path. */
 int json_append_string(JsonBuf *b, const char *s, size_t n);
 
-/* A record's kind: an event, or a count of records lost, by cause (the "cause" of its line). */
+/* A record's kind: an event, or a count of records lost, whose kind is then its cause (TPD_LOST_*,
+ * loss.h: the "cause" of its line). */
 enum {
-        RECORD_EVENT,
-        RECORD_LOST_OVERRUN, /* the kernel overwrote them before tpd read them */
-        RECORD_LOST_CLIENT,  /* the stream's queue had no room (or no memory) for them */
-        RECORD_LOST_UNKNOWN, /* an event id without a format tpd knows */
-        RECORD_LOST_DECODE,  /* a page or record tpd could not walk */
-        RECORD_LOST_DROPPED, /* the kernel dropped them: the buffer was full with overwrite off */
-        _RECORD_KIND_MAX,
+        RECORD_EVENT = 0,
+        _RECORD_KIND_MAX = _TPD_LOST_MAX,
 };
+
+/* The causes under the names daemon/manager.c still spells them with. */
+#define RECORD_LOST_OVERRUN TPD_LOST_OVERRUN
+#define RECORD_LOST_DROPPED TPD_LOST_DROPPED
+#define RECORD_LOST_DECODE TPD_LOST_DECODE
+#define RECORD_LOST_UNKNOWN TPD_LOST_UNKNOWN
 
 typedef struct Record {
         uint64_t ts;

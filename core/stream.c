@@ -9,6 +9,7 @@
 #include "core/filter.h"
 #include "core/page.h"
 #include "core/stream.h"
+#include "loss.h"
 #include "tpd-protocol.h"
 #include "util.h"
 
@@ -192,10 +193,10 @@ bool stream_matches(const Stream *s, Decoder *d, const Record *r) {
         /* Records of an event id without a format concern the streams that would have got them:
          * those that select that id, or every event (of the record's pid). A filter is set for
          * known events only, so nothing unknown passes it. */
-        if (r->kind == RECORD_LOST_UNKNOWN && s->filter)
+        if (r->kind == TPD_LOST_UNKNOWN && s->filter)
                 return false;
         /* Other losses concern every event of the CPU: whoever watches it must hear of them. */
-        if (r->kind != RECORD_EVENT && r->kind != RECORD_LOST_UNKNOWN)
+        if (r->kind != RECORD_EVENT && r->kind != TPD_LOST_UNKNOWN)
                 return true;
         if (s->events && !bitmap_test(s->events, s->events_bits, r->event_id))
                 return false;
@@ -307,7 +308,7 @@ static int stream_queue(Stream *s, Batch *b, uint32_t offset, uint32_t length, b
 static void stream_drop(Stream *s, const Record *rec, uint64_t n) {
         unsigned cpu = rec->cpu < s->n_cpus ? rec->cpu : 0;
 
-        if (rec->kind == RECORD_EVENT || rec->kind == RECORD_LOST_CLIENT || rec->kind >= _RECORD_KIND_MAX) {
+        if (rec->kind == RECORD_EVENT || rec->kind == TPD_LOST_CLIENT || rec->kind >= _RECORD_KIND_MAX) {
                 s->dropped[cpu] += n;
                 s->dropped_ts[cpu] = rec->ts;
                 s->lost_client += n;
@@ -427,8 +428,8 @@ int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *
         return stream_line_queue(s, b);
 }
 
-static const int loss_order[] = { RECORD_LOST_OVERRUN, RECORD_LOST_DROPPED, RECORD_LOST_UNKNOWN,
-                                  RECORD_LOST_DECODE, RECORD_LOST_CLIENT };
+static const int loss_order[] = { TPD_LOST_OVERRUN, TPD_LOST_DROPPED, TPD_LOST_UNKNOWN, TPD_LOST_DECODE,
+                                  TPD_LOST_CLIENT };
 
 int stream_report_drops(Stream *s) {
         const int *order = loss_order;
@@ -446,8 +447,8 @@ int stream_report_drops(Stream *s) {
         for (unsigned cpu = 0; cpu < s->n_cpus && r >= 0; cpu++)
                 for (size_t i = 0; i < ELEMENTSOF(loss_order) && r >= 0; i++) {
                         int kind = order[i];
-                        uint64_t *n = kind == RECORD_LOST_CLIENT ? &s->dropped[cpu] : &CARRIED(s, cpu, kind);
-                        uint64_t ts = kind == RECORD_LOST_CLIENT
+                        uint64_t *n = kind == TPD_LOST_CLIENT ? &s->dropped[cpu] : &CARRIED(s, cpu, kind);
+                        uint64_t ts = kind == TPD_LOST_CLIENT
                                               ? s->dropped_ts[cpu]
                                               : s->carried_ts[(size_t) cpu * _RECORD_KIND_MAX + kind];
                         const Record *rec;
@@ -484,10 +485,10 @@ static bool stream_needs_variant(const Stream *s, const Batch *b) {
 static uint64_t stream_loss_share(const Stream *s, const Record *rec) {
         uint64_t base, end = rec->lost_base + rec->lost;
 
-        if (!s->has_base || (rec->kind != RECORD_LOST_OVERRUN && rec->kind != RECORD_LOST_DROPPED) ||
+        if (!s->has_base || (rec->kind != TPD_LOST_OVERRUN && rec->kind != TPD_LOST_DROPPED) ||
             rec->cpu >= s->n_cpus)
                 return rec->lost;
-        base = s->base[rec->cpu * 2 + (rec->kind == RECORD_LOST_DROPPED)];
+        base = s->base[rec->cpu * 2 + (rec->kind == TPD_LOST_DROPPED)];
         if (end <= base)
                 return 0;
         return rec->lost_base < base ? end - base : rec->lost;
@@ -726,17 +727,9 @@ int stream_queue_frame(Stream *s, uint32_t type, uint32_t cpu, uint32_t arg, con
         return queue_push_own(&s->queue, s->own, offset, (uint32_t) length);
 }
 
+/* A LOST frame carries the protocol's first four causes only: "unknown" goes as "client". */
 static uint32_t lost_cause(int kind) {
-        switch (kind) {
-        case RECORD_LOST_OVERRUN:
-                return TPD_LOST_OVERRUN;
-        case RECORD_LOST_DROPPED:
-                return TPD_LOST_DROPPED;
-        case RECORD_LOST_DECODE:
-                return TPD_LOST_DECODE;
-        default:
-                return TPD_LOST_CLIENT;
-        }
+        return kind <= TPD_LOST_DECODE ? (uint32_t) kind : TPD_LOST_CLIENT;
 }
 
 /* Queues the frames that found no room before: loss counts and the latest notice. A frame that
@@ -757,13 +750,13 @@ static int stream_report_page_losses(Stream *s) {
         for (unsigned cpu = 0; cpu < s->n_cpus; cpu++)
                 for (size_t i = 0; i < ELEMENTSOF(loss_order); i++) {
                         int kind = loss_order[i];
-                        uint64_t *n = kind == RECORD_LOST_CLIENT ? &s->dropped[cpu] : &CARRIED(s, cpu, kind);
+                        uint64_t *n = kind == TPD_LOST_CLIENT ? &s->dropped[cpu] : &CARRIED(s, cpu, kind);
                         uint64_t payload[2];
 
                         if (*n == 0)
                                 continue;
                         payload[0] = *n;
-                        payload[1] = kind == RECORD_LOST_CLIENT
+                        payload[1] = kind == TPD_LOST_CLIENT
                                              ? s->dropped_ts[cpu]
                                              : s->carried_ts[(size_t) cpu * _RECORD_KIND_MAX + kind];
                         r = stream_queue_frame(s, TPD_FRAME_LOST, cpu, lost_cause(kind), payload,
@@ -788,7 +781,7 @@ static void stream_page_loss(Stream *s, unsigned cpu, int kind, uint64_t count, 
                 s->missed[cpu] += count;
         if (count == UINT64_MAX)
                 return; /* the flag says it; there is no count to report */
-        if (kind == RECORD_LOST_CLIENT) {
+        if (kind == TPD_LOST_CLIENT) {
                 s->dropped[cpu] += count;
                 s->dropped_ts[cpu] = ts;
                 s->lost_client += count;
@@ -809,9 +802,9 @@ void stream_note_kernel_losses(Stream *s, unsigned cpu, uint64_t overrun, uint64
                 return;
         seen = &s->overrun_seen[cpu * 2];
         if (overrun > seen[0])
-                stream_page_loss(s, cpu, RECORD_LOST_OVERRUN, overrun - seen[0], ts);
+                stream_page_loss(s, cpu, TPD_LOST_OVERRUN, overrun - seen[0], ts);
         if (dropped > seen[1])
-                stream_page_loss(s, cpu, RECORD_LOST_DROPPED, dropped - seen[1], ts);
+                stream_page_loss(s, cpu, TPD_LOST_DROPPED, dropped - seen[1], ts);
         seen[0] = MAX(seen[0], overrun);
         seen[1] = MAX(seen[1], dropped);
 }
@@ -892,14 +885,14 @@ int stream_offer_pages(Stream *s, Decoder *d, const PageSource *src, const void 
                         if (now != UINT64_MAX)
                                 stream_note_kernel_losses(s, cpu, now, s->overrun_seen[cpu * 2 + 1], ts);
                         else
-                                stream_page_loss(s, cpu, RECORD_LOST_OVERRUN, flagged, ts);
+                                stream_page_loss(s, cpu, TPD_LOST_OVERRUN, flagged, ts);
                 }
 
                 kept = page_filter(page, src->page_size, stream_page_keep, &k, out, &walked);
                 if (kept == -EBADMSG) {
                         /* What the page held past the fault cannot be counted record by record. */
                         uint64_t left = page_records(page, src->page_size);
-                        stream_page_loss(s, cpu, RECORD_LOST_DECODE,
+                        stream_page_loss(s, cpu, TPD_LOST_DECODE,
                                          MAX(left > walked ? left - walked : 0, (uint64_t) 1), ts);
                         kept = (int) page_records(out, src->page_size);
                 }
@@ -908,7 +901,7 @@ int stream_offer_pages(Stream *s, Decoder *d, const PageSource *src, const void 
                 if (kept <= 0)
                         continue;
                 if (stream_held(s) + frame > s->max_bytes) {
-                        stream_page_loss(s, cpu, RECORD_LOST_CLIENT, (uint64_t) kept, w.page_ts);
+                        stream_page_loss(s, cpu, TPD_LOST_CLIENT, (uint64_t) kept, w.page_ts);
                         continue;
                 }
 
@@ -925,7 +918,7 @@ int stream_offer_pages(Stream *s, Decoder *d, const PageSource *src, const void 
                         return r;
                 /* Losses (and a notice) not reported for want of room go before any later page. */
                 if (s->drops_pending || stream_held(s) + frame > s->max_bytes) {
-                        stream_page_loss(s, cpu, RECORD_LOST_CLIENT, (uint64_t) kept, w.page_ts);
+                        stream_page_loss(s, cpu, TPD_LOST_CLIENT, (uint64_t) kept, w.page_ts);
                         continue;
                 }
 
@@ -942,7 +935,7 @@ int stream_offer_pages(Stream *s, Decoder *d, const PageSource *src, const void 
                                 r = queue_push_own(&s->queue, s->own, offset, (uint32_t) frame);
                 }
                 if (r == -ENOMEM) {
-                        stream_page_loss(s, cpu, RECORD_LOST_CLIENT, (uint64_t) kept, w.page_ts);
+                        stream_page_loss(s, cpu, TPD_LOST_CLIENT, (uint64_t) kept, w.page_ts);
                         continue;
                 }
                 if (r < 0)

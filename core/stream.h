@@ -52,7 +52,7 @@ typedef struct Stream {
         unsigned n_cpus;
         uint64_t *dropped;    /* per CPU, not yet reported */
         uint64_t *dropped_ts; /* ts of the last record dropped, per CPU */
-        /* Losses of the other causes (per CPU and RECORD_LOST_* kind) whose lost record found no
+        /* Losses of the other causes (per CPU and TPD_LOST_* kind) whose lost record found no
          * room: reported later with their own cause, never as the client's. */
         uint64_t *carried;
         uint64_t *carried_ts;

@@ -56,7 +56,7 @@ typedef struct TpdFrame {
         uint32_t type;
         uint32_t length; /* of the payload */
         uint32_t cpu;
-        uint32_t arg; /* PAGE: records on the page; COMM: the pid; LOST: the cause */
+        uint32_t arg; /* PAGE: records on the page; COMM: the pid; LOST: the cause (TPD_LOST_*, loss.h) */
 } TpdFrame;
 
 enum {
@@ -73,14 +73,6 @@ enum {
         /* A notice of tpd's, as a stream gets it: one JSON object, {"ts":…,"notice":…,"message":…}
          * (no newline). Version 1. */
         TPD_FRAME_NOTICE = 5,
-};
-
-/* The causes of a LOST frame, as in the "cause" of a stream's lost records. */
-enum {
-        TPD_LOST_OVERRUN = 1,
-        TPD_LOST_DROPPED = 2,
-        TPD_LOST_CLIENT = 3,
-        TPD_LOST_DECODE = 4,
 };
 
 /* A frame larger than this is a broken stream. */

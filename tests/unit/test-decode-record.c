@@ -236,7 +236,7 @@ static void test_hostile_formats(void) {
         ASSERT_STR_EQ(decoder_event_name(d, 8), "hostile:past");
         ASSERT_INT_EQ(decoder_flush_unknown(&unknown, b, 0), 0);
         ASSERT_U64_EQ(b->n_records, 1);
-        ASSERT_INT_EQ(b->records[0].kind, RECORD_LOST_UNKNOWN);
+        ASSERT_INT_EQ(b->records[0].kind, TPD_LOST_UNKNOWN);
 
         decoder_free(d);
         batch_unref(b);

@@ -646,7 +646,7 @@ static void check_missed(Decoder *d, Dataset *ds, uint64_t commit_flags, const u
         jsonbuf_put(&want, events, expected_len);
         ASSERT_MEM_EQ(out.data, out.len, want.data, want.len);
         if (count > 0) {
-                ASSERT_INT_EQ(b->records[0].kind, RECORD_LOST_OVERRUN);
+                ASSERT_INT_EQ(b->records[0].kind, TPD_LOST_OVERRUN);
                 ASSERT_U64_EQ(b->records[0].lost, count);
         }
         ASSERT_U64_EQ(decoder_stats(d)->overrun, before + count);
@@ -709,7 +709,7 @@ static void test_unknown(const char *datadir) {
         memcpy(page, ds.pages[1], PAGE);
         ASSERT_INT_EQ(decoder_decode_page(d, page, PAGE, 1, b), 1);
         ASSERT_INT_EQ(b->n_records, 1);
-        ASSERT_INT_EQ(b->records[0].kind, RECORD_LOST_UNKNOWN);
+        ASSERT_INT_EQ(b->records[0].kind, TPD_LOST_UNKNOWN);
         ASSERT_U64_EQ(b->records[0].lost, 204);
         ASSERT_INT_EQ(b->records[0].event_id, 305);
         {
@@ -733,7 +733,7 @@ static void test_unknown(const char *datadir) {
         memcpy(page + 16 + 5 * 20 + 4, &id, 2);
         batch_reset(b);
         ASSERT_INT_EQ(decoder_decode_page(d, page, PAGE, 1, b), 204);
-        ASSERT_INT_EQ(b->records[5].kind, RECORD_LOST_UNKNOWN);
+        ASSERT_INT_EQ(b->records[5].kind, TPD_LOST_UNKNOWN);
         ASSERT_INT_EQ(b->records[5].event_id, 9999);
         ASSERT_U64_EQ(b->records[5].lost, 1);
         ASSERT_U64_EQ(decoder_stats(d)->unknown, 1);
@@ -950,8 +950,8 @@ static void test_synthetic(void) {
         pb_finish(&pb, 0);
         batch_reset(b);
         ASSERT_INT_EQ(decoder_decode_page(d, pb.page, PAGE, 0, b), 2);
-        ASSERT_INT_EQ(b->records[0].kind, RECORD_LOST_UNKNOWN);
-        ASSERT_INT_EQ(b->records[1].kind, RECORD_LOST_UNKNOWN);
+        ASSERT_INT_EQ(b->records[0].kind, TPD_LOST_UNKNOWN);
+        ASSERT_INT_EQ(b->records[1].kind, TPD_LOST_UNKNOWN);
         ASSERT_U64_EQ(decoder_stats(d)->unknown, 2);
 
         /* Padding of a discarded record (non-zero delta, as rb_event_discard() ensures) is skipped,
@@ -1002,7 +1002,7 @@ static void test_missed_after_time_extend(void) {
         memcpy(pb.page + 16 + pb.len, &count, 8);
         pb_finish(&pb, COMMIT_MISSED | COMMIT_STORED);
         ASSERT_INT_EQ(decoder_decode_page(d, pb.page, PAGE, 0, b), 2);
-        ASSERT_INT_EQ(b->records[0].kind, RECORD_LOST_OVERRUN);
+        ASSERT_INT_EQ(b->records[0].kind, TPD_LOST_OVERRUN);
         ASSERT_U64_EQ(b->records[0].lost, 5);
 
         batch_unref(b);

@@ -376,11 +376,11 @@ static void test_batch(void) {
         ASSERT(batch_ref(NULL) == NULL);
         ASSERT(batch_unref(NULL) == NULL);
 
-        ASSERT_INT_EQ(batch_add_lost(b, 5, 1, 7, RECORD_LOST_OVERRUN), 0);
-        ASSERT_INT_EQ(batch_add_lost(b, UINT64_MAX, UINT_MAX, UINT64_MAX, RECORD_LOST_CLIENT), 0);
+        ASSERT_INT_EQ(batch_add_lost(b, 5, 1, 7, TPD_LOST_OVERRUN), 0);
+        ASSERT_INT_EQ(batch_add_lost(b, UINT64_MAX, UINT_MAX, UINT64_MAX, TPD_LOST_CLIENT), 0);
         ASSERT_INT_EQ(b->n_records, 2);
         rec = &b->records[0];
-        ASSERT_INT_EQ(rec->kind, RECORD_LOST_OVERRUN);
+        ASSERT_INT_EQ(rec->kind, TPD_LOST_OVERRUN);
         ASSERT_U64_EQ(rec->ts, 5);
         ASSERT_INT_EQ(rec->cpu, 1);
         ASSERT_U64_EQ(rec->lost, 7);
@@ -388,7 +388,7 @@ static void test_batch(void) {
         ASSERT_INT_EQ(rec->offset, 0);
         ASSERT_MEM_EQ(b->buf.data + rec->offset, rec->length, lost1, sizeof(lost1) - 1);
         rec = &b->records[1];
-        ASSERT_INT_EQ(rec->kind, RECORD_LOST_CLIENT);
+        ASSERT_INT_EQ(rec->kind, TPD_LOST_CLIENT);
         ASSERT_INT_EQ(rec->offset, sizeof(lost1) - 1);
         ASSERT_MEM_EQ(b->buf.data + rec->offset, rec->length, lost2, sizeof(lost2) - 1);
         ASSERT_INT_EQ(b->buf.len, sizeof(lost1) - 1 + sizeof(lost2) - 1);

@@ -125,9 +125,9 @@ static void test_selection(void) {
         e1 = add_event(b, 1, 305, 20, 2, "{\"e\":1}\n");
         e2 = add_event(b, 3, 372, 30, 3, "{\"e\":2}\n");
         e3 = add_event(b, 2, 5000, 10, 4, "{\"e\":3}\n");
-        ASSERT_INT_EQ(batch_add_lost(b, 5, 0, 9, RECORD_LOST_OVERRUN), 0);
+        ASSERT_INT_EQ(batch_add_lost(b, 5, 0, 9, TPD_LOST_OVERRUN), 0);
         lost0 = b->n_records - 1;
-        ASSERT_INT_EQ(batch_add_lost(b, 6, 3, 9, RECORD_LOST_OVERRUN), 0);
+        ASSERT_INT_EQ(batch_add_lost(b, 6, 3, 9, TPD_LOST_OVERRUN), 0);
         lost3 = b->n_records - 1;
 
         /* Nothing selected: everything. */
@@ -261,7 +261,7 @@ static void test_overrun_fanout(void) {
         pages = load_pages("overrun", "cpu0.pages", &n_pages);
         ASSERT_INT_EQ(decoder_new(tep, &cb, &d), 0);
         ASSERT_INT_EQ(decoder_decode_page(d, pages, PAGE, 0, b), 205);
-        ASSERT_INT_EQ(b->records[0].kind, RECORD_LOST_OVERRUN);
+        ASSERT_INT_EQ(b->records[0].kind, TPD_LOST_OVERRUN);
 
         for (size_t i = 0; i < 6; i++)
                 s[i] = stream_make(STREAM_RAW, 2, 1 << 20);
@@ -364,7 +364,7 @@ static void test_filter(void) {
                 add_event(o, 0, 305, 1, 1, "{}\n");
                 o->records[0].raw = raw;
                 o->records[0].raw_size = sizeof(raw);
-                ASSERT_INT_EQ(batch_add_lost(o, 1, 0, 1, RECORD_LOST_OVERRUN), 0);
+                ASSERT_INT_EQ(batch_add_lost(o, 1, 0, 1, TPD_LOST_OVERRUN), 0);
                 ASSERT(!stream_matches(s, NULL, &o->records[0]));
                 ASSERT(stream_matches(s, NULL, &o->records[1]));
                 batch_unref(o);
@@ -488,11 +488,11 @@ static void test_queue_limit(void) {
          * those records, the client is not to blame for them. */
         for (int i = 0; i < 10; i++, ts++)
                 ASSERT_INT_EQ(stream_offer(s, NULL, b, add_line(b, 1, ts)), 1);
-        ASSERT_INT_EQ(batch_add_lost(b, ts, 1, 1000, RECORD_LOST_OVERRUN), 0);
+        ASSERT_INT_EQ(batch_add_lost(b, ts, 1, 1000, TPD_LOST_OVERRUN), 0);
         ASSERT_INT_EQ(stream_offer(s, NULL, b, b->n_records - 1), 0);
         ASSERT_INT_EQ(stream_offer(s, NULL, b, add_line(b, 1, 30)), 0);
         ASSERT_U64_EQ(s->dropped[1], 1);
-        ASSERT_U64_EQ(s->carried[1 * _RECORD_KIND_MAX + RECORD_LOST_OVERRUN], 1000);
+        ASSERT_U64_EQ(s->carried[1 * _RECORD_KIND_MAX + TPD_LOST_OVERRUN], 1000);
         ASSERT_U64_EQ(s->lost_client, 8);
         flush_queue(&s->queue, &out);
         out.len = 0;
@@ -520,9 +520,9 @@ static void test_queue_threshold(void) {
                 for (int i = 0; i < lines; i++)
                         ASSERT_INT_EQ(stream_offer(s, NULL, b, add_line(b, 0, (uint64_t) i)), 1);
                 /* A 77-byte line does not fit beside 50 or 60 bytes. */
-                ASSERT_INT_EQ(batch_add_lost(b, 1000000000000000000ULL, 0, 1000000000000000ULL,
-                                             RECORD_LOST_OVERRUN),
-                              0);
+                ASSERT_INT_EQ(
+                        batch_add_lost(b, 1000000000000000000ULL, 0, 1000000000000000ULL, TPD_LOST_OVERRUN),
+                        0);
                 big = b->n_records - 1;
                 ASSERT_INT_EQ(b->records[big].length, 77);
                 ASSERT_INT_EQ(stream_offer(s, NULL, b, big), 0);
