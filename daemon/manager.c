@@ -350,14 +350,11 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
                         left = MAX(page_records_left(page, page_size, b, before), (uint64_t) 1);
                         log_debug("CPU %u: a page did not parse; %" PRIu64 " records lost.", cpu, left);
                 } else {
-                        uint64_t now = 0;
+                        /* On the record path: at most one warning every ten seconds. */
+                        static RateLimit decode_log_limit = RATELIMIT_INIT(10 * 1000 * 1000ULL, 1);
 
                         left = page_records_left(page, page_size, b, before);
-                        /* On the record path: at most one warning every ten seconds. */
-                        (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
-                        if (m->decode_warned_usec == 0 ||
-                            now >= m->decode_warned_usec + 10 * 1000 * 1000ULL) {
-                                m->decode_warned_usec = now;
+                        if (ratelimit_below(&decode_log_limit)) {
                                 log_warning_errno(
                                         r, "CPU %u: failed to decode a page, %" PRIu64 " records lost: %m",
                                         cpu, left);

@@ -68,7 +68,6 @@ typedef struct Manager {
         uint64_t *overrun_reported; /* per CPU: overrun already reported in lost records */
         uint64_t *dropped_reported; /* per CPU: the kernel's "dropped events" likewise */
         uint64_t *decode_pending;   /* per CPU: records lost to a failed decode, not yet reported */
-        uint64_t decode_warned_usec;
 
         char *state_path;
         sd_event_source *save_timer; /* debounces saving the state, see manager_save_state() */

@@ -8,8 +8,9 @@
 #include "util.h"
 
 /*
- * Log rate limiting for messages a client (or the machine) can trigger at will: at most `burst`
- * messages per interval; the first message of the next interval can say how many were left out.
+ * Rate limiting of what a client (or the machine) can trigger at will, log messages above all: at
+ * most `burst` per interval; the first message of the next interval can say how many were left out.
+ * With a burst of 1 it is an interval-only limiter: at most once per interval.
  */
 
 typedef struct RateLimit {
@@ -36,6 +37,13 @@ static inline bool ratelimit_below(RateLimit *rl) {
         }
         rl->suppressed++;
         return false;
+}
+
+/* Starts a new interval now with the burst used up: what was just done (whether or not
+ * ratelimit_below() allowed it) is not done again before the interval has passed. */
+static inline void ratelimit_restart(RateLimit *rl) {
+        rl->begin_usec = now_usec(CLOCK_MONOTONIC);
+        rl->n = rl->burst;
 }
 
 /* How many messages were suppressed since the last call; resets the count. */

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "ratelimit.h"
 #include "reader.h"
 
 /* Pages moved per splice: enough to amortise the syscall, small enough for a cache-warm decode. */
@@ -34,24 +35,14 @@ struct Reader {
         bool stalled; /* ... but the reader stopped watching it: it polled ready with nothing to read */
         bool warned_stall;
         bool warned_read;
-        uint64_t warned_pipe_usec;
-        uint64_t warned_splice_usec;
+        RateLimit pipe_log_limit;
+        RateLimit splice_log_limit;
 
         ReaderStats stats;
         sd_event_source *source;
         ReaderHandler handler;
         void *userdata;
 };
-
-/* True when a warning last logged at *last may be logged again now. */
-static bool ratelimit_pass(uint64_t *last) {
-        uint64_t now = now_usec(CLOCK_MONOTONIC);
-
-        if (*last != 0 && now - *last < READER_LOG_INTERVAL_USEC)
-                return false;
-        *last = now;
-        return true;
-}
 
 Reader *reader_free(Reader *r) {
         if (!r)
@@ -119,7 +110,7 @@ static int reader_reset_pipe(Reader *r, int error) {
         r->pipe[1] = safe_close(r->pipe[1]);
         k = reader_open_pipe(r);
 
-        if (ratelimit_pass(&r->warned_pipe_usec))
+        if (ratelimit_below(&r->pipe_log_limit))
                 log_warning_errno(
                         error,
                         "CPU %u: failed to read spliced pages back (%m); dropped %zu bytes "
@@ -209,7 +200,7 @@ static int reader_drain_moved(Reader *r, size_t *moved) {
         for (unsigned round = 0; round < READER_MAX_ROUNDS; round++) {
                 ssize_t n = reader_splice(r);
                 if (n < 0) {
-                        if (ratelimit_pass(&r->warned_splice_usec))
+                        if (ratelimit_below(&r->splice_log_limit))
                                 log_warning_errno((int) n, "Failed to splice pages of CPU %u: %m", r->cpu);
                         return (int) n;
                 }
@@ -349,6 +340,7 @@ int reader_new(sd_event *event, int fd, unsigned cpu, size_t page_size, ReaderHa
         r->buf_size = r->batch_size + page_size;
         r->handler = handler;
         r->userdata = userdata;
+        r->pipe_log_limit = r->splice_log_limit = RATELIMIT_INIT(READER_LOG_INTERVAL_USEC, 1);
 
         k = reader_open_pipe(r);
         if (k < 0)

@@ -18,6 +18,7 @@
 #include "core/filter.h"
 #include "core/names.h"
 #include "log.h"
+#include "ratelimit.h"
 #include "tracing.h"
 
 /* Instance files whose content tpd decides, watched by tracing_check(): the value read back
@@ -51,7 +52,7 @@ struct Tracing {
         char **available; /* sorted "system:event" names the kernel has */
         size_t n_available;
         TracingEvent **by_index; /* per entry of available: its loaded event, or NULL */
-        uint64_t available_usec; /* CLOCK_MONOTONIC of the last read of available_events */
+        RateLimit reload_limit;  /* rereads of available_events, counted from the last one */
         unsigned n_enabled;      /* events tpd enabled (always-on ones not counted) */
 
         TracingEvent **events; /* events whose format was loaded, in order of first use */
@@ -153,18 +154,18 @@ static int load_available(Tracing *t) {
         t->available = TAKE_PTR(list);
         t->by_index = TAKE_PTR(by_index);
         t->n_available = n;
-        t->available_usec = now_usec(CLOCK_MONOTONIC);
+        ratelimit_restart(&t->reload_limit);
         return 0;
 }
 
 /* Modules may add events at any time, so a name tpd does not know may be new. Rereading the list
  * costs milliseconds: at most once a second, however many unknown names clients ask for. */
 static void reload_available_ratelimited(Tracing *t) {
-        if (now_usec(CLOCK_MONOTONIC) < t->available_usec + TRACING_RELOAD_USEC)
+        if (!ratelimit_below(&t->reload_limit))
                 return;
         (void) load_available(t);
         /* A failed read is not retried before the interval either. */
-        t->available_usec = now_usec(CLOCK_MONOTONIC);
+        ratelimit_restart(&t->reload_limit);
 }
 
 /* The index of name in the sorted list of available events, or -1. */
@@ -357,6 +358,7 @@ int tracing_new(const char *name, Tracing **ret) {
         if (!t)
                 return -ENOMEM;
         t->hold_fd = t->clock_fd = -1;
+        t->reload_limit = RATELIMIT_INIT(TRACING_RELOAD_USEC, 1);
         for (size_t i = 0; i < ELEMENTSOF(watched_files); i++)
                 t->watched_fd[i] = -1;
         t->name = strdup(name);
