@@ -564,7 +564,6 @@ bool export_prefix_valid(const char *p) {
 
 static int make_ids(Exporter *e) {
         char host[256] = "", boot[64] = "";
-        struct timespec ts;
         FILE *f;
 
         if (gethostname(host, sizeof(host) - 1) < 0 || !*host)
@@ -578,11 +577,10 @@ static int make_ids(Exporter *e) {
         }
         boot[strcspn(boot, "-\n")] = 0;
         sanitize_token(boot);
-        clock_gettime(CLOCK_BOOTTIME, &ts);
         /* HOST-BOOTID-START: a restarted export must not reuse the ids of the previous run, which
          * JetStream would drop as duplicates for its window. */
         (void) snprintf(e->msg_id_prefix, sizeof(e->msg_id_prefix), "%s-%s-%" PRIx64, host,
-                        *boot ? boot : "0", (uint64_t) ts.tv_sec * 1000000000U + (uint64_t) ts.tv_nsec);
+                        *boot ? boot : "0", now_nsec(CLOCK_BOOTTIME));
         if (asprintf(&e->base, "%s.%s", e->o->subject_prefix, host) < 0) {
                 e->base = NULL;
                 return log_oom();

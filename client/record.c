@@ -41,9 +41,7 @@ static void on_signal(int sig) {
 }
 
 static double now_s(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double) ts.tv_sec + ts.tv_nsec / 1e9;
+        return (double) now_usec(CLOCK_MONOTONIC) / 1e6;
 }
 
 RecordFormat record_format_for(const char *path) {

@@ -615,7 +615,7 @@ int top_run(const TopOptions *options) {
         TopSample *prev = NULL, *cur = NULL;
         struct sigaction sa = { .sa_handler = top_on_signal }, sa_ignore = { .sa_handler = SIG_IGN };
         bool tty = isatty(STDOUT_FILENO), keys = tty && isatty(STDIN_FILENO);
-        uint64_t done = 0, due;
+        uint64_t done = 0, due, now;
         int r, status = EXIT_SUCCESS;
 
         /* No SA_RESTART: a signal ends the wait in poll() at once. */
@@ -672,9 +672,10 @@ int top_run(const TopOptions *options) {
                 if (o.iterations > 0 && ++done >= o.iterations)
                         break;
                 /* Keep the beat; after a stall (a stopped terminal) start a new one. */
+                now = now_usec(CLOCK_MONOTONIC);
                 due += o.delay_usec;
-                if (due < now_usec(CLOCK_MONOTONIC))
-                        due = now_usec(CLOCK_MONOTONIC) + o.delay_usec;
+                if (due < now)
+                        due = now + o.delay_usec;
         }
 
         screen_restore();

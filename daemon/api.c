@@ -666,16 +666,13 @@ int api_dispatch(Manager *m, Peer *c, const VarlinkCall *call) {
 
         for (size_t i = 0; i < ELEMENTSOF(methods); i++)
                 if (streq(call->method, methods[i].name)) {
-                        struct timespec t0, t1;
-                        long long usec;
+                        uint64_t t0 = now_usec(CLOCK_MONOTONIC), usec;
 
-                        clock_gettime(CLOCK_MONOTONIC, &t0);
                         r = methods[i].method(m, c, call);
-                        clock_gettime(CLOCK_MONOTONIC, &t1);
                         /* Every call runs on the loop: say which ones hold it up (tpd -v). */
-                        usec = (t1.tv_sec - t0.tv_sec) * 1000000LL + (t1.tv_nsec - t0.tv_nsec) / 1000;
+                        usec = now_usec(CLOCK_MONOTONIC) - t0;
                         if (usec > API_SLOW_CALL_USEC)
-                                log_debug("Peer %d: %s took %lld ms.", (int) c->pid, methods[i].name,
+                                log_debug("Peer %d: %s took %" PRIu64 " ms.", (int) c->pid, methods[i].name,
                                           usec / 1000);
                         if (r < 0)
                                 log_debug_errno(r, "Peer %d: %s failed: %m", (int) c->pid,

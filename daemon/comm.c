@@ -128,11 +128,7 @@ void comm_cache_set_clock(CommCache *c, const char *name) {
 
 /* Now on the trace clock, or UINT64_MAX when it has no system counterpart. */
 static uint64_t comm_now(const CommCache *c) {
-        struct timespec ts;
-
-        if (c->clock < 0 || clock_gettime(c->clock, &ts) < 0)
-                return UINT64_MAX;
-        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+        return c->clock < 0 ? UINT64_MAX : now_nsec(c->clock);
 }
 
 void comm_cache_next_generation(CommCache *c) {

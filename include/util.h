@@ -65,12 +65,18 @@ static inline void closep(int *fd) {
                         func(*p);               \
         }
 
-/* A clock's time in microseconds (CLOCK_MONOTONIC for timeouts, intervals and rates). */
-static inline uint64_t now_usec(clockid_t clock) {
+/* A clock's time in nanoseconds, for what is compared with trace time stamps. */
+static inline uint64_t now_nsec(clockid_t clock) {
         struct timespec ts;
 
         clock_gettime(clock, &ts);
-        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+/* A clock's time in microseconds (CLOCK_MONOTONIC for timeouts, intervals and rates): every time
+ * tpd and tpctl take is read here or by now_nsec(). */
+static inline uint64_t now_usec(clockid_t clock) {
+        return now_nsec(clock) / 1000;
 }
 
 static inline bool streq(const char *a, const char *b) {
