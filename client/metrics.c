@@ -321,7 +321,7 @@ int metrics_write(FILE *f, json_object *st, bool openmetrics, json_object *json)
         if (r < 0)
                 return r;
 
-        /* Each stream by its client's uid and pid: a stream is one connection, at most MaxClients. */
+        /* Each stream by its client's uid and pid: a stream is one connection, at most MaxStreams. */
         for (int k = F_STREAM_DELIVERED; k <= F_STREAM_LOST; k++) {
                 family_begin(&w, &families[k]);
                 for (size_t i = 0; i < array_length(connections); i++) {

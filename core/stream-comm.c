@@ -12,7 +12,7 @@
 /* The command names sent, by pid, in an open-addressing table: a name goes out for a pid's first
  * record and again when it changes (exec, prctl), so that the file ends with each pid's last name,
  * as trace-cmd's files do. The table is charged to the recording like its queue and takes at most
- * half of the recording's bound (65,536 pids with the default ClientQueueKB=); beyond that, the
+ * half of the recording's bound (65,536 pids with the default StreamQueueKB=); beyond that, the
  * kernel's saved command lines (sent at the start) have to do. The hash is keyed per stream: pids a
  * user forks until they agree modulo the table size do not line up in one long probe. Names come
  * from the daemon's comm cache, one lookup per run of records of a pid on a page. */

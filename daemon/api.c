@@ -536,8 +536,8 @@ static int method_record(Manager *m, Peer *c, const VarlinkCall *call) {
                 stream_setup_done(m, &st, true);
                 return peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "client_queue",
                                    "The files a recording starts with (the events' formats, the kernel's "
-                                   "saved command lines) do not fit its queue (ClientQueueKB=%u): record "
-                                   "fewer events, or raise ClientQueueKB=.",
+                                   "saved command lines) do not fit its queue (StreamQueueKB=%u): record "
+                                   "fewer events, or raise StreamQueueKB=.",
                                    m->config.client_queue_kb);
         }
         if (r < 0) {

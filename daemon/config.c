@@ -41,7 +41,7 @@ static bool socket_path_is_valid(const char *path) {
 /* A stream's queue holds what a reader may take out of one CPU's full ring buffer in one go,
  * decoded: the kernel's default 1410 KiB holds 72,000 getppid records, 9.2 MB of JSON lines, and
  * the CPU writes more while they are read (12.3 MB measured after tpd was held up for 60 ms). */
-#define CLIENT_QUEUE_KB_DEFAULT "16384"
+#define STREAM_QUEUE_KB_DEFAULT "16384"
 
 const Setting config_settings[] = {
         { NULL, NULL, "socket", "socket", "PATH", SETTING_STRING, FIELD(socket_path),
@@ -76,13 +76,15 @@ const Setting config_settings[] = {
         { "Clients", "AccessGroup", "access-group", "access_group", "GROUP", SETTING_STRING,
           FIELD(access_group), .valid = group_name_is_valid, .default_value = "tracing",
           .expected = "a group name", .help = "Group allowed besides root" },
-        { "Clients", "MaxClients", "max-clients", "max_clients", "N", SETTING_UNSIGNED, FIELD(max_clients),
+        { "Clients", "MaxStreams", "max-streams", "max_clients", "N", SETTING_UNSIGNED, FIELD(max_clients),
           1, 65536, .default_value = "64", .expected = "a number from 1 to 65536",
-          .help = "Streams served at once (connections: twice as many)" },
-        { "Clients", "ClientQueueKB", "client-queue-kb", "client_queue_kb", "KB", SETTING_UNSIGNED,
-          FIELD(client_queue_kb), 64, 1024 * 1024, .default_value = CLIENT_QUEUE_KB_DEFAULT,
+          .help = "Streams served at once (connections: twice as many)", .old_key = "MaxClients",
+          .old_option = "max-clients" },
+        { "Clients", "StreamQueueKB", "stream-queue-kb", "client_queue_kb", "KB", SETTING_UNSIGNED,
+          FIELD(client_queue_kb), 64, 1024 * 1024, .default_value = STREAM_QUEUE_KB_DEFAULT,
           .expected = "a size in KiB from 64 to 1048576",
-          .help = "Memory a stream may hold before it loses records" },
+          .help = "Memory a stream may hold before it loses records", .old_key = "ClientQueueKB",
+          .old_option = "client-queue-kb" },
         { "Clients", "MaxConnectionsPerUser", "max-connections-per-user", "max_connections_per_user", "N",
           SETTING_UNSIGNED, FIELD(max_connections_per_user), 1, 2 * 65536, .default_value = "32",
           .expected = "a number from 1 to 131072", .help = "Connections one user other than root may hold" },
@@ -116,11 +118,17 @@ const Setting config_settings[] = {
 };
 const size_t config_n_settings = ELEMENTSOF(config_settings);
 
-const Setting *config_setting_by_key(const char *section, const char *key) {
-        for (size_t i = 0; i < config_n_settings; i++)
-                if (config_settings[i].key && streq(config_settings[i].section, section) &&
-                    streq(config_settings[i].key, key))
-                        return &config_settings[i];
+const Setting *config_setting_by_key(const char *section, const char *key, bool *ret_old) {
+        for (size_t i = 0; i < config_n_settings; i++) {
+                const Setting *s = &config_settings[i];
+                bool old = s->old_key && streq(s->old_key, key);
+
+                if (!s->key || !streq(s->section, section) || (!old && !streq(s->key, key)))
+                        continue;
+                if (ret_old)
+                        *ret_old = old;
+                return s;
+        }
         return NULL;
 }
 
@@ -342,17 +350,20 @@ static int assign(Config *c, const char *section, const char *key, const char *v
                   unsigned line) {
         const Setting *s;
         _cleanup_free_ char *bad = NULL, *origin = NULL;
+        bool old = false;
         int r;
 
         if (!section) {
                 log_error("%s:%u: '%s=' outside of a section.", path, line, key);
                 return -EINVAL;
         }
-        s = config_setting_by_key(section, key);
+        s = config_setting_by_key(section, key, &old);
         if (!s) {
                 log_warning("%s:%u: unknown key '%s', ignoring.", path, line, key);
                 return 0;
         }
+        if (old)
+                log_notice("%s:%u: %s= is deprecated, use %s=", path, line, key, s->key);
         if (s->type == SETTING_EVENTS) {
                 if (asprintf(&origin, "%s:%u", path, line) < 0)
                         return -ENOMEM;

@@ -11,7 +11,8 @@
  * tpd's settings, each defined once in config_settings[] (config.c): its configuration key, its
  * command-line option, its Configure/GetStatus name, type, default, range and help text. The
  * options and --help, the configuration parser, Configure and GetStatus all read that table, so a
- * new setting is a Config field, a table row and its documentation (conf/tpd.conf, docs/operating.md).
+ * new setting is a Config field, a table row and its documentation (conf/tpd.conf and
+ * conf/tpd.conf.5.scd, its one reference).
  *
  * The configuration files: /etc/tpd/tpd.conf, then the .conf files of /etc/tpd/tpd.conf.d/ in name
  * order, systemd style. Sections hold Key=Value lines; '#' and ';' start comments. A later
@@ -31,8 +32,8 @@ typedef struct Config {
         bool buffer_overwrite; /* full buffer: overwrite the oldest records (else drop new ones) */
         unsigned flush_interval_ms;
         char *access_group;
-        unsigned max_clients;
-        unsigned client_queue_kb;
+        unsigned max_clients;              /* MaxStreams= */
+        unsigned client_queue_kb;          /* StreamQueueKB= */
         unsigned max_connections_per_user; /* not for root, who also keeps the last slots */
         unsigned max_streams_per_user;
         unsigned max_glob_events;    /* a member's glob may match at most this many events */
@@ -67,12 +68,17 @@ typedef struct Setting {
         const char *default_value;        /* as written in a configuration file; NULL: none */
         const char *expected;             /* what a valid value is, for error messages */
         const char *help;                 /* one line for --help */
+        /* The key and option it had before, still read (with a notice that names the new one);
+         * NULL: none. */
+        const char *old_key;
+        const char *old_option;
 } Setting;
 
 extern const Setting config_settings[];
 extern const size_t config_n_settings;
 
-const Setting *config_setting_by_key(const char *section, const char *key);
+/* The setting of key in section, by its key or its old key (*ret_old tells which; may be NULL). */
+const Setting *config_setting_by_key(const char *section, const char *key, bool *ret_old);
 const Setting *config_setting_by_name(const char *name);
 
 /* Checks value and stores it in c. -EINVAL when invalid (nothing logged), -ENOMEM. */

@@ -71,23 +71,27 @@ static int parse_argv(int argc, char *argv[], Config *c) {
         enum {
                 ARG_VERSION = 0x100,
                 ARG_CONFIG,
-                ARG_SETTING, /* + the index in config_settings[] */
+                ARG_SETTING, /* + the index in config_settings[]; + config_n_settings more: its old option */
         };
         _cleanup_free_ struct option *options = NULL;
         size_t n = 0;
         int opt, idx = -1, r;
 
-        options = calloc(config_n_settings + 5, sizeof(struct option));
+        options = calloc(2 * config_n_settings + 5, sizeof(struct option));
         if (!options)
                 return log_error_errno(-ENOMEM, "Out of memory.");
         options[n++] = (struct option){ "help", no_argument, NULL, 'h' };
         options[n++] = (struct option){ "version", no_argument, NULL, ARG_VERSION };
         options[n++] = (struct option){ "config", required_argument, NULL, ARG_CONFIG };
         options[n++] = (struct option){ "verbose", no_argument, NULL, 'v' };
-        for (size_t i = 0; i < config_n_settings; i++)
+        for (size_t i = 0; i < config_n_settings; i++) {
                 if (config_settings[i].option)
                         options[n++] = (struct option){ config_settings[i].option, required_argument, NULL,
                                                         ARG_SETTING + (int) i };
+                if (config_settings[i].old_option)
+                        options[n++] = (struct option){ config_settings[i].old_option, required_argument,
+                                                        NULL, ARG_SETTING + (int) (config_n_settings + i) };
+        }
 
         while ((opt = getopt_long(argc, argv, "hv", options, &idx)) >= 0) {
                 const Setting *s;
@@ -106,9 +110,11 @@ static int parse_argv(int argc, char *argv[], Config *c) {
                         log_set_max_level(LOG_DEBUG);
                         break;
                 default:
-                        if (opt < ARG_SETTING || (size_t) (opt - ARG_SETTING) >= config_n_settings)
+                        if (opt < ARG_SETTING || (size_t) (opt - ARG_SETTING) >= 2 * config_n_settings)
                                 return -EINVAL;
-                        s = &config_settings[opt - ARG_SETTING];
+                        s = &config_settings[(size_t) (opt - ARG_SETTING) % config_n_settings];
+                        if ((size_t) (opt - ARG_SETTING) >= config_n_settings)
+                                log_notice("--%s= is deprecated, use --%s=", s->old_option, s->option);
                         r = config_setting_set(s, c, optarg);
                         if (r == -ENOMEM)
                                 return log_error_errno(r, "Out of memory.");

@@ -130,7 +130,7 @@ def start_run(ctx, cluster, prefix, n, rate, *export_args):
     """A tpd, a paced generator filtered in the kernel, and an export whose stream is proven live."""
     # A shared machine can take the CPU away from export for a second (JetStream recovering on the
     # same two CPUs): a 64 MiB queue in tpd keeps that from showing up as "client" losses.
-    tpd = ctx.tpd(args=['--client-queue-kb', '65536'])
+    tpd = ctx.tpd(args=['--stream-queue-kb', '65536'])
     gen = ctx.gen('GEN_GETPPID', '--count', n, '--cpu', GEN_CPU, '--rate', rate)
     pid, = gen.pids()
     tpd.tpctl_ok('enable', EVENT, '--filter', f'common_pid == {pid}')

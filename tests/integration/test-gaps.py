@@ -184,7 +184,7 @@ def kernel_losses(ctx, overwrite=True):
     """(c) A tiny buffer: overruns (or, with overwrite off, drops); a paused stream: client
     losses; each under its own cause."""
     what = '(c)' if overwrite else '(d)'
-    tpd = ctx.tpd(args=['--buffer-size-kb', '4', '--client-queue-kb', '256']
+    tpd = ctx.tpd(args=['--buffer-size-kb', '4', '--stream-queue-kb', '256']
                   + ([] if overwrite else ['--buffer-overwrite', 'no']))
     gen = ctx.gen('GEN_GETPPID', '--count', N_STORM)
     pid, = gen.pids()

@@ -42,7 +42,7 @@ B_EVENT = 'syscalls:sys_enter_ioperm'         # B's own
 SPARE_EVENT = 'syscalls:sys_enter_ustat'      # what B's and root's extra streams ask for
 RATE = 4000
 COUNT = int(RATE * 15 * SCALE)
-MAX_CLIENTS = 8          # 8 streams, 16 connections; the last 4 of each are root's
+MAX_STREAMS = 8          # 8 streams, 16 connections; the last 4 of each are root's
 STREAMS_PER_USER = 2
 CONNECTIONS_PER_USER = 7
 
@@ -91,7 +91,7 @@ def run(ctx, users):
         f.write(HOLDER)
     os.chmod(holder_path, 0o644)
     with open(os.path.join(ctx.tmpdir, 'tpd.conf'), 'w') as f:
-        f.write(f'[Clients]\nMaxClients={MAX_CLIENTS}\nMaxStreamsPerUser={STREAMS_PER_USER}\n'
+        f.write(f'[Clients]\nMaxStreams={MAX_STREAMS}\nMaxStreamsPerUser={STREAMS_PER_USER}\n'
                 f'MaxConnectionsPerUser={CONNECTIONS_PER_USER}\n')
 
     check_socket_path_safety(ctx, users)
@@ -394,7 +394,7 @@ class Holder:
 
 def check_limits(ctx, tpd, users, ok_as, denied_as, stream_as, holder_path, good):
     uid_a, uid_b = users.uid['A'], users.uid['B']
-    total_streams, total_conns = MAX_CLIENTS, 2 * MAX_CLIENTS
+    total_streams, total_conns = MAX_STREAMS, 2 * MAX_STREAMS
     member_streams, member_conns = total_streams - 4, total_conns - 4
     settle(tpd, {uid_a: 1})
 

@@ -9,7 +9,7 @@ takes everything into /dev/null; eight selective streams are stopped with SIGSTO
 Generator A makes a storm of N getppid calls (TPD_TEST_SCALE scales N), B a paced trickle.
 
   - tpd's peak RSS (VmHWM, and VmRSS sampled) stays under the bound docs/design.md §5 states:
-    16 MiB + streams x (ClientQueueKB + 64 KiB).
+    16 MiB + streams x (StreamQueueKB + 64 KiB).
   - After SIGCONT and a drain, each selective stream's delivered + `client` lost = what the
     kernel wrote for its selection during the run (the generator's N calls), exactly, and nothing
     is reported as lost for another cause unless the kernel counted an overrun.
@@ -41,7 +41,7 @@ def sanitized(path):
 def main(ctx):
     cpus = T.online_cpus()
     cpu_a, cpu_b = cpus[0], cpus[-1]
-    tpd = ctx.tpd(args=['--client-queue-kb', str(QUEUE_KB), '--buffer-size-kb', '8192'])
+    tpd = ctx.tpd(args=['--stream-queue-kb', str(QUEUE_KB), '--buffer-size-kb', '8192'])
     tpd_pid = tpd.process.proc.pid
     gen_a = ctx.gen('GEN_GETPPID', '--count', N_A, '--cpu', cpu_a)
     gen_b = ctx.gen('GEN_GETPPID', '--count', N_B, '--cpu', cpu_b, '--rate', max(1, int(N_B / 8)))

@@ -15,7 +15,7 @@ real users: A in a group made for the test, tpd's access group.
    filter was wrong never existed), exactly.
 3. Memory: A's `tpctl record` of getppid is stopped (SIGSTOP) while 1,000 threads rename
    themselves and call getppid for 60 s (TPD_TEST_SCALE scales it): tpd's VmHWM stays under the
-   bound docs/design.md §5 states (16 MiB + streams x (ClientQueueKB + 64 KiB)); beside it, root's stream
+   bound docs/design.md §5 states (16 MiB + streams x (StreamQueueKB + 64 KiB)); beside it, root's stream
    of a paced generator gets every call; after SIGCONT the recording ends with exit 0 and its
    records + lost equal what the kernel wrote, exactly.
 """
@@ -101,7 +101,7 @@ def run(ctx, users):
     os.chmod(script, 0o644)
     conf = os.path.join(ctx.tmpdir, 'tpd.conf')
 
-    tpd = ctx.tpd(args=['--access-group', users.group, '--client-queue-kb', str(QUEUE_KB)])
+    tpd = ctx.tpd(args=['--access-group', users.group, '--stream-queue-kb', str(QUEUE_KB)])
 
     def as_a(argv, timeout=60):
         return subprocess.run(users.setpriv('A') + argv, capture_output=True, text=True, timeout=timeout)

@@ -471,7 +471,7 @@ def version7_and_status(ctx):
 
 def errors_and_slow(ctx):
     log('--- bad input, and a recorder that stops reading')
-    tpd = ctx.tpd(args=['--client-queue-kb', '1024'])
+    tpd = ctx.tpd(args=['--stream-queue-kb', '1024'])
     with tpd.varlink() as v:
         reply = v.call('io.tpd.tracing.Record', {'events': ['sched:sched_switch']})
     check(reply.get('error') == 'org.varlink.service.InvalidParameter' and

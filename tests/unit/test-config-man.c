@@ -3,12 +3,14 @@
  * The man pages document the settings table (daemon/config.c's config_settings[]), checked both
  * ways, as test-config checks conf/tpd.conf:
  *
- *   tpd.conf(5): each key has an entry "*Key=*_METAVAR_" under the heading of its section
- *   ("# [TRACING] SECTION"), whose "Default:" line names the table's default ("none" when it has
- *   none), and "Changeable at run time." exactly for the keys Configure may change; no entry names
- *   a key the table lacks.
- *   tpd(8): each option of the table has an entry "*--option=*", and its "Default:" names the
- *   table's default where the table has one.
+ *   tpd.conf(5), the reference of the settings: each key has an entry "*Key=*_METAVAR_,
+ *   *--option=*_METAVAR_" ("*Key=*_METAVAR_" for a key without an option) under the heading of its
+ *   section ("# [TRACING] SECTION"), whose "Default:" line names the table's default ("none" when
+ *   it has none), and "Changeable at run time." exactly for the keys Configure may change; no
+ *   entry names a key the table lacks.
+ *   tpd(8): each command-line-only option of the table (one without a key) has an entry
+ *   "*--option=*_METAVAR_", and its "Default:" names the table's default where the table has one;
+ *   the options of keys have none there (tpd.conf(5) names them).
  */
 
 #include <ctype.h>
@@ -43,20 +45,24 @@ static void test_conf_page(const char *path) {
         for (size_t i = 0; i < config_n_settings; i++) {
                 const Setting *s = &config_settings[i];
                 _cleanup_free_ char *entry = NULL;
-                char heading[96], section[64], head[96], def[128];
+                char heading[96], section[64], head[192], def[128];
                 const char *h, *e, *next;
 
                 if (!s->key)
                         continue;
                 upper(section, s->section, sizeof(section));
                 snprintf(heading, sizeof(heading), "\n# [%s] SECTION\n", section);
-                snprintf(head, sizeof(head), "\n*%s=*_", s->key);
+                if (s->option)
+                        snprintf(head, sizeof(head), "\n*%s=*_%s_, *--%s=*_%s_\n", s->key, s->metavar,
+                                 s->option, s->metavar);
+                else
+                        snprintf(head, sizeof(head), "\n*%s=*_", s->key);
                 h = strstr(text, heading);
                 if (!h)
                         TEST_FAIL("%s: no heading for section [%s]", path, s->section);
                 e = strstr(text, head);
                 if (!e)
-                        TEST_FAIL("%s: no entry for %s=", path, s->key);
+                        TEST_FAIL("%s: no entry '%s'", path, head + 1);
                 next = strstr(h + 1, "\n# ");
                 if (e < h || (next && e > next))
                         TEST_FAIL("%s: %s= is not under [%s]", path, s->key, s->section);
@@ -119,6 +125,12 @@ static void test_daemon_page(const char *path) {
                         continue;
                 snprintf(head, sizeof(head), "\n*--%s=*_%s_\n", s->option, s->metavar);
                 e = strstr(text, head);
+                if (s->key) {
+                        if (e)
+                                TEST_FAIL("%s: --%s has an entry; tpd.conf(5) is its reference", path,
+                                          s->option);
+                        continue;
+                }
                 if (!e)
                         TEST_FAIL("%s: no entry '%s'", path, head + 1);
                 entry = entry_text(e + 1);

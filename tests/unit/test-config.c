@@ -87,8 +87,8 @@ static void test_precedence(void) {
                                "\n"
                                "[Clients]\n"
                                "  AccessGroup = wheel  \n"
-                               "MaxClients=10\n"
-                               "ClientQueueKB=1024\n");
+                               "MaxStreams=10\n"
+                               "StreamQueueKB=1024\n");
         /* Drop-ins apply in name order: 10 before 50; files not ending in .conf are ignored. */
         write_file("tpd.conf.d/50-late.conf", "[Tracing]\nInstance=late\nEvents=irq:*\n");
         write_file("tpd.conf.d/10-early.conf", "[Tracing]\nInstance=early\nClock=mono\n");
@@ -141,6 +141,35 @@ static void test_unknown(void) {
         config_done(&c);
 }
 
+/* The keys a setting had before still work, with a notice that names the new one. */
+static void test_deprecated(void) {
+        Config c;
+        char *log;
+
+        write_file("tpd.conf", "[Clients]\nMaxClients=12\nClientQueueKB=2048\n");
+        ASSERT_INT_EQ(load(&c, &log), 0);
+        ASSERT_INT_EQ(c.max_clients, 12);
+        ASSERT_INT_EQ(c.client_queue_kb, 2048);
+        ASSERT(strstr(log, "<5>"));
+        ASSERT(strstr(log, "/tpd.conf:2: MaxClients= is deprecated, use MaxStreams=\n"));
+        ASSERT(strstr(log, "/tpd.conf:3: ClientQueueKB= is deprecated, use StreamQueueKB=\n"));
+        ASSERT(!strstr(log, "<4>") && !strstr(log, "<3>"));
+        free(log);
+        config_done(&c);
+
+        /* The new key wins when it comes later, and the old one when it does. */
+        write_file("tpd.conf", "[Clients]\nMaxClients=12\nMaxStreams=13\n");
+        ASSERT_INT_EQ(load(&c, &log), 0);
+        ASSERT_INT_EQ(c.max_clients, 13);
+        free(log);
+        config_done(&c);
+        write_file("tpd.conf", "[Clients]\nStreamQueueKB=4096\nClientQueueKB=128\n");
+        ASSERT_INT_EQ(load(&c, &log), 0);
+        ASSERT_INT_EQ(c.client_queue_kb, 128);
+        free(log);
+        config_done(&c);
+}
+
 static void test_invalid(void) {
         static const struct {
                 const char *text;
@@ -158,8 +187,10 @@ static void test_invalid(void) {
                 { "[Tracing]\nClock=Boot Time\n", 2, "Clock=" },
                 { "[Tracing]\nEvents=sched:sched_switch ../../tracing_on\n", 2, "'../../tracing_on'" },
                 { "[Tracing]\nEvents=noColon\n", 2, "'noColon'" },
-                { "[Clients]\nMaxClients=0\n", 2, "MaxClients=" },
-                { "[Clients]\nClientQueueKB=1\n", 2, "ClientQueueKB=" },
+                { "[Clients]\nMaxStreams=0\n", 2, "MaxStreams=" },
+                { "[Clients]\nStreamQueueKB=1\n", 2, "StreamQueueKB=" },
+                { "[Clients]\nMaxClients=0\n", 2, "invalid value '0' for MaxClients=" },
+                { "[Clients]\nClientQueueKB=1\n", 2, "invalid value '1' for ClientQueueKB=" },
                 { "[Clients]\nAccessGroup=a b\n", 2, "AccessGroup=" },
                 { "Instance=x\n", 1, "outside of a section" },
                 { "[Tracing]\nno equals sign\n", 2, "expected Key=Value" },
@@ -184,13 +215,13 @@ static void test_invalid(void) {
 
         /* The error names the drop-in it is in. */
         write_file("tpd.conf", "[Tracing]\nFlushIntervalMSec=100\n");
-        write_file("tpd.conf.d/20-bad.conf", "[Clients]\n\n\nMaxClients=many\n");
+        write_file("tpd.conf.d/20-bad.conf", "[Clients]\n\n\nMaxStreams=many\n");
         {
                 Config c;
                 char *log;
 
                 ASSERT_INT_EQ(load(&c, &log), -EINVAL);
-                ASSERT(strstr(log, "/tpd.conf.d/20-bad.conf:4: invalid value 'many' for MaxClients="));
+                ASSERT(strstr(log, "/tpd.conf.d/20-bad.conf:4: invalid value 'many' for MaxStreams="));
                 free(log);
                 config_done(&c);
         }
@@ -208,15 +239,16 @@ static void test_shipped_file(const char *conf_path) {
         for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
                 char key[64], value[256] = "";
                 const Setting *s;
+                bool old = false;
 
                 if (sscanf(line, "[%63[^]]]", section) == 1)
                         continue;
                 if (line[0] != '#' || sscanf(line, "#%63[A-Za-z]=%255s", key, value) < 1 ||
                     !strchr(line, '='))
                         continue;
-                s = config_setting_by_key(section, key);
-                if (!s)
-                        TEST_FAIL("%s: [%s] %s= is not a setting", conf_path, section, key);
+                s = config_setting_by_key(section, key, &old);
+                if (!s || old)
+                        TEST_FAIL("%s: [%s] %s= is not a setting (or an old key)", conf_path, section, key);
                 if (!streq(value, strempty(s->default_value)))
                         TEST_FAIL("%s: %s=%s, but its default is '%s'", conf_path, key, value,
                                   strempty(s->default_value));
@@ -264,6 +296,7 @@ int main(int argc, char *argv[]) {
         ASSERT(mkdir(sub, 0700) == 0);
         test_precedence();
         test_unknown();
+        test_deprecated();
         test_invalid();
         test_table();
         if (argc > 1)
