@@ -472,7 +472,7 @@ static int record_queue_file(Stream *s, const char *path, const char *text, size
 
 /* The tracefs files a trace-cmd data file needs: the page and entry headers, the formats of the
  * recorded events, printk formats, saved command lines and the clock. tpd reads only these fixed
- * names; the client writes its file itself, as the calling user. printk_formats pairs kernel
+ * names; the peer writes its file itself, as the calling user. printk_formats pairs kernel
  * addresses with strings: it goes only to root, or to everyone with KernelAddresses=yes (the
  * other files hold no addresses: layouts, print formats, names, the clock). Every file is charged
  * to the recording's queue: -ENOBUFS when they do not fit. */
@@ -489,7 +489,7 @@ static int record_queue_files(Manager *m, StreamSetup *st, bool kernel_addresses
                         continue;
                 r = tracing_read_meta(m->tracing, i, &text, &size);
                 if (r < 0) {
-                        /* Old kernels lack some of them; the client writes what it gets. */
+                        /* Old kernels lack some of them; the peer writes what it gets. */
                         log_debug_errno(r, "Failed to read %s for a recording: %m", tracing_meta_files[i]);
                         continue;
                 }

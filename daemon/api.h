@@ -12,7 +12,7 @@ typedef struct Peer Peer;
  * peer (a stream then goes on with records). Returns a negative errno only when the connection
  * must close.
  */
-int api_dispatch(Manager *m, Peer *c, const VarlinkCall *call);
+int api_dispatch(Manager *m, Peer *p, const VarlinkCall *call);
 
 /* The interface description, compiled in from io.tpd.tracing.varlink. */
 extern const char api_interface_description[];

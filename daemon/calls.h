@@ -13,37 +13,37 @@
 /*
  * What the API's methods share (api.c, pins.c, status.c): the strict checks of a call's
  * parameters, the error replies they end with, and the resolution of the events a call names,
- * bounded for members. Functions that queue an error reply on a client's fault return it as a
+ * bounded for members. Functions that queue an error reply on a peer's fault return it as a
  * positive value (or a negative errno when even that failed), unless said otherwise.
  */
 
 /* Bounds on what one call may ask for. API_EVENTS_MAX is the wire limit of a name list;
  * API_PATTERNS_MAX bounds the matching work: a distinct glob may cost a pass over all ~2,300
- * names (≈ 70 µs here), so a call costs at most ≈ 5 ms, and a client waiting behind a few such
+ * names (≈ 70 µs here), so a call costs at most ≈ 5 ms, and a peer waiting behind a few such
  * calls on other connections is still answered within tens of milliseconds. */
 #define API_EVENTS_MAX 4096U
 #define API_PATTERNS_MAX 64U
 
 /* Queues InvalidParameter naming key; returns what peer_errorf() returns. */
-int invalid_parameter(Peer *c, const char *key);
+int invalid_parameter(Peer *p, const char *key);
 /* -EINVAL, with InvalidParameter queued, when the call has a parameter not in allowed. */
-int check_keys(Peer *c, const VarlinkCall *call, const char *const *allowed);
+int check_keys(Peer *p, const VarlinkCall *call, const char *const *allowed);
 /* Replies with the error for a failed tracing_resolve(); returns what peer_errorf() returns. */
-int resolve_error(Peer *c, int r, const char *bad);
-int tracefs_error(Peer *c, int r, const char *what);
+int resolve_error(Peer *p, int r, const char *bad);
+int tracefs_error(Peer *p, int r, const char *what);
 
 /* Resolves the names of a call within its bounds (patterns, MaxGlobEvents= and MaxCallEvents= for
  * members, MaxEnabledEvents= with enable), without loading any format. Returns 0 with *ret (the
  * sorted names), 1 when an error reply was queued, or a negative errno. */
-int resolve_names(Manager *m, Peer *c, char *const *names, size_t n, bool enable, char ***ret);
+int resolve_names(Manager *m, Peer *p, char *const *names, size_t n, bool enable, char ***ret);
 /* The same, and the tracing state of each event, loading formats not loaded yet: each costs a read
  * and a parse of its format file (≈ 1 ms), so only for the few events a member may name, or the
  * events of a stream. */
-int resolve_events(Manager *m, Peer *c, char *const *names, size_t n, bool enable, TracingEvent ***ret,
+int resolve_events(Manager *m, Peer *p, char *const *names, size_t n, bool enable, TracingEvent ***ret,
                    size_t *ret_n);
 /* The LimitExceeded "call_events" a member gets for a call that selects n events, queued when n is
  * over MaxCallEvents= (1, or a negative errno); 0 when the call may go on. */
-int check_call_events(Manager *m, Peer *c, size_t n);
+int check_call_events(Manager *m, Peer *p, size_t n);
 
 /* Whether k's stream gets e's records (a stream that named no event gets every enabled one). */
 bool client_holds(const Peer *k, const TracingEvent *e);

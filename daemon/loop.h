@@ -7,7 +7,7 @@
 
 /*
  * The event loop, each dispatch timed: everything tpd does runs on one loop, so the longest
- * dispatch is the longest any client waited for tpd to turn to it (GetStatus "loop").
+ * dispatch is the longest any peer waited for tpd to turn to it (GetStatus "loop").
  */
 
 /* A dispatch longer than this is counted as slow, and logged with tpd -v. */

@@ -180,7 +180,7 @@ static int run(int argc, char *argv[]) {
         sigaddset(&mask, SIGINT);
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return log_error_errno(negative_errno(), "Failed to block signals: %m");
-        /* A client that goes away mid-write must cost an EPIPE, not the daemon. */
+        /* A peer that goes away mid-write must cost an EPIPE, not the daemon. */
         signal(SIGPIPE, SIG_IGN);
 
         fd = listen_fd_from_systemd();

@@ -45,7 +45,7 @@ Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
 
-        /* Clients first: their streams hold event references in tracing. */
+        /* Peers first: their streams hold event references in tracing. */
         while (m->peers)
                 peer_free(m->peers);
         server_free(m->server);
@@ -316,7 +316,7 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
                 return;
         }
 
-        /* Reuse the last batch's memory unless a client still holds part of it. */
+        /* Reuse the last batch's memory unless a peer still holds part of it. */
         if (m->batch && m->batch->refs == 1)
                 batch_reset(m->batch);
         else {
@@ -567,7 +567,7 @@ static void manager_notify_status(Manager *m) {
         m->status_records = c.records;
 
         (void) sd_notifyf(false,
-                          "STATUS=%" PRIu64 " events/s, %u streams, %u clients, %" PRIu64 " delivered, "
+                          "STATUS=%" PRIu64 " events/s, %u streams, %u peers, %" PRIu64 " delivered, "
                           "%" PRIu64 " lost (%" PRIu64 " overrun, %" PRIu64 " client, %" PRIu64 " unknown)",
                           rate, m->n_streams, m->n_peers, c.delivered,
                           c.lost_overrun + c.lost_client + c.lost_unknown, c.lost_overrun, c.lost_client,
@@ -1146,10 +1146,10 @@ static void manager_on_peer_free(Peer *p, void *userdata) {
                 manager_counting_stop(m);
 }
 
-/* A recording ends: its client asks for the names the kernel can give now, as trace-cmd reads the
+/* A recording ends: its peer asks for the names the kernel can give now, as trace-cmd reads the
  * kernel's table when it stops. A task gone before tpd read its records, whose last switch the
  * table had not seen at its last read, is named only by a read from now. One read per recording
- * that ends, which only the client's own call started. */
+ * that ends, which only the peer's own call started. */
 static void manager_on_hangup(Peer *p, void *userdata) {
         Manager *m = userdata;
         int r;

@@ -19,7 +19,7 @@
 /*
  * The manager owns the daemon's parts and the data flow between them: readers hand it pages, the
  * decoder turns them into a batch, and the manager offers each record of the batch to every
- * stream, then lets the clients write. It also carries the settings and the daemon-wide counters.
+ * stream, then lets the peers write. It also carries the settings and the daemon-wide counters.
  */
 
 typedef struct Peer Peer;
@@ -85,7 +85,7 @@ typedef struct Manager {
         gid_t access_gid;
         bool access_gid_valid;
 
-        Batch *batch; /* reused while no client holds a part of it */
+        Batch *batch; /* reused while no peer holds a part of it */
 
         /* A CLOCK_REALTIME timerfd that fires when the wall clock is set (TFD_TIMER_CANCEL_ON_SET):
          * streams that asked get the new offset of the trace clock to the wall clock. */

@@ -15,11 +15,11 @@
 #include "varlink.h"
 
 /*
- * One connection (the daemon's side; tpctl is the client): Varlink framing in, replies and stream
- * records out. Complete calls go up to the owner through PeerHandler.on_call, as a reader hands up
- * pages; a malformed message closes this connection and nothing else. Write interest is on only
- * while output is backlogged. The peer knows nothing of its owner: the owner keeps its list of
- * peers (next, prev), what a stream holds (held) and the counters, and hears of the end through
+ * One connection, a peer (the daemon's side; tpctl or another client is at the other end): Varlink framing
+ * in, replies and stream records out. Complete calls go up to the owner through PeerHandler.on_call, as a
+ * reader hands up pages; a malformed message closes this connection and nothing else. Write interest is on
+ * only while output is backlogged. The peer knows nothing of its owner: the owner keeps its list of peers
+ * (next, prev), what a stream holds (held) and the counters, and hears of the end through
  * PeerHandler.on_free.
  */
 
@@ -28,10 +28,10 @@ typedef struct PeerDeferred PeerDeferred;
 
 /* One slice of a call answered over several turns of the loop: works until CLOCK_MONOTONIC reaches
  * until_usec (or a little past: one step), and returns 0 to go on at a later turn, 1 once the call
- * is answered, or a negative errno to close the connection. c is NULL once the connection has
+ * is answered, or a negative errno to close the connection. p is NULL once the connection has
  * gone: the work goes on to its end, so that what the call changes does not depend on when its
- * client left, and replies go nowhere (peer_reply() and peer_errorf() accept a NULL peer). */
-typedef int (*PeerWork)(Peer *c, uint64_t until_usec, void *userdata);
+ * peer left, and replies go nowhere (peer_reply() and peer_errorf() accept a NULL peer). */
+typedef int (*PeerWork)(Peer *p, uint64_t until_usec, void *userdata);
 
 typedef struct PeerHandler {
         /* A complete call: queue exactly one reply or error (a stream then goes on with records).
@@ -39,8 +39,8 @@ typedef struct PeerHandler {
         int (*on_call)(Peer *p, const VarlinkCall *call, void *userdata);
         /* The connection ends; called once, before p is freed: release what the owner attached. */
         void (*on_free)(Peer *p, void *userdata);
-        /* A recording's client shut its sending side (and still reads): queue the last frames. The
-         * connection closes once they are out. Without it, such a client is gone. */
+        /* A recording's peer shut its sending side (and still reads): queue the last frames. The
+         * connection closes once they are out. Without it, such a peer is gone. */
         void (*on_hangup)(Peer *p, void *userdata);
 } PeerHandler;
 
@@ -72,7 +72,7 @@ struct Peer {
          * closes; one that sends nothing goes after PEER_STALL_USEC. */
         const char *refusal_error;
         char *refusal_message;
-        char *refusal_group; /* PermissionDenied: the access group, sent for the client's hint */
+        char *refusal_group; /* PermissionDenied: the access group, sent for the peer's hint */
         bool upgraded;
         bool read_closed;
         bool counting;          /* asked for counters (GetCounters): tpd keeps them while it is connected */
@@ -85,25 +85,25 @@ struct Peer {
 /* Takes fd over, also on failure. */
 int peer_new(sd_event *event, int fd, const struct ucred *cred, const PeerHandler *handler, void *userdata,
              Peer **ret);
-Peer *peer_free(Peer *c);
+Peer *peer_free(Peer *p);
 /* Marks a new connection as refused; see refusal_error. */
-int peer_refuse(Peer *c, const char *error, const char *message);
+int peer_refuse(Peer *p, const char *error, const char *message);
 
 /* Root (or tpd's own uid) may do what members may not: see docs/design.md §5, "Access". */
-static inline bool peer_is_root(const Peer *c) {
-        return c->uid == 0 || c->uid == geteuid();
+static inline bool peer_is_root(const Peer *p) {
+        return p->uid == 0 || p->uid == geteuid();
 }
 
-/* Queues a reply or an error; takes ownership of parameters. A NULL c (a deferred call whose
+/* Queues a reply or an error; takes ownership of parameters. A NULL p (a deferred call whose
  * connection has gone) takes nothing. */
-int peer_reply(Peer *c, json_object *parameters);
+int peer_reply(Peer *p, json_object *parameters);
 /* Queues a copy of a serialized reply (NUL included in len). */
-int peer_reply_text(Peer *c, const char *text, size_t len);
+int peer_reply_text(Peer *p, const char *text, size_t len);
 /* A reply with "continues": more replies follow (Stream with "more"). */
-int peer_reply_more(Peer *c, json_object *parameters);
-int peer_error(Peer *c, const char *error, json_object *parameters);
+int peer_reply_more(Peer *p, json_object *parameters);
+int peer_error(Peer *p, const char *error, json_object *parameters);
 /* An error with a "message" and, when key is set, one more string parameter. */
-int peer_errorf(Peer *c, const char *error, const char *key, const char *value, const char *format, ...)
+int peer_errorf(Peer *p, const char *error, const char *key, const char *value, const char *format, ...)
         _printf_(5, 6);
 
 /* Answers the current call over several turns of the loop: runs work for a first slice at once,
@@ -111,7 +111,7 @@ int peer_errorf(Peer *c, const char *error, const char *key, const char *value, 
  * connections served in between. This connection's further calls wait for the reply. The loop
  * owns userdata until the work ends (free_userdata then, also at exit or on failure). Returns 0,
  * or a negative errno (the connection closes). */
-int peer_defer(Peer *c, PeerWork work, void *userdata, void (*free_userdata)(void *userdata));
+int peer_defer(Peer *p, PeerWork work, void *userdata, void (*free_userdata)(void *userdata));
 
-/* Writes what is queued. Returns 0, or a negative errno after which c was freed. */
-int peer_flush(Peer *c);
+/* Writes what is queued. Returns 0, or a negative errno after which p was freed. */
+int peer_flush(Peer *p);

@@ -13,7 +13,7 @@
  * and its enable switch (a tracefs write each). A call may name up to 4,096 events (root), so it is
  * answered over as many turns of the loop as it takes (peer_defer()), each a slice of a few
  * milliseconds: other connections are served in between, this one's next calls wait for the
- * reply. A call is carried out to its end even when its client leaves, as one answered at once
+ * reply. A call is carried out to its end even when its peer leaves, as one answered at once
  * would be. */
 
 typedef enum PinPhase {
@@ -72,7 +72,7 @@ static int pin_job_fail(PinJob *j, int r) {
 
 /* A member sets, changes or clears the kernel filter only of events nobody else holds: a kernel
  * filter decides what every holder of the event gets. */
-static int pin_check_filter_owner(PinJob *j, Peer *c, TracingEvent *e) {
+static int pin_check_filter_owner(PinJob *j, Peer *p, TracingEvent *e) {
         _cleanup_free_ char *who = NULL;
         int r;
 
@@ -81,7 +81,7 @@ static int pin_check_filter_owner(PinJob *j, Peer *c, TracingEvent *e) {
         r = event_held_by_others(j->m, e, j->uid, &who);
         if (r <= 0)
                 return r;
-        r = peer_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, "event", e->name,
+        r = peer_errorf(p, VARLINK_ERROR_PERMISSION_DENIED, "event", e->name,
                         "The kernel filter of '%s' is shared with %s: only root, or a user that alone "
                         "holds the event, may change it.",
                         e->name, who);
@@ -89,7 +89,7 @@ static int pin_check_filter_owner(PinJob *j, Peer *c, TracingEvent *e) {
 }
 
 /* One event of the current phase; 1 when an error reply was queued. */
-static int pin_job_step(PinJob *j, Peer *c) {
+static int pin_job_step(PinJob *j, Peer *p) {
         Manager *m = j->m;
         TracingEvent *e = j->events[j->i];
         bool was_enabled;
@@ -99,7 +99,7 @@ static int pin_job_step(PinJob *j, Peer *c) {
         case PIN_LOAD:
                 r = tracing_event_get(m->tracing, j->names[j->i], &j->events[j->i]);
                 if (r < 0) {
-                        r = peer_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", j->names[j->i],
+                        r = peer_errorf(p, TPD_ERROR_NO_SUCH_EVENT, "event", j->names[j->i],
                                         "The format of '%s' could not be loaded: %s", j->names[j->i],
                                         strerror(-r));
                         return r < 0 ? r : 1;
@@ -109,18 +109,18 @@ static int pin_job_step(PinJob *j, Peer *c) {
         case PIN_CHECK: {
                 _cleanup_free_ char *message = NULL;
 
-                r = pin_check_filter_owner(j, c, e);
+                r = pin_check_filter_owner(j, p, e);
                 if (r != 0 || !*j->filter)
                         return r;
                 /* A bad filter changes nothing. An empty one clears the events' filters. */
                 if (e->always_on) {
-                        r = peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event", e->name,
+                        r = peer_errorf(p, TPD_ERROR_INVALID_FILTER, "event", e->name,
                                         "'%s' cannot be filtered in the kernel.", e->name);
                         return r < 0 ? r : 1;
                 }
                 r = tracing_filter_verify(m->tracing, e, j->filter, &message);
                 if (r < 0) {
-                        r = peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event", e->name,
+                        r = peer_errorf(p, TPD_ERROR_INVALID_FILTER, "event", e->name,
                                         "Invalid filter for '%s': %s", e->name, strempty(message));
                         return r < 0 ? r : 1;
                 }
@@ -136,7 +136,7 @@ static int pin_job_step(PinJob *j, Peer *c) {
                         return 0;
                 r = event_unpin(m, e, j->root ? NULL : &j->uid);
                 if (r < 0)
-                        return tracefs_error(c, r, "disable the event") < 0 ? -ENOMEM : 1;
+                        return tracefs_error(p, r, "disable the event") < 0 ? -ENOMEM : 1;
                 j->changed = true;
                 json_push(&r, j->list, json_object_new_string(e->name));
                 return r;
@@ -147,24 +147,24 @@ static int pin_job_step(PinJob *j, Peer *c) {
 
                 /* Checked again: others may have come to hold the event while the call waited for
                  * its turns. */
-                r = pin_check_filter_owner(j, c, e);
+                r = pin_check_filter_owner(j, p, e);
                 if (r != 0)
                         return r;
                 r = tracing_event_set_filter(m->tracing, e, *j->filter ? j->filter : NULL, &message);
                 if (r == -EINVAL) {
-                        r = peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event", e->name,
+                        r = peer_errorf(p, TPD_ERROR_INVALID_FILTER, "event", e->name,
                                         "The kernel rejected the filter for '%s': %s", e->name,
                                         message ? message : strerror(EINVAL));
                         return r < 0 ? r : 1;
                 }
                 if (r < 0)
-                        return tracefs_error(c, r, "set the filter") < 0 ? -ENOMEM : 1;
+                        return tracefs_error(p, r, "set the filter") < 0 ? -ENOMEM : 1;
                 e->filter_uid = j->uid;
         }
         was_enabled = e->enabled;
         r = tracing_event_pin_uid(m->tracing, e, j->uid, true);
         if (r < 0)
-                return tracefs_error(c, r, "enable the event") < 0 ? -ENOMEM : 1;
+                return tracefs_error(p, r, "enable the event") < 0 ? -ENOMEM : 1;
         /* Enabled now: counted by tracing_n_enabled(), no longer as reserved. */
         if (!was_enabled && e->enabled && j->reserved > 0) {
                 j->reserved--;
@@ -175,8 +175,8 @@ static int pin_job_step(PinJob *j, Peer *c) {
         return r;
 }
 
-static int pin_job_reply(PinJob *j, Peer *c) {
-        json_object *p = json_object_new_object();
+static int pin_job_reply(PinJob *j, Peer *p) {
+        json_object *reply = json_object_new_object();
         int r = 0;
 
         if (j->enable) {
@@ -187,16 +187,16 @@ static int pin_job_reply(PinJob *j, Peer *c) {
                          (unsigned) j->uid);
         }
         (void) manager_save_state(j->m);
-        json_set(&r, p, j->enable ? "enabled" : "disabled", TAKE_PTR(j->list));
+        json_set(&r, reply, j->enable ? "enabled" : "disabled", TAKE_PTR(j->list));
         if (r < 0) {
-                json_object_put(p);
+                json_object_put(reply);
                 return r;
         }
-        r = peer_reply(c, p);
+        r = peer_reply(p, reply);
         return r < 0 ? r : 1;
 }
 
-static int pin_job_work(Peer *c, uint64_t until_usec, void *userdata) {
+static int pin_job_work(Peer *p, uint64_t until_usec, void *userdata) {
         PinJob *j = userdata;
         int r;
 
@@ -204,11 +204,11 @@ static int pin_job_work(Peer *c, uint64_t until_usec, void *userdata) {
                 if (j->i == j->n) {
                         j->i = 0;
                         if (j->phase == PIN_APPLY)
-                                return pin_job_reply(j, c);
+                                return pin_job_reply(j, p);
                         j->phase = j->phase == PIN_LOAD && j->filter ? PIN_CHECK : PIN_APPLY;
                         continue;
                 }
-                r = pin_job_step(j, c);
+                r = pin_job_step(j, p);
                 if (r != 0)
                         return pin_job_fail(j, r);
                 j->i++;
@@ -217,15 +217,15 @@ static int pin_job_work(Peer *c, uint64_t until_usec, void *userdata) {
         }
 }
 
-static int pin_job_new(Manager *m, Peer *c, bool enable, PinJob **ret) {
+static int pin_job_new(Manager *m, Peer *p, bool enable, PinJob **ret) {
         PinJob *j = calloc(1, sizeof(PinJob));
 
         if (!j)
                 return -ENOMEM;
         *j = (PinJob){
                 .m = m,
-                .uid = c->uid,
-                .root = peer_is_root(c),
+                .uid = p->uid,
+                .root = peer_is_root(p),
                 .enable = enable,
                 .phase = enable ? PIN_LOAD : PIN_APPLY,
                 .list = json_object_new_array(),
@@ -238,7 +238,7 @@ static int pin_job_new(Manager *m, Peer *c, bool enable, PinJob **ret) {
         return 0;
 }
 
-int pins_method_enable(Manager *m, Peer *c, const VarlinkCall *call) {
+int pins_method_enable(Manager *m, Peer *p, const VarlinkCall *call) {
         static const char *const keys[] = { "events", "filter", NULL };
         _cleanup_free_ char **names = NULL;
         _cleanup_strv_free_ char **resolved = NULL;
@@ -247,20 +247,20 @@ int pins_method_enable(Manager *m, Peer *c, const VarlinkCall *call) {
         PinJob *j;
         int r;
 
-        if (check_keys(c, call, keys) < 0)
+        if (check_keys(p, call, keys) < 0)
                 return 0;
         r = varlink_param_strv(call->parameters, "events", API_EVENTS_MAX, &names, &n_names);
         if (r < 0 || n_names == 0)
-                return invalid_parameter(c, "events");
+                return invalid_parameter(p, "events");
         if (varlink_param_string(call->parameters, "filter", true, &filter) < 0 ||
             (filter && strlen(filter) > TPD_FILTER_MAX))
-                return invalid_parameter(c, "filter");
+                return invalid_parameter(p, "filter");
 
-        r = resolve_names(m, c, names, n_names, true, &resolved);
+        r = resolve_names(m, p, names, n_names, true, &resolved);
         if (r != 0)
                 return r < 0 ? r : 0;
 
-        r = pin_job_new(m, c, true, &j);
+        r = pin_job_new(m, p, true, &j);
         if (r < 0)
                 return r;
         j->n = strv_length(resolved);
@@ -278,10 +278,10 @@ int pins_method_enable(Manager *m, Peer *c, const VarlinkCall *call) {
                         j->reserved++;
         }
         m->n_enabling += j->reserved;
-        return peer_defer(c, pin_job_work, j, pin_job_free);
+        return peer_defer(p, pin_job_work, j, pin_job_free);
 }
 
-int pins_method_disable(Manager *m, Peer *c, const VarlinkCall *call) {
+int pins_method_disable(Manager *m, Peer *p, const VarlinkCall *call) {
         static const char *const keys[] = { "events", "all", NULL };
         _cleanup_free_ char **names = NULL;
         _cleanup_strv_free_ char **resolved = NULL;
@@ -290,18 +290,18 @@ int pins_method_disable(Manager *m, Peer *c, const VarlinkCall *call) {
         PinJob *j;
         int r;
 
-        if (check_keys(c, call, keys) < 0)
+        if (check_keys(p, call, keys) < 0)
                 return 0;
         r = varlink_param_strv(call->parameters, "events", API_EVENTS_MAX, &names, &n_names);
         if (r < 0)
-                return invalid_parameter(c, "events");
+                return invalid_parameter(p, "events");
         if (varlink_param_bool(call->parameters, "all", &all) < 0)
-                return invalid_parameter(c, "all");
+                return invalid_parameter(p, "all");
         if (all == (n_names > 0))
-                return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "events",
+                return peer_errorf(p, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "events",
                                    "Name the events to disable, or set 'all', not both.");
 
-        r = pin_job_new(m, c, false, &j);
+        r = pin_job_new(m, p, false, &j);
         if (r < 0)
                 return r;
         if (all) {
@@ -313,10 +313,10 @@ int pins_method_disable(Manager *m, Peer *c, const VarlinkCall *call) {
                         return -ENOMEM;
                 }
                 memcpy(j->events, known, j->n * sizeof(TracingEvent *));
-                return peer_defer(c, pin_job_work, j, pin_job_free);
+                return peer_defer(p, pin_job_work, j, pin_job_free);
         }
 
-        r = resolve_names(m, c, names, n_names, false, &resolved);
+        r = resolve_names(m, p, names, n_names, false, &resolved);
         if (r != 0) {
                 pin_job_free(j);
                 return r < 0 ? r : 0;
@@ -343,20 +343,20 @@ int pins_method_disable(Manager *m, Peer *c, const VarlinkCall *call) {
                         _cleanup_free_ char *who = NULL;
                         bool named = false;
 
-                        if (!e->pinned || tracing_event_pinned_by(e, c->uid))
+                        if (!e->pinned || tracing_event_pinned_by(e, p->uid))
                                 continue;
                         for (size_t k = 0; k < n_names && !named; k++)
                                 named = !names_is_glob(names[k]) && streq(names[k], e->name);
                         if (!named)
                                 continue;
                         pin_job_free(j);
-                        r = event_held_by_others(m, e, c->uid, &who);
+                        r = event_held_by_others(m, e, p->uid, &who);
                         if (r < 0)
                                 return r;
-                        return peer_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, "event", e->name,
+                        return peer_errorf(p, VARLINK_ERROR_PERMISSION_DENIED, "event", e->name,
                                            "'%s' is pinned by others (%s): a member removes only its "
                                            "own pins.",
                                            e->name, strempty(who));
                 }
-        return peer_defer(c, pin_job_work, j, pin_job_free);
+        return peer_defer(p, pin_job_work, j, pin_job_free);
 }

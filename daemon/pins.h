@@ -9,5 +9,5 @@
  * Enable and Disable: the pins of each uid on events, and the kernel filters that go with them.
  * A call that changes many events is answered over several turns of the loop (peer_defer()).
  */
-int pins_method_enable(Manager *m, Peer *c, const VarlinkCall *call);
-int pins_method_disable(Manager *m, Peer *c, const VarlinkCall *call);
+int pins_method_enable(Manager *m, Peer *p, const VarlinkCall *call);
+int pins_method_disable(Manager *m, Peer *p, const VarlinkCall *call);

@@ -8,7 +8,7 @@
 #include "util.h"
 
 /*
- * Rate limiting of what a client (or the machine) can trigger at will, log messages above all: at
+ * Rate limiting of what a peer (or the machine) can trigger at will, log messages above all: at
  * most `burst` per interval; the first message of the next interval can say how many were left out.
  * With a burst of 1 it is an interval-only limiter: at most once per interval.
  */

@@ -10,7 +10,7 @@
 
 /* Pages moved per splice: enough to amortise the syscall, small enough for a cache-warm decode. */
 #define READER_BATCH_PAGES 64U
-/* Splices per wakeup before yielding to the other CPUs' readers and the clients. */
+/* Splices per wakeup before yielding to the other CPUs' readers and the peers. */
 #define READER_MAX_ROUNDS 16U
 /* Wake-ups in a row that moved nothing before the reader stops watching its fd. The fd of a CPU
  * without a ring buffer polls ready forever while splice says EAGAIN and read ENODEV (6.18); a

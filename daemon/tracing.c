@@ -159,7 +159,7 @@ static int load_available(Tracing *t) {
 }
 
 /* Modules may add events at any time, so a name tpd does not know may be new. Rereading the list
- * costs milliseconds: at most once a second, however many unknown names clients ask for. */
+ * costs milliseconds: at most once a second, however many unknown names peers ask for. */
 static void reload_available_ratelimited(Tracing *t) {
         if (!ratelimit_below(&t->reload_limit))
                 return;

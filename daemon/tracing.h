@@ -16,7 +16,7 @@ struct tep_event;
  * Tracing control: everything tpd writes to tracefs. It owns the private instance, its clock and
  * buffer settings, the parsed event formats (only of events in use), and the reference counts that
  * decide whether an event is enabled: a pin set by Enable, plus one reference per live stream that
- * asked for it. Event names from clients are checked here, against the kernel's list, before any
+ * asked for it. Event names from peers are checked here, against the kernel's list, before any
  * of them reaches a path.
  */
 
