@@ -96,6 +96,11 @@ typedef struct Parser {
         unsigned n_predicates;
         char *message;
         int error;
+        /* filter_canonicalize_stream(): the text is read as the kernel reads it, and the first
+         * construct only the kernel reads is noted here instead of failing the parse. */
+        bool kernel_too;
+        char *stream_message;
+        int stream_error;
 } Parser;
 
 typedef struct Buffer {
@@ -115,23 +120,45 @@ static Node *node_free(Node *n) {
 }
 DEFINE_TRIVIAL_CLEANUP_FUNC(Node *, node_free);
 
+static int message_format(char **ret, size_t pos, const char *format, va_list ap) {
+        char reason[256];
+
+        vsnprintf(reason, sizeof(reason), format, ap);
+        if (asprintf(ret, "column %zu: %s", pos + 1, reason) < 0) {
+                *ret = NULL;
+                return -ENOMEM;
+        }
+        return -EINVAL;
+}
+
 /* Records the first error only; the message names a column and shows no byte of the input that
  * is not printable ASCII. */
 _printf_(3, 4) static int parser_fail(Parser *p, size_t pos, const char *format, ...) {
-        char reason[256];
         va_list ap;
 
         if (p->error)
                 return p->error;
         va_start(ap, format);
-        vsnprintf(reason, sizeof(reason), format, ap);
+        p->error = message_format(&p->message, pos, format, ap);
         va_end(ap);
-        p->error = -EINVAL;
-        if (asprintf(&p->message, "column %zu: %s", pos + 1, reason) < 0) {
-                p->message = NULL;
-                p->error = -ENOMEM;
-        }
         return p->error;
+}
+
+/* A construct of a stream filter that only the kernel reads: an error, unless the text is read
+ * for the kernel too (filter_canonicalize_stream()), which notes the first one and reads on. */
+_printf_(3, 4) static int parser_kernel_only(Parser *p, size_t pos, const char *format, ...) {
+        char **message = p->kernel_too ? &p->stream_message : &p->message;
+        int *error = p->kernel_too ? &p->stream_error : &p->error;
+        va_list ap;
+
+        if (*error == 0) {
+                va_start(ap, format);
+                *error = message_format(message, pos, format, ap);
+                va_end(ap);
+        }
+        if (p->kernel_too)
+                return *error == -ENOMEM ? -ENOMEM : 0;
+        return *error;
 }
 
 static bool is_ident_start(char c) {
@@ -197,10 +224,13 @@ static int lex_string(Parser *p, Token *t) {
                         return parser_fail(p, i, "a string may not contain '\"'");
                 /* tep_filter_add_filter_str() (1.7.1) takes any ',' for a separator of event names and
                  * then computes a negative length: an allocation of 2^64 - 1 bytes. */
-                if (c == ',' && p->target == FILTER_STREAM)
-                        return parser_fail(p, i,
-                                           "a stream filter's string may not contain ',' "
-                                           "(libtraceevent splits on it)");
+                if (c == ',' && p->target == FILTER_STREAM) {
+                        int r = parser_kernel_only(p, i,
+                                                   "a stream filter's string may not contain ',' "
+                                                   "(libtraceevent splits on it)");
+                        if (r < 0)
+                                return r;
+                }
                 if (c < 0x20 || c >= 0x7f)
                         return parser_fail(p, i, "byte 0x%02x in a string: only printable ASCII is allowed",
                                            c);
@@ -367,15 +397,19 @@ static int parse_predicate(Parser *p, Node **ret) {
                 if (kind == FIELD_STRING)
                         return parser_fail(p, op.pos, "'%s' is a string field: compare it with ==, != or ~",
                                            f->name);
-                if (op.type == TOKEN_BAND && p->target == FILTER_STREAM)
-                        return parser_fail(p, op.pos, "'&' is only supported in kernel filters (enable)");
+                if (op.type == TOKEN_BAND && p->target == FILTER_STREAM &&
+                    (r = parser_kernel_only(p, op.pos, "'&' is only supported in kernel filters (enable)")) <
+                            0)
+                        return r;
                 break;
         case TOKEN_GLOB:
                 if (kind == FIELD_NUMERIC)
                         return parser_fail(p, op.pos, "'%s' is a numeric field: '~' compares strings",
                                            f->name);
-                if (p->target == FILTER_STREAM)
-                        return parser_fail(p, op.pos, "'~' is only supported in kernel filters (enable)");
+                if (p->target == FILTER_STREAM &&
+                    (r = parser_kernel_only(p, op.pos, "'~' is only supported in kernel filters (enable)")) <
+                            0)
+                        return r;
                 break;
         default:
                 return parser_fail(p, op.pos, "expected a comparison operator after '%s', found %s", f->name,
@@ -396,10 +430,11 @@ static int parse_predicate(Parser *p, Node **ret) {
         /* The kernel reads the value of a signed field with kstrtoll(), of an unsigned one with
          * kstrtoull(); libtraceevent reads no sign at all. */
         if (value.type == TOKEN_NUMBER && value.negative) {
-                if (p->target == FILTER_STREAM)
-                        return parser_fail(p, value.pos,
-                                           "negative numbers are only supported in kernel filters "
-                                           "(enable)");
+                if (p->target == FILTER_STREAM &&
+                    (r = parser_kernel_only(p, value.pos,
+                                            "negative numbers are only supported in kernel filters "
+                                            "(enable)")) < 0)
+                        return r;
                 if (!(f->flags & TEP_FIELD_IS_SIGNED))
                         return parser_fail(p, value.pos,
                                            "'%s' is unsigned: it cannot be compared with a "
@@ -623,50 +658,87 @@ static void emit(Buffer *b, const Node *n) {
         }
 }
 
+static int parse(Parser *p, Node **ret_root) {
+        int r;
+
+        p->length = strnlen(p->text, TPD_FILTER_MAX + 1);
+        if (p->length > TPD_FILTER_MAX)
+                return parser_fail(p, TPD_FILTER_MAX, "longer than %u bytes", TPD_FILTER_MAX);
+        r = lex(p);
+        if (r >= 0 && p->tok.type == TOKEN_END)
+                r = parser_fail(p, 0, "empty filter");
+        if (r >= 0)
+                r = parse_or(p, ret_root);
+        if (r >= 0 && p->tok.type != TOKEN_END)
+                r = parser_fail(p, p->tok.pos, "unexpected %s after a complete expression",
+                                p->tok.type == TOKEN_RPAREN ? "')'" : token_text[p->tok.type]);
+        return r;
+}
+
+/* Writes root's canonical text for target (NULL ret: only checks it). */
+static int canonical_text(Parser *p, Node **root, FilterTarget target, char **ret) {
+        Buffer b = {};
+        int r = 0;
+
+        if (target == FILTER_STREAM)
+                push_not_down(root, false);
+        emit(&b, *root);
+        if (b.oom)
+                r = -ENOMEM;
+        /* The kernel takes less than a page, and canonical text can be longer than the input. */
+        /* Parentheses added for precedence can nest deeper than the input did. */
+        else if (b.max_depth > FILTER_DEPTH_MAX)
+                r = parser_fail(p, 0, "nested deeper than %u levels once normalised", FILTER_DEPTH_MAX);
+        else if (b.len >= TPD_FILTER_MAX)
+                r = parser_fail(p, 0, "%zu bytes once normalised, the limit is %u", b.len,
+                                TPD_FILTER_MAX - 1);
+        if (r >= 0 && ret)
+                *ret = TAKE_PTR(b.data);
+        free(b.data);
+        return r;
+}
+
 int filter_canonicalize(const struct tep_event *event, const char *text, FilterTarget target,
                         char **ret_canonical, char **ret_message) {
         Parser p = { .event = event, .text = text, .target = target };
         _cleanup_(node_freep) Node *root = NULL;
-        Buffer b = {};
         int r;
 
-        p.length = strnlen(text, TPD_FILTER_MAX + 1);
-        if (p.length > TPD_FILTER_MAX)
-                r = parser_fail(&p, TPD_FILTER_MAX, "longer than %u bytes", TPD_FILTER_MAX);
-        else {
-                r = lex(&p);
-                if (r >= 0 && p.tok.type == TOKEN_END)
-                        r = parser_fail(&p, 0, "empty filter");
-                if (r >= 0)
-                        r = parse_or(&p, &root);
-                if (r >= 0 && p.tok.type != TOKEN_END)
-                        r = parser_fail(&p, p.tok.pos, "unexpected %s after a complete expression",
-                                        p.tok.type == TOKEN_RPAREN ? "')'" : token_text[p.tok.type]);
+        r = parse(&p, &root);
+        if (r >= 0)
+                r = canonical_text(&p, &root, target, ret_canonical);
+        if (r < 0 && ret_message)
+                *ret_message = TAKE_PTR(p.message);
+        free(p.message);
+        return r;
+}
+
+int filter_canonicalize_stream(const struct tep_event *event, const char *text, char **ret_canonical,
+                               char **ret_message) {
+        Parser p = { .event = event, .text = text, .target = FILTER_STREAM, .kernel_too = true };
+        _cleanup_(node_freep) Node *root = NULL;
+        int r;
+
+        r = parse(&p, &root);
+        if (r >= 0)
+                r = canonical_text(&p, &root, FILTER_KERNEL, NULL);
+        if (r >= 0 && p.stream_error == 0) {
+                r = canonical_text(&p, &root, FILTER_STREAM, ret_canonical);
+                if (r == -EINVAL) {
+                        /* Within the kernel's limits, beyond libtraceevent's. */
+                        p.stream_error = r;
+                        p.stream_message = TAKE_PTR(p.message);
+                        r = 0;
+                }
         }
-        if (r >= 0) {
-                if (target == FILTER_STREAM)
-                        push_not_down(&root, false);
-                emit(&b, root);
-                if (b.oom)
-                        r = -ENOMEM;
-                /* The kernel takes less than a page, and canonical text can be longer than the input. */
-                /* Parentheses added for precedence can nest deeper than the input did. */
-                else if (b.max_depth > FILTER_DEPTH_MAX)
-                        r = parser_fail(&p, 0, "nested deeper than %u levels once normalised",
-                                        FILTER_DEPTH_MAX);
-                else if (b.len >= TPD_FILTER_MAX)
-                        r = parser_fail(&p, 0, "%zu bytes once normalised, the limit is %u", b.len,
-                                        TPD_FILTER_MAX - 1);
-        }
-        if (r < 0) {
-                free(b.data);
-                if (ret_message)
-                        *ret_message = TAKE_PTR(p.message);
+        if (r >= 0 && p.stream_error < 0) {
+                r = p.stream_error == -EINVAL ? -EOPNOTSUPP : p.stream_error;
                 free(p.message);
-                return r;
+                p.message = TAKE_PTR(p.stream_message);
         }
-        if (ret_canonical)
-                *ret_canonical = TAKE_PTR(b.data);
-        free(b.data);
-        return 0;
+        if (r < 0 && ret_message)
+                *ret_message = TAKE_PTR(p.message);
+        free(p.message);
+        free(p.stream_message);
+        return r;
 }

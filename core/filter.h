@@ -49,3 +49,11 @@ typedef enum FilterTarget {
  */
 int filter_canonicalize(const struct tep_event *event, const char *text, FilterTarget target,
                         char **ret_canonical, char **ret_message);
+/*
+ * For a stream: parses text for event once, as the kernel reads it, and tells whether libtraceevent
+ * can apply it too. Returns 0 with the stream's canonical text; -EINVAL when the kernel's grammar
+ * refuses it (the message filter_canonicalize() gives for FILTER_KERNEL); -EOPNOTSUPP when only the
+ * kernel could apply it (the message it gives for FILTER_STREAM); -ENOMEM.
+ */
+int filter_canonicalize_stream(const struct tep_event *event, const char *text, char **ret_canonical,
+                               char **ret_message);

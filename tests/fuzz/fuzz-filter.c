@@ -77,6 +77,36 @@ static void check_libtraceevent(struct tep_event *e, const char *canonical) {
         tep_filter_free(f);
 }
 
+static bool streq_null(const char *a, const char *b) {
+        return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* A stream's one parse (filter_canonicalize_stream()) says what the kernel's and the stream's
+ * parses say: the kernel's error first, then the stream's, with their messages and text. */
+static void check_one_parse(struct tep_event *e, const char *text) {
+        char *kernel_msg = NULL, *stream = NULL, *stream_msg = NULL, *one = NULL, *one_msg = NULL;
+        int kr, sr, r;
+
+        kr = filter_canonicalize(e, text, FILTER_KERNEL, NULL, &kernel_msg);
+        sr = filter_canonicalize(e, text, FILTER_STREAM, &stream, &stream_msg);
+        r = filter_canonicalize_stream(e, text, &one, &one_msg);
+        if (kr == -ENOMEM || sr == -ENOMEM || r == -ENOMEM)
+                abort();
+        if (kr < 0) {
+                if (r != -EINVAL || one || !streq_null(one_msg, kernel_msg))
+                        abort();
+        } else if (sr < 0) {
+                if (r != -EOPNOTSUPP || one || !streq_null(one_msg, stream_msg))
+                        abort();
+        } else if (r != 0 || one_msg || !streq_null(one, stream))
+                abort();
+        free(kernel_msg);
+        free(stream);
+        free(stream_msg);
+        free(one);
+        free(one_msg);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char *text, *canonical = NULL, *msg = NULL;
         FilterTarget target;
@@ -97,6 +127,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         memcpy(text, data + 1, size - 1);
         text[size - 1] = 0;
 
+        check_one_parse(e, text);
         r = filter_canonicalize(e, text, target, &canonical, &msg);
         if (r == -EINVAL) {
                 if (canonical)
