@@ -12,9 +12,8 @@
 #include <unistd.h>
 
 #include "core/decode.h"
-#include "core/filter.h"
 #include "core/names.h"
-#include "core/stream.h"
+#include "core/selection.h"
 #include "datcheck.h"
 #include "linereader.h"
 #include "lines.h"
@@ -168,7 +167,7 @@ static bool has_control_byte(const char *s, size_t n) {
 
 /*
  * An NDJSON capture: the lines stream's selection keeps, as they are. Only "event", "pid" and
- * "cpu" are looked at, with stream's rules (core/stream.c stream_matches()): a line of another
+ * "cpu" are looked at, with stream's rules (core/selection.c selection_matches()): a line of another
  * CPU goes, a line without "event" (a loss or a notice) stays, an event line must match the events
  * and pids. A lost record of cause "unknown" does not name its event or pid, so it stays too.
  * head (n_head bytes) is what was read of fd already: a pipe cannot be read twice.
@@ -265,7 +264,7 @@ typedef struct ReplaySource {
 typedef struct Replay {
         struct tep_handle *tep;
         Decoder *decoder;
-        Stream *stream;
+        Selection selection;
         Batch *batch;
         size_t page_size;
         bool print;
@@ -375,7 +374,7 @@ static int replay_emit(Replay *r) {
         for (size_t i = 0; i < b->n_records; i++) {
                 const Record *rec = &b->records[i];
 
-                if (!stream_matches(r->stream, r->decoder, rec))
+                if (!selection_matches(&r->selection, r->decoder, rec))
                         continue;
                 if (r->print && rec->kind == RECORD_EVENT) {
                         k = decoder_encode_print(r->decoder, b, i);
@@ -450,11 +449,12 @@ static void tracecmd_closep(struct tracecmd_input **h) {
  * event of the file it applies to, when none are named), as tpd's Stream method does. */
 static int replay_select(Replay *r, const ReplayOptions *o) {
         _cleanup_(patterns_done) Patterns patterns = {};
-        _cleanup_free_ const char **names = NULL;
+        _cleanup_free_ struct tep_event **events = NULL;
+        _cleanup_free_ int64_t *pids = NULL, *cpus = NULL;
         _cleanup_free_ bool *chosen = NULL;
-        _cleanup_free_ char *message = NULL;
+        SelectionError err = {};
         struct tep_event **all;
-        size_t n_all, n_names = 0;
+        size_t n_all, n_events = 0;
         int k;
 
         if (patterns_compile(&patterns, o->events, o->n_events) < 0)
@@ -462,8 +462,10 @@ static int replay_select(Replay *r, const ReplayOptions *o) {
         all = tep_list_events(r->tep, TEP_EVENT_SORT_ID);
         n_all = all ? (size_t) tep_get_events_count(r->tep) : 0;
         chosen = calloc(n_all + 1, sizeof(bool));
-        names = calloc(n_all + 1, sizeof(char *));
-        if (!chosen || !names)
+        events = calloc(n_all + 1, sizeof(struct tep_event *));
+        pids = calloc(o->n_pids + 1, sizeof(int64_t));
+        cpus = calloc(o->n_cpus + 1, sizeof(int64_t));
+        if (!chosen || !events || !pids || !cpus)
                 return log_oom();
 
         for (size_t i = 0; i < patterns.n; i++) {
@@ -473,65 +475,53 @@ static int replay_select(Replay *r, const ReplayOptions *o) {
                         char name[512];
 
                         snprintf(name, sizeof(name), "%s:%s", all[j]->system, all[j]->name);
-                        if (patterns_match(&patterns, i, name)) {
+                        if (patterns_match(&patterns, i, name))
                                 found = chosen[j] = true;
-                                k = stream_select_event(r->stream, (unsigned) all[j]->id);
-                                if (k < 0)
-                                        return log_oom();
-                        }
                 }
                 if (!found)
                         return log_error_errno(-ENOENT, "no event of the capture matches '%s'",
                                                patterns.names[i]);
         }
+        for (size_t j = 0; j < n_all; j++)
+                if (chosen[j])
+                        events[n_events++] = all[j];
         for (size_t i = 0; i < o->n_pids; i++)
-                if (stream_select_pid(r->stream, o->pids[i]) < 0)
-                        return log_oom();
+                pids[i] = o->pids[i];
         for (size_t i = 0; i < o->n_cpus; i++)
-                if (stream_select_cpu(r->stream, (unsigned) o->cpus[i]) < 0)
-                        return log_oom();
-
-        if (!o->filter)
-                return 0;
-        if (strlen(o->filter) > TPD_FILTER_MAX)
+                cpus[i] = o->cpus[i];
+        if (o->filter && strlen(o->filter) > TPD_FILTER_MAX)
                 return log_error_errno(-EINVAL, "the filter is longer than %u bytes", TPD_FILTER_MAX);
 
-        /* tpd's grammar checks the text against each event first (core/filter.c), as for a live
-         * stream; libtraceevent only ever sees its canonical text. */
-        for (size_t j = 0; j < n_all; j++) {
-                _cleanup_free_ char *why = NULL;
-                char *name;
-
-                if (patterns.n > 0 && !chosen[j])
-                        continue;
-                k = filter_canonicalize(all[j], o->filter, FILTER_KERNEL, NULL, &why);
-                if (k == -ENOMEM)
-                        return log_oom();
-                if (k < 0) {
-                        if (patterns.n > 0)
-                                return log_error_errno(k, "invalid filter for '%s:%s': %s",
-                                                       escape_text(all[j]->system, (char[256]){}, 256),
-                                                       escape_text(all[j]->name, (char[256]){}, 256),
-                                                       escape_text(strempty(why), (char[ESCAPE_TEXT_MAX]){},
-                                                                   ESCAPE_TEXT_MAX));
-                        continue;
-                }
-                if (asprintf(&name, "%s:%s", all[j]->system, all[j]->name) < 0)
-                        return log_oom();
-                names[n_names++] = name;
-        }
-        k = n_names == 0 ? -EINVAL
-                         : stream_set_filter(r->stream, r->tep, o->filter, names, n_names, &message);
-        for (size_t i = 0; i < n_names; i++)
-                free((char *) names[i]);
-        if (k == -EINVAL)
-                return log_error_errno(
+        k = selection_build(&r->selection,
+                            &(SelectionSpec){ .tep = r->tep,
+                                              .events = events,
+                                              .n_events = n_events,
+                                              .others = all,
+                                              .n_others = n_all,
+                                              .pids = pids,
+                                              .n_pids = o->n_pids,
+                                              .cpus = cpus,
+                                              .n_cpus = o->n_cpus,
+                                              .filter = o->filter,
+                                              .print = o->print },
+                            &err);
+        if (k == -EINVAL && err.failure == SELECTION_FILTER_INVALID)
+                k = log_error_errno(
+                        k, "invalid filter for '%s:%s': %s",
+                        escape_text(events[err.event]->system, (char[256]){}, 256),
+                        escape_text(events[err.event]->name, (char[256]){}, 256),
+                        escape_text(strempty(err.message), (char[ESCAPE_TEXT_MAX]){}, ESCAPE_TEXT_MAX));
+        else if (k == -EINVAL)
+                k = log_error_errno(
                         k, "invalid stream filter: %s",
-                        message ? escape_text(message, (char[ESCAPE_TEXT_MAX]){}, ESCAPE_TEXT_MAX)
-                                : "it applies to no event of the capture");
-        if (k < 0)
-                return log_error_errno(k, "cannot set the filter: %m");
-        return 0;
+                        err.message ? escape_text(err.message, (char[ESCAPE_TEXT_MAX]){}, ESCAPE_TEXT_MAX)
+                                    : "it applies to no event of the capture");
+        else if (k == -ENOMEM)
+                k = log_oom();
+        else if (k < 0)
+                k = log_error_errno(k, "cannot set the filter: %m");
+        free(err.message);
+        return k;
 }
 
 /* The file's formats are not the kernel's: one that would make the decoder or libtraceevent read
@@ -611,15 +601,13 @@ static int replay_dat(const char *path, const ReplayOptions *o, Output *out) {
         for (size_t i = 0; i < r.n_sources; i++)
                 handles[i] = r.sources[i].handle;
 
-        if (replay_load_stats(&r, tracecmd_get_cpustats(handle)) < 0 ||
-            stream_new(STREAM_RAW, 1, 0, &r.stream) < 0 || !(r.batch = batch_new()) ||
+        if (replay_load_stats(&r, tracecmd_get_cpustats(handle)) < 0 || !(r.batch = batch_new()) ||
             decoder_new(r.tep,
                         &(DecoderCallbacks){ .comm = replay_comm, .missed = replay_missed, .userdata = &r },
                         &r.decoder) < 0) {
                 log_oom();
                 goto finish;
         }
-        r.stream->print = o->print;
         if (replay_select(&r, o) < 0)
                 goto finish;
 
@@ -650,7 +638,7 @@ finish:
         }
         free(r.sources);
         decoder_free(r.decoder);
-        stream_free(r.stream);
+        selection_done(&r.selection);
         batch_unref(r.batch);
         return status;
 }

@@ -222,9 +222,43 @@ static int stream_slot_check(Manager *m, Peer *c) {
         return r < 0 ? r : 1;
 }
 
-/* What a Stream or Record call set up: its stream, and the events it holds for its lifetime. */
+/* A Stream or Record call's parameters. */
+typedef struct StreamParams {
+        char **events;
+        size_t n_events;
+        int64_t *pids;
+        size_t n_pids;
+        int64_t *cpus;
+        size_t n_cpus;
+        const char *filter;
+        bool print;
+        bool symbolic;
+        bool realtime;
+} StreamParams;
+
+#define STREAM_PARAM(f) offsetof(StreamParams, f)
+
+static const CallParam stream_params[] = {
+        { "events", CALL_PARAM_STRINGS, STREAM_PARAM(events), STREAM_PARAM(n_events), API_EVENTS_MAX },
+        { "pids", CALL_PARAM_INTS, STREAM_PARAM(pids), STREAM_PARAM(n_pids), API_PIDS_MAX, 0, INT32_MAX },
+        { "cpus", CALL_PARAM_CPUS, STREAM_PARAM(cpus), STREAM_PARAM(n_cpus), API_CPUS_MAX },
+        { "filter", CALL_PARAM_STRING, STREAM_PARAM(filter), 0, TPD_FILTER_MAX },
+        { "print", CALL_PARAM_BOOL, STREAM_PARAM(print) },
+        { "symbolic", CALL_PARAM_BOOL, STREAM_PARAM(symbolic) },
+        { "realtime", CALL_PARAM_BOOL, STREAM_PARAM(realtime) },
+};
+
+static void stream_params_done(StreamParams *p) {
+        free(p->events);
+        free(p->pids);
+        free(p->cpus);
+}
+
+/* What a Stream or Record call set up: its stream (a recording's head), and the events it holds for
+ * its lifetime. */
 typedef struct StreamSetup {
         Stream *stream;
+        Recording *recording;
         TracingEvent **events; /* selected by name; the held ones */
         size_t n_events;
         bool filtered;
@@ -234,181 +268,167 @@ typedef struct StreamSetup {
 static void stream_setup_done(Manager *m, StreamSetup *st, bool release) {
         if (release)
                 release_holds(m, st->events, st->n_events);
-        st->stream = stream_free(st->stream);
+        if (st->recording)
+                st->recording = recording_free(st->recording);
+        else
+                stream_free(st->stream);
+        st->stream = NULL;
         st->events = mfree(st->events);
         st->n_events = 0;
 }
 
-/* Parses a Stream or Record call's selection, checks it, and sets up its stream and holds. Returns
- * 0 with *ret set, 1 when an error reply was queued, or a negative errno. With all_enabled, no
- * named events select the events enabled now (a recording's file describes the events it holds). */
-static int stream_setup(Manager *m, Peer *c, const VarlinkCall *call, const char *const *keys,
-                        StreamMode mode, bool all_enabled, StreamSetup *ret) {
-        _cleanup_free_ char **names = NULL;
+/* The events a call names; with none, a recording's are those enabled now (its file describes the
+ * events it holds). Returns 0, 1 when an error reply was queued, or a negative errno. */
+static int stream_setup_events(Manager *m, Peer *c, const StreamParams *p, bool recording,
+                               TracingEvent ***ret, size_t *ret_n) {
         _cleanup_free_ TracingEvent **events = NULL;
-        _cleanup_free_ int64_t *pids = NULL, *cpus = NULL;
-        _cleanup_free_ const char **filter_events = NULL;
-        size_t n_names, n = 0, n_pids, n_cpus, n_filter = 0;
-        _cleanup_free_ TracingEvent **held = NULL;
-        size_t n_held = 0;
-        const char *filter = NULL;
-        Stream *s = NULL;
-        bool print = false, symbolic, realtime = false;
-        json_object *p;
+        TracingEvent *const *known;
+        size_t n = 0, n_known;
+        int r;
+
+        if (p->n_events > 0) {
+                r = resolve_events(m, c, p->events, p->n_events, true, ret, ret_n);
+                return r < 0 ? r : r > 0;
+        }
+        if (!recording)
+                return 0;
+        known = tracing_events(m->tracing, &n_known);
+        events = calloc(n_known + 1, sizeof(TracingEvent *));
+        if (!events)
+                return -ENOMEM;
+        for (size_t i = 0; i < n_known; i++)
+                if (known[i]->enabled && !known[i]->always_on)
+                        events[n++] = known[i];
+        if (n == 0) {
+                r = peer_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", "",
+                                "No event is enabled: name the events to record.");
+                return r < 0 ? r : 1;
+        }
+        /* Selected all the same: a member's implicit selection obeys MaxCallEvents= too. */
+        r = check_call_events(m, c, n);
+        if (r != 0)
+                return r < 0 ? r : 1;
+        *ret = TAKE_PTR(events);
+        *ret_n = n;
+        return 0;
+}
+
+/* Builds the stream's selection (selection_build()) and replies to a filter it refuses. Without
+ * named events the filter covers the events enabled now for which it makes sense; records of
+ * others do not pass it. Returns 0, 1 when an error reply was queued, or a negative errno. */
+static int stream_setup_selection(Manager *m, Peer *c, const StreamParams *p, TracingEvent **events,
+                                  size_t n, Selection *sel) {
+        size_t n_known, n_others = 0;
+        TracingEvent *const *known = tracing_events(m->tracing, &n_known);
+        _cleanup_free_ struct tep_event **formats = calloc(MAX(n, n_known) + 1, sizeof(struct tep_event *));
+        _cleanup_free_ TracingEvent **others = calloc(n_known + 1, sizeof(TracingEvent *));
+        SelectionError err = {};
+        TracingEvent *bad;
+        int r;
+
+        if (!formats || !others)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                formats[i] = events[i]->format;
+        for (size_t i = 0; n == 0 && p->filter && i < n_known; i++)
+                if (known[i]->enabled) {
+                        others[n_others] = known[i];
+                        formats[n_others++] = known[i]->format;
+                }
+
+        r = selection_build(sel,
+                            &(SelectionSpec){ .tep = tracing_tep(m->tracing),
+                                              .events = formats,
+                                              .n_events = n,
+                                              .others = formats,
+                                              .n_others = n_others,
+                                              .pids = p->pids,
+                                              .n_pids = p->n_pids,
+                                              .cpus = p->cpus,
+                                              .n_cpus = p->n_cpus,
+                                              .filter = p->filter,
+                                              .print = p->print },
+                            &err);
+        if (r != -EINVAL)
+                return r;
+        bad = err.event == SIZE_MAX ? NULL : n > 0 ? events[err.event] : others[err.event];
+        if (err.failure == SELECTION_FILTER_INVALID)
+                r = peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event", bad->name,
+                                "Invalid filter for '%s': %s", bad->name, strempty(err.message));
+        else
+                r = peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event", bad ? bad->name : "",
+                                "Invalid stream filter: %s",
+                                err.message ?: "it applies to no enabled event");
+        free(err.message);
+        return r < 0 ? r : 1;
+}
+
+/* Holds the named events for the stream's lifetime. The holds go to the connection only once the
+ * stream is set up: a call that fails on the way must leave the connection as it was. Returns 0, 1
+ * when an error reply was queued, or a negative errno. */
+static int stream_setup_hold(Manager *m, Peer *c, TracingEvent **events, size_t n, StreamSetup *st) {
+        int r = 0;
+
+        st->events = calloc(n + 1, sizeof(TracingEvent *));
+        if (!st->events)
+                return -ENOMEM;
+        for (size_t i = 0; i < n && r >= 0; i++) {
+                r = tracing_event_ref(m->tracing, events[i]);
+                if (r >= 0)
+                        st->events[st->n_events++] = events[i];
+        }
+        if (r < 0) {
+                release_holds(m, st->events, st->n_events);
+                st->n_events = 0;
+                r = tracefs_error(c, r, "enable the event");
+                return r < 0 ? r : 1;
+        }
+        return 0;
+}
+
+/* Parses a Stream or Record call's selection, checks it, and sets up its stream (a recording) and
+ * holds. Returns 0 with *ret set, 1 when an error reply was queued, or a negative errno. */
+static int stream_setup(Manager *m, Peer *c, const VarlinkCall *call, const char *const *keys,
+                        StreamMode mode, bool recording, StreamSetup *ret) {
+        /* Absent (or null) "symbolic": the configuration's default, for streams of records. */
+        _cleanup_(stream_params_done) StreamParams p = { .symbolic = !recording && m->config.symbolic };
+        _cleanup_free_ TracingEvent **events = NULL;
+        size_t n = 0, max_bytes = (size_t) m->config.client_queue_kb * 1024;
+        StreamSetup st = {};
         int r;
 
         if (check_keys(c, call, keys) < 0)
                 return 1;
-        if (varlink_param_strv(call->parameters, "events", API_EVENTS_MAX, &names, &n_names) < 0)
-                return invalid_parameter(c, "events") < 0 ? -ENOMEM : 1;
-        if (varlink_param_intv(call->parameters, "pids", API_PIDS_MAX, &pids, &n_pids) < 0)
-                return invalid_parameter(c, "pids") < 0 ? -ENOMEM : 1;
-        if (varlink_param_intv(call->parameters, "cpus", API_CPUS_MAX, &cpus, &n_cpus) < 0)
-                return invalid_parameter(c, "cpus") < 0 ? -ENOMEM : 1;
-        if (varlink_param_string(call->parameters, "filter", true, &filter) < 0 ||
-            (filter && strlen(filter) > TPD_FILTER_MAX))
-                return invalid_parameter(c, "filter") < 0 ? -ENOMEM : 1;
-        if (varlink_param_bool(call->parameters, "print", &print) < 0)
-                return invalid_parameter(c, "print") < 0 ? -ENOMEM : 1;
-        /* Absent (or null): the configuration's default, for streams of records. */
-        symbolic = mode != STREAM_PAGES && m->config.symbolic;
-        if (json_object_object_get_ex(call->parameters, "symbolic", &p) && p &&
-            varlink_param_bool(call->parameters, "symbolic", &symbolic) < 0)
-                return invalid_parameter(c, "symbolic") < 0 ? -ENOMEM : 1;
-        if (varlink_param_bool(call->parameters, "realtime", &realtime) < 0)
-                return invalid_parameter(c, "realtime") < 0 ? -ENOMEM : 1;
-        for (size_t i = 0; i < n_cpus; i++)
-                if (cpus[i] < 0 || cpus[i] >= (int64_t) m->n_cpus) {
-                        r = peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "cpus",
-                                        "There is no CPU %lld: this machine has CPUs 0 to %u.",
-                                        (long long) cpus[i], m->n_cpus - 1);
-                        return r < 0 ? r : 1;
-                }
-        for (size_t i = 0; i < n_pids; i++)
-                if (pids[i] < 0 || pids[i] > INT32_MAX)
-                        return invalid_parameter(c, "pids") < 0 ? -ENOMEM : 1;
-
+        r = call_params_parse(m, c, call, stream_params, ELEMENTSOF(stream_params), &p);
+        if (r != 0)
+                return r;
         r = stream_slot_check(m, c);
         if (r != 0)
                 return r < 0 ? r : 1;
+        r = stream_setup_events(m, c, &p, recording, &events, &n);
+        if (r != 0)
+                return r;
 
-        if (n_names > 0) {
-                r = resolve_events(m, c, names, n_names, true, &events, &n);
-                if (r != 0)
-                        return r < 0 ? r : 1;
-        } else if (all_enabled) {
-                size_t n_known;
-                TracingEvent *const *known = tracing_events(m->tracing, &n_known);
-
-                events = calloc(n_known + 1, sizeof(TracingEvent *));
-                if (!events)
-                        return -ENOMEM;
-                for (size_t i = 0; i < n_known; i++)
-                        if (known[i]->enabled && !known[i]->always_on)
-                                events[n++] = known[i];
-                if (n == 0) {
-                        r = peer_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", "",
-                                        "No event is enabled: name the events to record.");
-                        return r < 0 ? r : 1;
-                }
-                /* Selected all the same: a member's implicit selection obeys MaxCallEvents= too. */
-                r = check_call_events(m, c, n);
-                if (r != 0)
-                        return r < 0 ? r : 1;
-        }
-
-        r = stream_new(mode, m->n_cpus, (size_t) m->config.client_queue_kb * 1024, &s);
+        if (recording) {
+                r = recording_new(m->n_cpus, max_bytes, &st.recording);
+                if (r >= 0)
+                        st.stream = &st.recording->stream;
+        } else
+                r = stream_new(mode, m->n_cpus, max_bytes, &st.stream);
         if (r < 0)
                 return r;
-        s->print = print;
-        s->symbolic = symbolic;
-        s->realtime = realtime;
-        for (size_t i = 0; i < n && r >= 0; i++)
-                r = stream_select_event(s, (unsigned) events[i]->format->id);
-        for (size_t i = 0; i < n_pids && r >= 0; i++)
-                r = stream_select_pid(s, (int32_t) pids[i]);
-        for (size_t i = 0; i < n_cpus && r >= 0; i++)
-                r = stream_select_cpu(s, (unsigned) cpus[i]);
-        if (r < 0) {
-                stream_free(s);
+        st.stream->symbolic = p.symbolic;
+        st.stream->realtime = p.realtime;
+        r = stream_setup_selection(m, c, &p, events, n, &st.stream->selection);
+        if (r == 0)
+                r = stream_setup_hold(m, c, events, n, &st);
+        if (r != 0) {
+                stream_setup_done(m, &st, false);
                 return r;
         }
-
-        if (filter) {
-                _cleanup_free_ char *message = NULL;
-                size_t n_known;
-                TracingEvent *const *known = tracing_events(m->tracing, &n_known);
-
-                /* Without named events the filter covers the events enabled now for which it makes
-                 * sense; records of others do not pass it. */
-                filter_events = calloc(MAX(n, n_known) + 1, sizeof(char *));
-                if (!filter_events) {
-                        stream_free(s);
-                        return -ENOMEM;
-                }
-                /* tpd's own grammar checks the text against each event (core/filter.c);
-                 * stream_set_filter() hands libtraceevent only its canonical text. */
-                if (n > 0)
-                        for (size_t i = 0; i < n; i++) {
-                                r = tracing_filter_verify(m->tracing, events[i], filter, &message);
-                                if (r < 0) {
-                                        stream_free(s);
-                                        r = peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event",
-                                                        events[i]->name, "Invalid filter for '%s': %s",
-                                                        events[i]->name, strempty(message));
-                                        return r < 0 ? r : 1;
-                                }
-                                filter_events[n_filter++] = events[i]->name;
-                        }
-                else
-                        for (size_t i = 0; i < n_known; i++)
-                                if (known[i]->enabled &&
-                                    tracing_filter_verify(m->tracing, known[i], filter, NULL) >= 0)
-                                        filter_events[n_filter++] = known[i]->name;
-
-                r = n_filter == 0 ? -EINVAL
-                                  : stream_set_filter(s, tracing_tep(m->tracing), filter, filter_events,
-                                                      n_filter, &message);
-                if (r < 0) {
-                        stream_free(s);
-                        if (r == -EINVAL) {
-                                r = peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event",
-                                                n_filter > 0 ? filter_events[0] : "",
-                                                "Invalid stream filter: %s",
-                                                message ? message : "it applies to no enabled event");
-                                return r < 0 ? r : 1;
-                        }
-                        return r;
-                }
-        }
-
-        /* Hold the named events for the stream's lifetime. The holds go to the connection only once
-         * the stream is set up: a call that fails on the way must leave the connection as it was. */
-        held = calloc(n + 1, sizeof(TracingEvent *));
-        if (!held) {
-                stream_free(s);
-                return -ENOMEM;
-        }
-        r = 0;
-        for (size_t i = 0; i < n && r >= 0; i++) {
-                r = tracing_event_ref(m->tracing, events[i]);
-                if (r >= 0)
-                        held[n_held++] = events[i];
-        }
-        if (r < 0) {
-                release_holds(m, held, n_held);
-                stream_free(s);
-                r = tracefs_error(c, r, "enable the event");
-                return r < 0 ? r : 1;
-        }
-
-        *ret = (StreamSetup){
-                .stream = s,
-                .events = TAKE_PTR(held),
-                .n_events = n_held,
-                .filtered = filter != NULL,
-                .print = print,
-        };
+        st.filtered = p.filter != NULL;
+        st.print = p.print;
+        *ret = st;
         return 0;
 }
 
@@ -417,6 +437,7 @@ static void stream_setup_commit(Manager *m, Peer *c, StreamSetup *st, bool upgra
         c->held = TAKE_PTR(st->events);
         c->n_held = st->n_events;
         c->stream = TAKE_PTR(st->stream);
+        c->recording = TAKE_PTR(st->recording);
         c->upgraded = upgraded;
         manager_stream_started(m);
 }
@@ -458,7 +479,7 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
                 return r;
         }
 
-        n_pids = st.stream->n_pids;
+        n_pids = st.stream->selection.n_pids;
         log_debug("Peer %d: stream started (%zu events, %zu pids%s).", (int) c->pid, st.n_events, n_pids,
                   st.filtered ? ", filtered" : "");
         stream_setup_commit(m, c, &st, call->upgrade);
@@ -466,8 +487,8 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
 }
 
 /* Queues a FILE frame: the path, a NUL, the content. */
-static int record_queue_file(Stream *s, const char *path, const char *text, size_t size) {
-        return stream_queue_frame(s, TPD_FRAME_FILE, 0, 0, path, strlen(path) + 1, text, size);
+static int record_queue_file(Recording *rec, const char *path, const char *text, size_t size) {
+        return recording_queue_frame(rec, TPD_FRAME_FILE, 0, 0, path, strlen(path) + 1, text, size);
 }
 
 /* The tracefs files a trace-cmd data file needs: the page and entry headers, the formats of the
@@ -493,7 +514,7 @@ static int record_queue_files(Manager *m, StreamSetup *st, bool kernel_addresses
                         log_debug_errno(r, "Failed to read %s for a recording: %m", tracing_meta_files[i]);
                         continue;
                 }
-                r = record_queue_file(st->stream, tracing_meta_files[i], text, size);
+                r = record_queue_file(st->recording, tracing_meta_files[i], text, size);
                 if (r < 0)
                         return r;
         }
@@ -510,7 +531,7 @@ static int record_queue_files(Manager *m, StreamSetup *st, bool kernel_addresses
                 r = tracing_event_format(m->tracing, e, &path, &text, &size);
                 if (r < 0)
                         return r;
-                r = record_queue_file(st->stream, path, text, size);
+                r = record_queue_file(st->recording, path, text, size);
                 if (r < 0)
                         return r;
         }
@@ -527,7 +548,7 @@ static int method_record(Manager *m, Peer *c, const VarlinkCall *call) {
         if (!call->upgrade)
                 return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "upgrade",
                                    "Record sends pages, not JSON: it needs \"upgrade\" set in the call.");
-        r = stream_setup(m, c, call, keys, STREAM_PAGES, true, &st);
+        r = stream_setup(m, c, call, keys, STREAM_RAW, true, &st);
         if (r != 0)
                 return r < 0 ? r : 0;
         /* The files go first: a recording cannot do without them. */

@@ -22,6 +22,61 @@ int check_keys(Peer *c, const VarlinkCall *call, const char *const *allowed) {
         return 0;
 }
 
+static int call_param_read(json_object *params, const CallParam *t, uint8_t *base) {
+        json_object *v;
+        const char **text;
+        int r;
+
+        switch (t->type) {
+        case CALL_PARAM_STRINGS:
+                return varlink_param_strv(params, t->name, t->max, (char ***) (base + t->field),
+                                          (size_t *) (base + t->count));
+        case CALL_PARAM_INTS:
+        case CALL_PARAM_CPUS:
+                return varlink_param_intv(params, t->name, t->max, (int64_t **) (base + t->field),
+                                          (size_t *) (base + t->count));
+        case CALL_PARAM_STRING:
+                text = (const char **) (base + t->field);
+                r = varlink_param_string(params, t->name, true, text);
+                return r < 0 || (*text && strlen(*text) > t->max) ? -EINVAL : 0;
+        case CALL_PARAM_BOOL:
+                if (!json_object_object_get_ex(params, t->name, &v) || !v)
+                        return 0; /* the default stays */
+                return varlink_param_bool(params, t->name, (bool *) (base + t->field));
+        }
+        return -EINVAL;
+}
+
+int call_params_parse(Manager *m, Peer *c, const VarlinkCall *call, const CallParam *table, size_t n,
+                      void *ret) {
+        uint8_t *base = ret;
+        int r;
+
+        for (size_t i = 0; i < n; i++)
+                if (call_param_read(call->parameters, &table[i], base) < 0)
+                        return invalid_parameter(c, table[i].name) < 0 ? -ENOMEM : 1;
+
+        for (size_t i = 0; i < n; i++) {
+                const CallParam *t = &table[i];
+                const int64_t *v = *(int64_t **) (base + t->field);
+                size_t count = t->type == CALL_PARAM_INTS || t->type == CALL_PARAM_CPUS
+                                       ? *(size_t *) (base + t->count)
+                                       : 0;
+
+                for (size_t k = 0; k < count; k++) {
+                        if (t->type == CALL_PARAM_CPUS && (v[k] < 0 || v[k] >= (int64_t) m->n_cpus)) {
+                                r = peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", t->name,
+                                                "There is no CPU %lld: this machine has CPUs 0 to %u.",
+                                                (long long) v[k], m->n_cpus - 1);
+                                return r < 0 ? r : 1;
+                        }
+                        if (t->type == CALL_PARAM_INTS && (v[k] < t->min || v[k] > t->max_value))
+                                return invalid_parameter(c, t->name) < 0 ? -ENOMEM : 1;
+                }
+        }
+        return 0;
+}
+
 /* Replies with the error for a failed tracing_resolve(). */
 int resolve_error(Peer *c, int r, const char *bad) {
         if (r == -ENOENT)

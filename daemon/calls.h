@@ -28,6 +28,31 @@
 int invalid_parameter(Peer *p, const char *key);
 /* -EINVAL, with InvalidParameter queued, when the call has a parameter not in allowed. */
 int check_keys(Peer *p, const VarlinkCall *call, const char *const *allowed);
+/* How a method reads one parameter into its struct (see call_params_parse()). */
+typedef enum CallParamType {
+        CALL_PARAM_STRINGS, /* char ** (the strings are the call's), count: size_t; max: entries */
+        CALL_PARAM_INTS,    /* int64_t *, count: size_t; max: entries; each within min to max_value */
+        CALL_PARAM_CPUS,    /* int64_t *, count: size_t; max: entries; each a CPU of this machine */
+        CALL_PARAM_STRING,  /* const char * (the call's); max: bytes */
+        CALL_PARAM_BOOL,    /* bool */
+} CallParamType;
+
+typedef struct CallParam {
+        const char *name;
+        CallParamType type;
+        size_t field; /* offset in the method's struct */
+        size_t count; /* lists: offset of their length */
+        size_t max;
+        int64_t min, max_value;
+} CallParam;
+
+/* Reads the parameters of table into the struct at ret, whose fields hold the defaults: absent (or
+ * null) parameters leave them as they are. Types come first, in the table's order, then the values
+ * of the lists: the first parameter found wrong gets InvalidParameter naming it (a CPU this machine
+ * lacks says which CPUs it has). Returns 0, 1 when an error reply was queued, or a negative errno;
+ * the lists are the caller's to free, also on error. */
+int call_params_parse(Manager *m, Peer *p, const VarlinkCall *call, const CallParam *table, size_t n,
+                      void *ret);
 /* Replies with the error for a failed tracing_resolve(); returns what peer_errorf() returns. */
 int resolve_error(Peer *p, int r, const char *bad);
 int tracefs_error(Peer *p, int r, const char *what);

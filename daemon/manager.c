@@ -154,7 +154,7 @@ static void manager_offer(Manager *m, Batch *b) {
 
         b->plain_end = b->buf.len;
         for (Peer *c = m->peers; c; c = c->next) {
-                if (!c->stream || c->stream->mode == STREAM_PAGES)
+                if (!c->stream || c->recording)
                         continue;
                 r = stream_offer_batch(c->stream, m->decoder, b);
                 if (r < 0)
@@ -191,11 +191,11 @@ static void manager_report_kernel_losses(Manager *m) {
 
                         (void) sd_event_now(m->event, CLOCK_BOOTTIME, &now);
                         for (Peer *c = m->peers; c; c = c->next)
-                                if (c->stream && c->stream->mode == STREAM_PAGES) {
-                                        stream_note_kernel_losses(c->stream, cpu, st.overrun, st.dropped,
-                                                                  now * 1000);
+                                if (c->recording) {
+                                        recording_note_kernel_losses(c->recording, cpu, st.overrun,
+                                                                     st.dropped, now * 1000);
                                         if (cpu == 0)
-                                                (void) stream_resolve_comms(c->stream, m->decoder);
+                                                (void) recording_resolve_comms(c->recording, m->decoder);
                                 }
                 }
                 if (m->n_streams == m->n_recordings)
@@ -248,7 +248,7 @@ static uint8_t manager_inline_variant(Manager *m) {
         bool any = false;
 
         for (Peer *c = m->peers; c; c = c->next)
-                if (c->stream && c->stream->mode != STREAM_PAGES) {
+                if (c->stream && !c->recording) {
                         if (!c->stream->symbolic)
                                 return 0;
                         any = true;
@@ -292,8 +292,8 @@ static void manager_on_pages(void *userdata, unsigned cpu, const void *pages, si
                 };
 
                 for (Peer *c = m->peers; c; c = c->next)
-                        if (c->stream && c->stream->mode == STREAM_PAGES) {
-                                r = stream_offer_pages(c->stream, m->decoder, &src, pages, n_pages);
+                        if (c->recording) {
+                                r = recording_offer_pages(c->recording, m->decoder, &src, pages, n_pages);
                                 if (r < 0)
                                         log_warning_errno(r, "Peer %d: failed to queue pages: %m",
                                                           (int) c->pid);
@@ -433,7 +433,7 @@ void manager_stream_started(Manager *m) {
         for (Peer *c = m->peers; c; c = c->next)
                 if (c->stream && !c->stream->has_base)
                         new_stream = c;
-        recording = new_stream && new_stream->stream->mode == STREAM_PAGES;
+        recording = new_stream && new_stream->recording;
 
         /* Pages are decoded only while a stream wants records, and their losses counted only then:
          * the first such stream starts the count of reported overruns from the kernel's, so that
@@ -455,7 +455,9 @@ void manager_stream_started(Manager *m) {
                         m->dropped_reported[cpu] = st.dropped;
                 }
                 for (Peer *c = m->peers; c; c = c->next)
-                        if (c->stream && !c->stream->has_base)
+                        if (c->recording && !c->stream->has_base)
+                                (void) recording_set_base(c->recording, cpu, st.overrun, st.dropped);
+                        else if (c->stream && !c->stream->has_base)
                                 (void) stream_set_base(c->stream, cpu, st.overrun, st.dropped);
         }
         for (Peer *c = m->peers; c; c = c->next)
@@ -627,7 +629,10 @@ static void manager_check_instance(Manager *m) {
                                 (void) reader_flush(m->readers[i]);
                 ts = manager_trace_clock_now_ns(m);
                 for (Peer *c = m->peers; c; c = c->next)
-                        if (c->stream && stream_queue_notice(c->stream, ts, "instance-changed", report) < 0)
+                        if (c->stream &&
+                            (c->recording
+                                     ? recording_queue_notice(c->recording, ts, "instance-changed", report)
+                                     : stream_queue_notice(c->stream, ts, "instance-changed", report)) < 0)
                                 log_debug("Peer %d: failed to queue a notice.", (int) c->pid);
                 manager_flush_clients(m);
         }
@@ -1130,7 +1135,7 @@ static void manager_on_peer_free(Peer *p, void *userdata) {
                 m->n_refused--;
         if (p->stream) {
                 m->n_streams--;
-                if (p->stream->mode == STREAM_PAGES)
+                if (p->recording)
                         m->n_recordings--;
                 m->delivered += p->stream->delivered;
                 m->lost_client += p->stream->lost_client;
@@ -1154,8 +1159,10 @@ static void manager_on_hangup(Peer *p, void *userdata) {
         Manager *m = userdata;
         int r;
 
+        if (!p->recording)
+                return;
         comm_cache_reread(m->comm);
-        r = stream_finish(p->stream, m->decoder);
+        r = recording_finish(p->recording, m->decoder);
         if (r < 0)
                 log_debug_errno(r, "Peer %d: cannot send the last names of its recording: %m", (int) p->pid);
 }

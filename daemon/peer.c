@@ -45,7 +45,10 @@ Peer *peer_free(Peer *p) {
                 p->handler->on_free(p, p->userdata);
         free(p->refusal_message);
         free(p->refusal_group);
-        stream_free(p->stream);
+        if (p->recording)
+                recording_free(p->recording);
+        else
+                stream_free(p->stream);
         free(p->held);
 
         sd_event_source_disable_unref(p->source);
@@ -156,7 +159,8 @@ int peer_flush(Peer *p) {
                 r = queue_write(&p->stream->queue, p->fd);
                 /* Room again: tell the peer what it missed. */
                 if (r >= 0 && p->stream->drops_pending) {
-                        int k = stream_report_drops(p->stream);
+                        int k = p->recording ? recording_report_losses(p->recording)
+                                             : stream_report_drops(p->stream);
                         if (k >= 0 && !queue_is_empty(&p->stream->queue))
                                 r = queue_write(&p->stream->queue, p->fd);
                 }
@@ -359,7 +363,7 @@ static int peer_on_io(sd_event_source *s, int fd, uint32_t revents, void *userda
                         /* A streaming peer that hangs up is gone, except a recording's, which
                          * waits for its last names; a caller may just have shut down its sending
                          * side and still waits for replies. */
-                        if (p->stream && (p->stream->mode != STREAM_PAGES || !p->handler->on_hangup)) {
+                        if (p->stream && (!p->recording || !p->handler->on_hangup)) {
                                 peer_free(p);
                                 return 0;
                         }

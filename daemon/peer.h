@@ -10,6 +10,7 @@
 #include <systemd/sd-event.h>
 
 #include "core/queue.h"
+#include "core/recording.h"
 #include "core/stream.h"
 #include "tracing.h"
 #include "varlink.h"
@@ -62,8 +63,9 @@ struct Peer {
         VarlinkBuffer in;
         Queue out; /* replies; written before stream records */
 
-        Stream *stream;
-        TracingEvent **held; /* the owner's: events this stream enabled for its lifetime */
+        Stream *stream;       /* a live stream, or the head of recording */
+        Recording *recording; /* a recording: frames of pages */
+        TracingEvent **held;  /* the owner's: events this stream enabled for its lifetime */
         size_t n_held;
         sd_event_source *stall_timer; /* armed while a call is half received */
         uint64_t n_calls;             /* calls received, to see progress */

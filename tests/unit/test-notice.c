@@ -11,6 +11,7 @@
 
 #include "core/encode.h"
 #include "core/queue.h"
+#include "core/recording.h"
 #include "core/stream.h"
 #include "tpd-protocol.h"
 #include "tpd-test.h"
@@ -98,48 +99,52 @@ static void assert_notice_frame(const char *data, size_t len, const char *want) 
 
 static void test_pages(void) {
         JsonBuf out = {};
+        Recording *rec;
         Stream *s;
 
-        ASSERT_INT_EQ(stream_new(STREAM_PAGES, 2, 1 << 20, &s), 0);
-        ASSERT_INT_EQ(stream_queue_notice(s, 7, "instance-changed", "tracing_on \"x\""), 0);
+        ASSERT_INT_EQ(recording_new(2, 1 << 20, &rec), 0);
+        s = &rec->stream;
+        ASSERT_INT_EQ(recording_queue_notice(rec, 7, "instance-changed", "tracing_on \"x\""), 0);
         written(s, &out);
         assert_notice_frame(
                 out.data, out.len,
                 "{\"ts\":7,\"notice\":\"instance-changed\",\"message\":\"tracing_on \\\"x\\\"\"}");
         jsonbuf_done(&out);
-        stream_free(s);
+        recording_free(rec);
 }
 
 static void test_pages_full(void) {
         static const char name[16] = "0123456789abcdef";
         JsonBuf out = {};
         size_t frames = 0;
+        Recording *rec;
         Stream *s;
         int r;
 
         /* Names fill the queue to its bound: one more frame is refused, nothing queued for it. */
-        ASSERT_INT_EQ(stream_new(STREAM_PAGES, 1, 1024, &s), 0);
-        while ((r = stream_queue_frame(s, TPD_FRAME_COMM, 0, 1, name, sizeof(name), NULL, 0)) == 0)
+        ASSERT_INT_EQ(recording_new(1, 1024, &rec), 0);
+        s = &rec->stream;
+        while ((r = recording_queue_frame(rec, TPD_FRAME_COMM, 0, 1, name, sizeof(name), NULL, 0)) == 0)
                 frames++;
         ASSERT_INT_EQ(r, -ENOBUFS);
         ASSERT_INT_EQ(frames, 1024 / (sizeof(TpdFrame) + sizeof(name)));
         ASSERT(s->queue.held <= s->max_bytes);
 
         /* The notices wait; the latest one goes out once there is room. */
-        ASSERT_INT_EQ(stream_queue_notice(s, 1, "instance-changed", "first"), 0);
-        ASSERT_INT_EQ(stream_queue_notice(s, 2, "instance-changed", "second"), 0);
+        ASSERT_INT_EQ(recording_queue_notice(rec, 1, "instance-changed", "first"), 0);
+        ASSERT_INT_EQ(recording_queue_notice(rec, 2, "instance-changed", "second"), 0);
         ASSERT(s->drops_pending);
         ASSERT(s->queue.held <= s->max_bytes);
         written(s, &out);
         ASSERT_INT_EQ(out.len, frames * (sizeof(TpdFrame) + sizeof(name)));
         out.len = 0;
-        ASSERT_INT_EQ(stream_report_drops(s), 0);
+        ASSERT_INT_EQ(recording_report_losses(rec), 0);
         ASSERT(!s->drops_pending);
         written(s, &out);
         assert_notice_frame(out.data, out.len,
                             "{\"ts\":2,\"notice\":\"instance-changed\",\"message\":\"second\"}");
         jsonbuf_done(&out);
-        stream_free(s);
+        recording_free(rec);
 }
 
 int main(void) {

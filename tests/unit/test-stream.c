@@ -111,6 +111,27 @@ static Stream *stream_make(StreamMode mode, unsigned n_cpus, size_t max_bytes) {
         return s;
 }
 
+/* Sets a filter on one event, as a call naming it does. */
+static int set_filter(Stream *s, struct tep_handle *tep, const char *filter, const char *event,
+                      SelectionError *ret_error) {
+        const char *colon = strchr(event, ':');
+        char system[64];
+        struct tep_event *e;
+        SelectionError err = {};
+        int r;
+
+        ASSERT(colon);
+        snprintf(system, sizeof(system), "%.*s", (int) (colon - event), event);
+        e = tep_find_event_by_name(tep, system, colon + 1);
+        ASSERT(e);
+        r = selection_set_filter(&s->selection, tep, filter, &e, 1, true, &err);
+        if (ret_error)
+                *ret_error = err;
+        else
+                free(err.message);
+        return r;
+}
+
 static void test_selection(void) {
         Batch *b = batch_new();
         Stream *all = stream_make(STREAM_RAW, 4, 1 << 20);
@@ -132,47 +153,47 @@ static void test_selection(void) {
 
         /* Nothing selected: everything. */
         for (size_t i = 0; i < b->n_records; i++)
-                ASSERT(stream_matches(all, NULL, &b->records[i]));
+                ASSERT(selection_matches(&all->selection, NULL, &b->records[i]));
 
         /* Events: ids far apart grow the bitmap without losing earlier bits. */
-        ASSERT_INT_EQ(stream_select_event(ev, 372), 0);
-        ASSERT_INT_EQ(stream_select_event(ev, 5000), 0);
-        ASSERT_INT_EQ(stream_select_event(ev, 3), 0);
-        ASSERT(stream_matches(ev, NULL, &b->records[e0]));
-        ASSERT(!stream_matches(ev, NULL, &b->records[e1]));
-        ASSERT(stream_matches(ev, NULL, &b->records[e2]));
-        ASSERT(stream_matches(ev, NULL, &b->records[e3]));
+        ASSERT_INT_EQ(selection_select_event(&ev->selection, 372), 0);
+        ASSERT_INT_EQ(selection_select_event(&ev->selection, 5000), 0);
+        ASSERT_INT_EQ(selection_select_event(&ev->selection, 3), 0);
+        ASSERT(selection_matches(&ev->selection, NULL, &b->records[e0]));
+        ASSERT(!selection_matches(&ev->selection, NULL, &b->records[e1]));
+        ASSERT(selection_matches(&ev->selection, NULL, &b->records[e2]));
+        ASSERT(selection_matches(&ev->selection, NULL, &b->records[e3]));
         /* Losses concern every event of the CPU. */
-        ASSERT(stream_matches(ev, NULL, &b->records[lost0]));
+        ASSERT(selection_matches(&ev->selection, NULL, &b->records[lost0]));
 
-        ASSERT_INT_EQ(stream_select_pid(pid, 10), 0);
-        ASSERT_INT_EQ(stream_select_pid(pid, 30), 0);
-        ASSERT(stream_matches(pid, NULL, &b->records[e0]));
-        ASSERT(!stream_matches(pid, NULL, &b->records[e1]));
-        ASSERT(stream_matches(pid, NULL, &b->records[e2]));
-        ASSERT(stream_matches(pid, NULL, &b->records[e3]));
-        ASSERT(stream_matches(pid, NULL, &b->records[lost0]));
+        ASSERT_INT_EQ(selection_select_pid(&pid->selection, 10), 0);
+        ASSERT_INT_EQ(selection_select_pid(&pid->selection, 30), 0);
+        ASSERT(selection_matches(&pid->selection, NULL, &b->records[e0]));
+        ASSERT(!selection_matches(&pid->selection, NULL, &b->records[e1]));
+        ASSERT(selection_matches(&pid->selection, NULL, &b->records[e2]));
+        ASSERT(selection_matches(&pid->selection, NULL, &b->records[e3]));
+        ASSERT(selection_matches(&pid->selection, NULL, &b->records[lost0]));
 
-        ASSERT_INT_EQ(stream_select_cpu(cpu, 3), 0);
-        ASSERT_INT_EQ(stream_select_cpu(cpu, 1), 0);
-        ASSERT(!stream_matches(cpu, NULL, &b->records[e0]));
-        ASSERT(stream_matches(cpu, NULL, &b->records[e1]));
-        ASSERT(stream_matches(cpu, NULL, &b->records[e2]));
-        ASSERT(!stream_matches(cpu, NULL, &b->records[e3]));
+        ASSERT_INT_EQ(selection_select_cpu(&cpu->selection, 3), 0);
+        ASSERT_INT_EQ(selection_select_cpu(&cpu->selection, 1), 0);
+        ASSERT(!selection_matches(&cpu->selection, NULL, &b->records[e0]));
+        ASSERT(selection_matches(&cpu->selection, NULL, &b->records[e1]));
+        ASSERT(selection_matches(&cpu->selection, NULL, &b->records[e2]));
+        ASSERT(!selection_matches(&cpu->selection, NULL, &b->records[e3]));
         /* A loss on a CPU the stream does not watch is not its concern. */
-        ASSERT(!stream_matches(cpu, NULL, &b->records[lost0]));
-        ASSERT(stream_matches(cpu, NULL, &b->records[lost3]));
+        ASSERT(!selection_matches(&cpu->selection, NULL, &b->records[lost0]));
+        ASSERT(selection_matches(&cpu->selection, NULL, &b->records[lost3]));
 
         /* All conditions hold at once. */
-        ASSERT_INT_EQ(stream_select_event(both, 372), 0);
-        ASSERT_INT_EQ(stream_select_pid(both, 30), 0);
-        ASSERT_INT_EQ(stream_select_cpu(both, 3), 0);
-        ASSERT(!stream_matches(both, NULL, &b->records[e0]));
-        ASSERT(!stream_matches(both, NULL, &b->records[e1]));
-        ASSERT(stream_matches(both, NULL, &b->records[e2]));
-        ASSERT(!stream_matches(both, NULL, &b->records[e3]));
-        ASSERT(stream_matches(both, NULL, &b->records[lost3]));
-        ASSERT(!stream_matches(both, NULL, &b->records[lost0]));
+        ASSERT_INT_EQ(selection_select_event(&both->selection, 372), 0);
+        ASSERT_INT_EQ(selection_select_pid(&both->selection, 30), 0);
+        ASSERT_INT_EQ(selection_select_cpu(&both->selection, 3), 0);
+        ASSERT(!selection_matches(&both->selection, NULL, &b->records[e0]));
+        ASSERT(!selection_matches(&both->selection, NULL, &b->records[e1]));
+        ASSERT(selection_matches(&both->selection, NULL, &b->records[e2]));
+        ASSERT(!selection_matches(&both->selection, NULL, &b->records[e3]));
+        ASSERT(selection_matches(&both->selection, NULL, &b->records[lost3]));
+        ASSERT(!selection_matches(&both->selection, NULL, &b->records[lost0]));
 
         /* What stream_offer() queues follows the same selection, in order. */
         {
@@ -250,13 +271,12 @@ static void test_overrun_fanout(void) {
         struct tep_handle *tep = load_tep("overrun");
         DecoderCallbacks cb = { .missed = missed_2652 };
         static const char lost[] = "{\"ts\":753202202212,\"cpu\":0,\"lost\":2652,\"cause\":\"overrun\"}\n";
-        const char *const getppid[] = { "syscalls:sys_enter_getppid" };
+        const char *getppid = "syscalls:sys_enter_getppid";
         Stream *s[6];
         Decoder *d;
         Batch *b = batch_new();
         uint8_t *pages;
         size_t n_pages;
-        char *msg = NULL;
 
         pages = load_pages("overrun", "cpu0.pages", &n_pages);
         ASSERT_INT_EQ(decoder_new(tep, &cb, &d), 0);
@@ -265,15 +285,14 @@ static void test_overrun_fanout(void) {
 
         for (size_t i = 0; i < 6; i++)
                 s[i] = stream_make(STREAM_RAW, 2, 1 << 20);
-        ASSERT_INT_EQ(stream_select_event(s[0], 305), 0); /* its events */
-        ASSERT_INT_EQ(stream_select_event(s[1], 372), 0); /* other events */
-        ASSERT_INT_EQ(stream_select_pid(s[2], 1), 0);     /* another pid */
-        ASSERT_INT_EQ(stream_select_cpu(s[3], 1), 0);     /* another CPU: nothing */
-        ASSERT_INT_EQ(stream_select_cpu(s[4], 0), 0);
-        ASSERT_INT_EQ(stream_select_pid(s[4], 8497), 0);
+        ASSERT_INT_EQ(selection_select_event(&s[0]->selection, 305), 0); /* its events */
+        ASSERT_INT_EQ(selection_select_event(&s[1]->selection, 372), 0); /* other events */
+        ASSERT_INT_EQ(selection_select_pid(&s[2]->selection, 1), 0);     /* another pid */
+        ASSERT_INT_EQ(selection_select_cpu(&s[3]->selection, 1), 0);     /* another CPU: nothing */
+        ASSERT_INT_EQ(selection_select_cpu(&s[4]->selection, 0), 0);
+        ASSERT_INT_EQ(selection_select_pid(&s[4]->selection, 8497), 0);
         /* A filter that no record passes; the loss still does. */
-        ASSERT_INT_EQ(stream_set_filter(s[5], tep, "__syscall_nr == 1", getppid, 1, &msg), 0);
-        ASSERT(msg == NULL);
+        ASSERT_INT_EQ(set_filter(s[5], tep, "__syscall_nr == 1", getppid, NULL), 0);
 
         for (size_t k = 0; k < 6; k++)
                 for (size_t i = 0; i < b->n_records; i++)
@@ -319,9 +338,9 @@ static size_t count_substr(const char *s, const char *needle) {
  * match, and events the filter does not name pass untouched. */
 static void test_filter(void) {
         struct tep_handle *tep = load_tep("sched_switch");
-        const char *const ev[] = { "sched:sched_switch" };
-        const char *const bad_ev[] = { "sched:no_such_event" };
-        char path[PATH_MAX], *golden, *msg = NULL;
+        const char *ev = "sched:sched_switch";
+        SelectionError err;
+        char path[PATH_MAX], *golden;
         size_t n_pages, matched = 0, total = 0;
         DecoderCallbacks cb = {};
         Stream *s = stream_make(STREAM_RAW, 2, 1 << 20);
@@ -329,17 +348,32 @@ static void test_filter(void) {
         uint8_t *pages;
         Batch *b = batch_new();
 
-        ASSERT_INT_EQ(stream_set_filter(s, tep, "next_pid == (", ev, 1, &msg), -EINVAL);
-        ASSERT(msg && strstr(msg, "sched:sched_switch"));
-        free(msg);
-        msg = NULL;
-        ASSERT_INT_EQ(stream_set_filter(s, tep, "next_pid == 1", bad_ev, 1, &msg), -EINVAL);
-        free(msg);
-        msg = NULL;
-        ASSERT(s->filter == NULL);
+        /* Refused by the kernel's grammar: the event is named by the caller. */
+        ASSERT_INT_EQ(set_filter(s, tep, "next_pid == (", ev, &err), -EINVAL);
+        ASSERT_INT_EQ(err.failure, SELECTION_FILTER_INVALID);
+        ASSERT_INT_EQ(err.event, 0);
+        ASSERT(err.message && strstr(err.message, "column 13"));
+        free(err.message);
+        /* Taken by the kernel, not by libtraceevent: the message names the event. */
+        ASSERT_INT_EQ(set_filter(s, tep, "prev_comm ~ \"a*\"", ev, &err), -EINVAL);
+        ASSERT_INT_EQ(err.failure, SELECTION_FILTER_STREAM);
+        ASSERT_INT_EQ(err.event, 0);
+        ASSERT(err.message && strstr(err.message, "sched:sched_switch: ") &&
+               strstr(err.message, "only supported in kernel filters"));
+        free(err.message);
+        /* Without named events, the events it makes no sense for are left out: here, all. */
+        {
+                struct tep_event *e = tep_find_event_by_name(tep, "sched", "sched_switch");
+                ASSERT_INT_EQ(
+                        selection_set_filter(&s->selection, tep, "no_such_field == 1", &e, 1, false, &err),
+                        -EINVAL);
+                ASSERT_INT_EQ(err.failure, SELECTION_FILTER_NONE);
+                ASSERT(err.message == NULL && err.event == SIZE_MAX);
+        }
+        ASSERT(s->selection.filter == NULL);
 
-        ASSERT_INT_EQ(stream_set_filter(s, tep, "next_pid == 8481 && prev_state == 1", ev, 1, &msg), 0);
-        ASSERT(s->filter != NULL);
+        ASSERT_INT_EQ(set_filter(s, tep, "next_pid == 8481 && prev_state == 1", ev, NULL), 0);
+        ASSERT(s->selection.filter != NULL);
 
         pages = load_pages("sched_switch", "cpu0.pages", &n_pages);
         ASSERT_INT_EQ(decoder_new(tep, &cb, &d), 0);
@@ -347,7 +381,7 @@ static void test_filter(void) {
                 batch_reset(b);
                 ASSERT(decoder_decode_page(d, pages + i * PAGE, PAGE, 0, b) > 0);
                 for (size_t j = 0; j < b->n_records; j++, total++)
-                        matched += stream_matches(s, NULL, &b->records[j]);
+                        matched += selection_matches(&s->selection, NULL, &b->records[j]);
         }
         snprintf(path, sizeof(path), "%s/sched_switch/expected.ndjson", datadir);
         golden = test_read_file(path, NULL);
@@ -365,17 +399,17 @@ static void test_filter(void) {
                 o->records[0].raw = raw;
                 o->records[0].raw_size = sizeof(raw);
                 ASSERT_INT_EQ(batch_add_lost(o, 1, 0, 1, TPD_LOST_OVERRUN), 0);
-                ASSERT(!stream_matches(s, NULL, &o->records[0]));
-                ASSERT(stream_matches(s, NULL, &o->records[1]));
+                ASSERT(!selection_matches(&s->selection, NULL, &o->records[0]));
+                ASSERT(selection_matches(&s->selection, NULL, &o->records[1]));
                 batch_unref(o);
         }
 
         /* A new filter replaces the old one. */
-        ASSERT_INT_EQ(stream_set_filter(s, tep, "next_pid == 1", ev, 1, NULL), 0);
+        ASSERT_INT_EQ(set_filter(s, tep, "next_pid == 1", ev, NULL), 0);
         batch_reset(b);
         ASSERT(decoder_decode_page(d, pages, PAGE, 0, b) > 0);
         for (size_t j = 0; j < b->n_records; j++)
-                ASSERT(!stream_matches(s, NULL, &b->records[j]));
+                ASSERT(!selection_matches(&s->selection, NULL, &b->records[j]));
 
         free(golden);
         free(pages);
@@ -396,7 +430,7 @@ static void test_print(void) {
         Batch *b = batch_new();
         Decoder *d;
 
-        s->print = true;
+        s->selection.print = true;
         ASSERT_INT_EQ(decoder_new(tep, &cb, &d), 0);
         ASSERT_INT_EQ(decoder_decode_page(d, pages + 2 * PAGE, PAGE, 0, b), 6);
         for (size_t i = 0; i < b->n_records; i++) {
@@ -692,7 +726,7 @@ static void test_queue_partial_writes(void) {
 }
 
 /* Filter text comes from clients: a malformed one must be refused, never crash the daemon.
- * stream_set_filter() parses it with tpd's own grammar (filter.c) and hands libtraceevent only the
+ * selection_set_filter() parses it with tpd's own grammar (filter.c) and hands libtraceevent only the
  * canonical text of what passes. Each filter is tried in a child, so that a crash names its input
  * and the others are still tried. */
 static void test_filter_malformed(void) {
@@ -723,16 +757,11 @@ static void test_filter_malformed(void) {
                 pid = fork();
                 ASSERT(pid >= 0);
                 if (pid == 0) {
-                        const char *const ev[] = { "sched:sched_switch" };
                         struct tep_handle *tep = load_tep("sched_switch");
-                        struct tep_event *e = tep_find_event_by_name(tep, "sched", "sched_switch");
                         Stream *s = stream_make(STREAM_RAW, 1, 1024);
-                        char *msg = NULL;
                         int r;
 
-                        ASSERT(e);
-                        r = stream_set_filter(s, tep, filters[i], ev, 1, &msg);
-                        free(msg);
+                        r = set_filter(s, tep, filters[i], "sched:sched_switch", NULL);
                         stream_free(s);
                         tep_free(tep);
                         _exit(r == -EINVAL ? 0 : 1);
@@ -769,10 +798,10 @@ static void test_offer_batch(void) {
         ASSERT_INT_EQ(b->n_ids, 2);
         b->plain_end = b->buf.len;
 
-        ASSERT_INT_EQ(stream_select_event(both, 372), 0);
-        ASSERT_INT_EQ(stream_select_event(both, 305), 0);
-        ASSERT_INT_EQ(stream_select_event(one, 305), 0);
-        ASSERT_INT_EQ(stream_select_cpu(other_cpu, 0), 0);
+        ASSERT_INT_EQ(selection_select_event(&both->selection, 372), 0);
+        ASSERT_INT_EQ(selection_select_event(&both->selection, 305), 0);
+        ASSERT_INT_EQ(selection_select_event(&one->selection, 305), 0);
+        ASSERT_INT_EQ(selection_select_cpu(&other_cpu->selection, 0), 0);
 
         ASSERT_INT_EQ(stream_offer_batch(all, NULL, b), 3);
         ASSERT_INT_EQ(all->queue.n, 1);
