@@ -58,12 +58,6 @@ enum {
         _RECORD_KIND_MAX = _TPD_LOST_MAX,
 };
 
-/* The causes under the names daemon/manager.c still spells them with. */
-#define RECORD_LOST_OVERRUN TPD_LOST_OVERRUN
-#define RECORD_LOST_DROPPED TPD_LOST_DROPPED
-#define RECORD_LOST_DECODE TPD_LOST_DECODE
-#define RECORD_LOST_UNKNOWN TPD_LOST_UNKNOWN
-
 typedef struct Record {
         uint64_t ts;
         const void *raw; /* event payload inside the page; valid only while the page is */

@@ -6,6 +6,7 @@
 
 #include <traceevent/event-parse.h>
 
+#include "access.h"
 #include "api.h"
 #include "build-config.h"
 #include "calls.h"
@@ -193,35 +194,6 @@ static void release_holds(Manager *m, TracingEvent **held, size_t n) {
                         log_warning("Failed to disable '%s' after a failed Stream.", held[i]->name);
 }
 
-/* Streams are limited in total and per user, and the last ones are root's. On a limit the error
- * is queued and 1 returned. */
-static int stream_slot_check(Manager *m, Peer *c) {
-        unsigned total = m->config.max_clients, reserved = manager_root_slots(total), mine = 0;
-        int r;
-
-        if (total == 0)
-                return 0;
-        if (m->n_streams >= total)
-                r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
-                                "tpd serves at most %u streams at once.", total);
-        else if (peer_is_root(c))
-                return 0;
-        else if (m->n_streams >= total - reserved)
-                r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
-                                "The last %u of tpd's %u streams are kept for root.", reserved, total);
-        else {
-                for (Peer *k = m->peers; k; k = k->next)
-                        if (k->stream && k->uid == c->uid)
-                                mine++;
-                if (m->config.max_streams_per_user == 0 || mine < m->config.max_streams_per_user)
-                        return 0;
-                r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
-                                "uid %u has %u streams, as many as a user may have (MaxStreamsPerUser=).",
-                                (unsigned) c->uid, mine);
-        }
-        return r < 0 ? r : 1;
-}
-
 /* A Stream or Record call's parameters. */
 typedef struct StreamParams {
         char **events;
@@ -402,7 +374,7 @@ static int stream_setup(Manager *m, Peer *c, const VarlinkCall *call, const char
         r = call_params_parse(m, c, call, stream_params, ELEMENTSOF(stream_params), &p);
         if (r != 0)
                 return r;
-        r = stream_slot_check(m, c);
+        r = access_check_stream(&m->access, m->peers, m->n_streams, c);
         if (r != 0)
                 return r < 0 ? r : 1;
         r = stream_setup_events(m, c, &p, recording, &events, &n);
@@ -552,7 +524,7 @@ static int method_record(Manager *m, Peer *c, const VarlinkCall *call) {
         if (r != 0)
                 return r < 0 ? r : 0;
         /* The files go first: a recording cannot do without them. */
-        r = record_queue_files(m, &st, m->config.kernel_addresses || peer_is_root(c));
+        r = record_queue_files(m, &st, access_kernel_addresses(&m->access, c));
         if (r == -ENOBUFS) {
                 stream_setup_done(m, &st, true);
                 return peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "client_queue",
@@ -626,7 +598,7 @@ static int method_configure(Manager *m, Peer *c, const VarlinkCall *call) {
                 if (!s || !s->runtime)
                         return invalid_parameter(c, key);
         }
-        if (c->uid != 0 && c->uid != geteuid())
+        if (!access_peer_is_root(c))
                 return peer_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, NULL, NULL,
                                    "Only root may change tpd's settings.");
 

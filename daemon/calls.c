@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access.h"
 #include "calls.h"
 #include "core/names.h"
 #include "tpd-protocol.h"
@@ -119,8 +120,8 @@ static int check_enabled_limit(Manager *m, Peer *c, char *const *names, size_t n
 }
 
 int check_call_events(Manager *m, Peer *c, size_t n) {
-        bool root = peer_is_root(c);
-        unsigned max = root ? API_EVENTS_MAX : MIN(API_EVENTS_MAX, m->config.max_call_events);
+        bool root = access_peer_is_root(c);
+        unsigned max = access_max_call_events(&m->access, c, API_EVENTS_MAX);
         int r;
 
         if (n <= max)
@@ -135,14 +136,12 @@ int resolve_names(Manager *m, Peer *c, char *const *names, size_t n, bool enable
         _cleanup_strv_free_ char **resolved = NULL;
         const char *bad = NULL;
         size_t count = 0;
-        bool root;
         int r;
 
         /* Bounded work: distinct patterns per call for everyone; broad globs and large selections
          * are root's. */
-        root = peer_is_root(c);
         r = tracing_resolve_limited(m->tracing, names, n, API_PATTERNS_MAX,
-                                    root ? 0 : m->config.max_glob_events, &resolved, &bad, &count);
+                                    access_max_glob_events(&m->access, c), &resolved, &bad, &count);
         if (r < 0) {
                 if (r == -E2BIG)
                         r = peer_errorf(

@@ -60,3 +60,10 @@ int loop_run(sd_event *e, LoopStats *stats) {
         r = sd_event_get_exit_code(e, &code);
         return r < 0 ? r : code;
 }
+
+int loop_rearm(sd_event_source *s, uint64_t usec) {
+        int r = sd_event_source_set_time_relative(s, usec);
+        if (r < 0)
+                return r;
+        return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+}

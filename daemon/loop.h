@@ -22,3 +22,6 @@ typedef struct LoopStats {
 
 /* Runs the loop until sd_event_exit(); returns its exit code, or a negative errno. */
 int loop_run(sd_event *e, LoopStats *stats);
+
+/* Time sources fire once; a periodic one is set up again from its handler: fires usec from now. */
+int loop_rearm(sd_event_source *s, uint64_t usec);

@@ -7,6 +7,7 @@
 
 #include <systemd/sd-event.h>
 
+#include "access.h"
 #include "comm.h"
 #include "config.h"
 #include "core/counters.h"
@@ -20,6 +21,9 @@
  * The manager owns the daemon's parts and the data flow between them: readers hand it pages, the
  * decoder turns them into a batch, and the manager offers each record of the batch to every
  * stream, then lets the peers write. It also carries the settings and the daemon-wide counters.
+ * Its work is split by concern over manager.c, counting.c, timekeeping.c, instance.c and
+ * persist.c; this header declares them all, grouped by file, as the API's methods and each other
+ * use them.
  */
 
 typedef struct Peer Peer;
@@ -30,20 +34,12 @@ typedef struct Manager Manager;
 typedef int (*ManagerDispatch)(Manager *m, Peer *p, const VarlinkCall *call);
 typedef struct Server Server;
 
-/* Connection and stream slots only root may take (at most half of them), so that no member, nor
- * all of them together, can lock root out. */
-#define MANAGER_ROOT_SLOTS 4U
-
 /* What the manager knows of one possible CPU (per_cpu/cpuN of the instance). */
 typedef struct ManagerCpu {
         bool online;           /* at the last check of the online CPUs */
         bool open_failed;      /* online, but its reader could not be started: logged, retried */
         unsigned empty_drains; /* offline: checks in a row that found its buffer empty */
 } ManagerCpu;
-
-static inline unsigned manager_root_slots(unsigned total) {
-        return total / 2 < MANAGER_ROOT_SLOTS ? total / 2 : MANAGER_ROOT_SLOTS;
-}
 
 typedef struct Manager {
         Config config;
@@ -82,8 +78,7 @@ typedef struct Manager {
         unsigned n_refused;    /* of n_peers, connections only waiting for their refusal */
         unsigned n_streams;    /* decoded streams and recordings */
         unsigned n_recordings; /* of n_streams, recordings: they take pages, never decoded */
-        gid_t access_gid;
-        bool access_gid_valid;
+        Access access;         /* who may connect, and the limits of each */
 
         Batch *batch; /* reused while no peer holds a part of it */
 
@@ -122,15 +117,9 @@ typedef struct ManagerCounters {
         uint64_t bad_pages;    /* pages that could not be walked */
 } ManagerCounters;
 
-void manager_counters(Manager *m, ManagerCounters *ret);
+/* manager.c: the Manager itself and the record path, from the readers' pages to the streams. */
 
 int manager_new(const Config *config, Manager **ret);
-
-/* The wall clock minus the trace clock now, in ns, and the trace clock's name: -ENOENT for a trace
- * clock that no clock_gettime() clock reads (local, global, x86-tsc…). */
-int manager_realtime_offset(Manager *m, int64_t *ret_offset_ns, char **ret_clock);
-/* Now on the trace clock, as far as a system clock reads it (CLOCK_MONOTONIC for the others). */
-uint64_t manager_trace_clock_now_ns(Manager *m);
 Manager *manager_free(Manager *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 
@@ -138,27 +127,73 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 int manager_start(Manager *m, int listen_fd, ManagerDispatch dispatch);
 int manager_run(Manager *m);
 
-/* Schedules saving the pinned events and their filters, to be restored at the next start. The
- * write happens from a timer, MANAGER_SAVE_DELAY_USEC after the last change (at most
- * MANAGER_SAVE_MAX_DELAY_USEC after the first), and at stop: a call never waits for the disk. A
- * failed save is logged once, shown by GetStatus ("state_error") and retried. */
-int manager_save_state(Manager *m);
-
 /* Counts a new stream, and wakes the flush timer that sleeps while there is none. */
 void manager_stream_started(Manager *m);
+
+/* The kernel's counters of cpu (per_cpu/cpuN/stats) summed over the lives of its buffer: they never
+ * go back when a clock change clears it, as counters that GetStatus and metrics show must not;
+ * entries is what the buffer holds now. */
+int manager_cpu_stats(Manager *m, unsigned cpu, TracingCpuStats *ret);
+
+/* Writes what every stream has queued; used after records were offered. */
+void manager_flush_clients(Manager *m);
+
+/* A reader's pages (its ReaderHandler): streams get them, as pages or records. */
+void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_pages, size_t page_size);
+
+/* counting.c: tpd's totals, the STATUS= line, and the per-event counts of GetCounters. */
+
+void manager_counters(Manager *m, ManagerCounters *ret);
 
 /* Starts keeping per-event counters for peer p, until it disconnects (GetCounters), after reading
  * what the buffers hold (each call does). Every record read from the kernel is counted from then
  * on, selected by a stream or not; while only counters are asked for, pages are walked for their
  * event ids and pids, not decoded. */
 int manager_counting_start(Manager *m, Peer *p);
-/* The kernel's counters of cpu (per_cpu/cpuN/stats) summed over the lives of its buffer: they never
- * go back when a clock change clears it, as counters that GetStatus and metrics show must not;
- * entries is what the buffer holds now. */
-int manager_cpu_stats(Manager *m, unsigned cpu, TracingCpuStats *ret);
-
+/* A connection that asked for counts ended: the last one ends the count. */
+void manager_counting_stop(Manager *m);
 /* The kernel's overrun and dropped events summed over CPUs, since counting started. */
 void manager_counting_kernel_losses(Manager *m, uint64_t *ret_overrun, uint64_t *ret_dropped);
 
-/* Writes what every stream has queued; used after records were offered. */
-void manager_flush_clients(Manager *m);
+/* Count the records of pages no stream decodes (walked for their event ids and pids), or of a
+ * decoded batch, while counting. */
+void manager_count_pages(Manager *m, const void *pages, size_t n_pages, size_t page_size);
+void manager_count_batch(Manager *m, const Batch *b);
+
+/* Sends STATUS= every few seconds. */
+int manager_add_status_timer(Manager *m);
+
+/* timekeeping.c: the trace clock against the system's clocks. */
+
+/* The wall clock minus the trace clock now, in ns, and the trace clock's name: -ENOENT for a trace
+ * clock that no clock_gettime() clock reads (local, global, x86-tsc…). */
+int manager_realtime_offset(Manager *m, int64_t *ret_offset_ns, char **ret_clock);
+/* Now on the trace clock, as far as a system clock reads it (CLOCK_MONOTONIC for the others). */
+uint64_t manager_trace_clock_now_ns(Manager *m);
+/* Watches the wall clock for steps (a CLOCK_REALTIME timerfd), noting the offset now. */
+int manager_watch_clock(Manager *m);
+/* Sends the streams that asked a clock record when the offset moved (stepped: whatever it is). */
+void manager_check_realtime(Manager *m, bool stepped);
+
+/* instance.c: the instance and its readers, set up at start and checked once a second. */
+
+/* Creates the instance and applies the settings to it. */
+int manager_setup_instance(Manager *m);
+/* Starts a reader for each online CPU; buffer clears from then on are accounted for. */
+int manager_open_cpus(Manager *m);
+/* Checks the CPUs online and the instance once a second. */
+int manager_add_check_timer(Manager *m);
+
+/* persist.c: the pins that outlive tpd. */
+
+/* Schedules saving the pinned events and their filters, to be restored at the next start. The
+ * write happens from a timer, MANAGER_SAVE_DELAY_USEC after the last change (at most
+ * MANAGER_SAVE_MAX_DELAY_USEC after the first), and at stop: a call never waits for the disk. A
+ * failed save is logged once, shown by GetStatus ("state_error") and retried. */
+int manager_save_state(Manager *m);
+/* Writes the state file now: from the save timer, and at stop for a save still pending. */
+int manager_write_state(Manager *m);
+/* Pins what the state file holds, skipping (and logging) what no longer works. */
+int manager_restore_state(Manager *m);
+/* Pins the events of Events=; one the kernel does not have stops the start. */
+int manager_pin_configured(Manager *m);

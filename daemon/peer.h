@@ -91,11 +91,6 @@ Peer *peer_free(Peer *p);
 /* Marks a new connection as refused; see refusal_error. */
 int peer_refuse(Peer *p, const char *error, const char *message);
 
-/* Root (or tpd's own uid) may do what members may not: see docs/design.md §5, "Access". */
-static inline bool peer_is_root(const Peer *p) {
-        return p->uid == 0 || p->uid == geteuid();
-}
-
 /* Queues a reply or an error; takes ownership of parameters. A NULL p (a deferred call whose
  * connection has gone) takes nothing. */
 int peer_reply(Peer *p, json_object *parameters);

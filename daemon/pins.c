@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "access.h"
 #include "calls.h"
 #include "core/names.h"
 #include "log.h"
@@ -225,7 +226,7 @@ static int pin_job_new(Manager *m, Peer *p, bool enable, PinJob **ret) {
         *j = (PinJob){
                 .m = m,
                 .uid = p->uid,
-                .root = peer_is_root(p),
+                .root = access_peer_is_root(p),
                 .enable = enable,
                 .phase = enable ? PIN_LOAD : PIN_APPLY,
                 .list = json_object_new_array(),

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "access.h"
 #include "log.h"
 #include "ratelimit.h"
 #include "server.h"
@@ -131,7 +132,7 @@ static int server_on_accept(sd_event_source *source, int fd, uint32_t revents, v
                 safe_close(cfd);
                 return 0;
         }
-        if (cred.uid != 0 && cred.uid != geteuid()) {
+        if (!access_uid_is_root(cred.uid)) {
                 r = read_peer_groups(cfd, &groups, &n_groups);
                 if (r < 0 && ratelimit_below(&s->log_limit))
                         log_warning_errno(r,

@@ -50,15 +50,131 @@ static void status_add_holders(Manager *m, const TracingEvent *e, json_object *o
         *ret = r;
 }
 
+/* Each CPU's buffer as the kernel counts it; *ret_dropped sums its dropped events. */
+static json_object *status_cpus(Manager *m, uint64_t *ret_dropped, int *r) {
+        json_object *cpus = json_object_new_array();
+        uint64_t dropped = 0;
+
+        for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
+                TracingCpuStats s = {};
+                json_object *o = json_object_new_object();
+
+                (void) manager_cpu_stats(m, cpu, &s);
+                json_set(r, o, "cpu", json_object_new_int((int) cpu));
+                json_set(r, o, "online", json_object_new_boolean(m->cpus && m->cpus[cpu].online));
+                json_set(r, o, "entries", json_u64(s.entries));
+                json_set(r, o, "overrun", json_u64(s.overrun));
+                json_set(r, o, "read", json_u64(s.read));
+                /* What the kernel recorded: still in the buffer, read, or overwritten. */
+                json_set(r, o, "written", json_u64(s.entries + s.overrun + s.read));
+                json_set(r, o, "dropped", json_u64(s.dropped));
+                dropped += s.dropped;
+                json_push(r, cpus, o);
+        }
+        *ret_dropped = dropped;
+        return cpus;
+}
+
+/* The events tpd holds: pinned, or named by a stream. */
+static json_object *status_events(Manager *m, int *r) {
+        json_object *evs = json_object_new_array();
+        TracingEvent *const *events;
+        size_t n;
+
+        events = tracing_events(m->tracing, &n);
+        for (size_t i = 0; i < n; i++) {
+                json_object *o;
+
+                if (!events[i]->pinned && events[i]->streams == 0)
+                        continue;
+                o = json_object_new_object();
+                json_set(r, o, "name", json_object_new_string(events[i]->name));
+                json_set(r, o, "pinned", json_object_new_boolean(events[i]->pinned));
+                json_set(r, o, "streams", json_object_new_int((int) events[i]->streams));
+                if (events[i]->filter)
+                        json_set(r, o, "filter", json_object_new_string(events[i]->filter));
+                status_add_holders(m, events[i], o, r);
+                json_push(r, evs, o);
+        }
+        return evs;
+}
+
+static json_object *status_connections(Manager *m, int *r) {
+        json_object *conns = json_object_new_array();
+
+        for (Peer *k = m->peers; k; k = k->next) {
+                json_object *o = json_object_new_object();
+
+                json_set(r, o, "uid", json_object_new_int64(k->uid));
+                json_set(r, o, "pid", json_object_new_int64(k->pid));
+                json_set(r, o, "streaming", json_object_new_boolean(k->stream != NULL));
+                if (k->stream) {
+                        json_set(r, o, "delivered", json_u64(k->stream->delivered));
+                        json_set(r, o, "lost_client", json_u64(k->stream->lost_client));
+                }
+                json_push(r, conns, o);
+        }
+        return conns;
+}
+
+static json_object *status_lost(const ManagerCounters *counters, uint64_t dropped, int *r) {
+        json_object *lost = json_object_new_object();
+
+        json_set(r, lost, "overrun", json_u64(counters->lost_overrun));
+        json_set(r, lost, "client", json_u64(counters->lost_client));
+        json_set(r, lost, "unknown", json_u64(counters->lost_unknown));
+        json_set(r, lost, "decode_pages", json_u64(counters->bad_pages));
+        /* The kernel's "dropped events" (with options/overwrite off, a full buffer drops new
+         * records), summed over the CPUs as "cpus" shows them. */
+        json_set(r, lost, "dropped", json_u64(dropped));
+        return lost;
+}
+
+/* Every setting by its name, as it is now. */
+static json_object *status_settings(Manager *m, int *r) {
+        json_object *settings = json_object_new_object();
+
+        for (size_t i = 0; i < config_n_settings; i++) {
+                const Setting *s = &config_settings[i];
+                const void *v = (const char *) &m->config + s->offset;
+
+                if (s->type == SETTING_UNSIGNED)
+                        json_set(r, settings, s->name, json_object_new_int64(*(const unsigned *) v));
+                else if (s->type == SETTING_BOOL)
+                        json_set(r, settings, s->name, json_object_new_boolean(*(const bool *) v));
+                else if (s->type == SETTING_STRING && *(char *const *) v)
+                        json_set(r, settings, s->name, json_object_new_string(*(char *const *) v));
+                else if (s->type == SETTING_STRING) {
+                        /* Unset: null. */
+                        if (*r >= 0 && (!settings || json_object_object_add(settings, s->name, NULL) < 0))
+                                *r = -ENOMEM;
+                } else {
+                        json_object *l = json_object_new_array();
+                        for (char *const *e = *(char **const *) v; e && *e; e++)
+                                json_push(r, l, json_object_new_string(*e));
+                        json_set(r, settings, s->name, l);
+                }
+        }
+        return settings;
+}
+
+static json_object *status_loop(Manager *m, int *r) {
+        json_object *loop = json_object_new_object();
+
+        json_set(r, loop, "dispatches", json_u64(m->loop.dispatches));
+        json_set(r, loop, "slow", json_u64(m->loop.slow));
+        json_set(r, loop, "max_usec", json_u64(m->loop.max_usec));
+        json_set(r, loop, "max_cpu_usec", json_u64(m->loop.max_cpu_usec));
+        return loop;
+}
+
 int status_method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
         static const char *const keys[] = { NULL };
         _cleanup_free_ char *clock = NULL;
         ManagerCounters counters;
         unsigned buffer_kb = 0;
-        TracingEvent *const *events;
-        json_object *p, *cpus, *evs, *lost, *conns, *settings, *loop;
+        json_object *p, *cpus, *evs, *lost, *conns, *settings;
         uint64_t dropped = 0;
-        size_t n;
         int r = 0;
 
         if (check_keys(c, call, keys) < 0)
@@ -67,87 +183,12 @@ int status_method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
         (void) tracing_get_clock(m->tracing, &clock);
         (void) tracing_get_buffer_size_kb(m->tracing, &buffer_kb);
 
-        cpus = json_object_new_array();
-        for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
-                TracingCpuStats s = {};
-                json_object *o = json_object_new_object();
-
-                (void) manager_cpu_stats(m, cpu, &s);
-                json_set(&r, o, "cpu", json_object_new_int((int) cpu));
-                json_set(&r, o, "online", json_object_new_boolean(m->cpus && m->cpus[cpu].online));
-                json_set(&r, o, "entries", json_u64(s.entries));
-                json_set(&r, o, "overrun", json_u64(s.overrun));
-                json_set(&r, o, "read", json_u64(s.read));
-                /* What the kernel recorded: still in the buffer, read, or overwritten. */
-                json_set(&r, o, "written", json_u64(s.entries + s.overrun + s.read));
-                json_set(&r, o, "dropped", json_u64(s.dropped));
-                dropped += s.dropped;
-                json_push(&r, cpus, o);
-        }
-
-        evs = json_object_new_array();
-        events = tracing_events(m->tracing, &n);
-        for (size_t i = 0; i < n; i++) {
-                json_object *o;
-
-                if (!events[i]->pinned && events[i]->streams == 0)
-                        continue;
-                o = json_object_new_object();
-                json_set(&r, o, "name", json_object_new_string(events[i]->name));
-                json_set(&r, o, "pinned", json_object_new_boolean(events[i]->pinned));
-                json_set(&r, o, "streams", json_object_new_int((int) events[i]->streams));
-                if (events[i]->filter)
-                        json_set(&r, o, "filter", json_object_new_string(events[i]->filter));
-                status_add_holders(m, events[i], o, &r);
-                json_push(&r, evs, o);
-        }
-
-        conns = json_object_new_array();
-        for (Peer *k = m->peers; k; k = k->next) {
-                json_object *o = json_object_new_object();
-
-                json_set(&r, o, "uid", json_object_new_int64(k->uid));
-                json_set(&r, o, "pid", json_object_new_int64(k->pid));
-                json_set(&r, o, "streaming", json_object_new_boolean(k->stream != NULL));
-                if (k->stream) {
-                        json_set(&r, o, "delivered", json_u64(k->stream->delivered));
-                        json_set(&r, o, "lost_client", json_u64(k->stream->lost_client));
-                }
-                json_push(&r, conns, o);
-        }
-
+        cpus = status_cpus(m, &dropped, &r);
+        evs = status_events(m, &r);
+        conns = status_connections(m, &r);
         manager_counters(m, &counters);
-        lost = json_object_new_object();
-        json_set(&r, lost, "overrun", json_u64(counters.lost_overrun));
-        json_set(&r, lost, "client", json_u64(counters.lost_client));
-        json_set(&r, lost, "unknown", json_u64(counters.lost_unknown));
-        json_set(&r, lost, "decode_pages", json_u64(counters.bad_pages));
-        /* The kernel's "dropped events" (with options/overwrite off, a full buffer drops new
-         * records), summed over the CPUs as "cpus" shows them. */
-        json_set(&r, lost, "dropped", json_u64(dropped));
-
-        settings = json_object_new_object();
-        for (size_t i = 0; i < config_n_settings; i++) {
-                const Setting *s = &config_settings[i];
-                const void *v = (const char *) &m->config + s->offset;
-
-                if (s->type == SETTING_UNSIGNED)
-                        json_set(&r, settings, s->name, json_object_new_int64(*(const unsigned *) v));
-                else if (s->type == SETTING_BOOL)
-                        json_set(&r, settings, s->name, json_object_new_boolean(*(const bool *) v));
-                else if (s->type == SETTING_STRING && *(char *const *) v)
-                        json_set(&r, settings, s->name, json_object_new_string(*(char *const *) v));
-                else if (s->type == SETTING_STRING) {
-                        /* Unset: null. */
-                        if (r >= 0 && (!settings || json_object_object_add(settings, s->name, NULL) < 0))
-                                r = -ENOMEM;
-                } else {
-                        json_object *l = json_object_new_array();
-                        for (char *const *e = *(char **const *) v; e && *e; e++)
-                                json_push(&r, l, json_object_new_string(*e));
-                        json_set(&r, settings, s->name, l);
-                }
-        }
+        lost = status_lost(&counters, dropped, &r);
+        settings = status_settings(m, &r);
 
         p = json_object_new_object();
         json_set(&r, p, "version", json_object_new_string(TPD_VERSION));
@@ -168,12 +209,7 @@ int status_method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
         if (m->state_error != 0)
                 json_set(&r, p, "state_error", json_object_new_string(strerror(-m->state_error)));
         json_set(&r, p, "settings", settings);
-        loop = json_object_new_object();
-        json_set(&r, loop, "dispatches", json_u64(m->loop.dispatches));
-        json_set(&r, loop, "slow", json_u64(m->loop.slow));
-        json_set(&r, loop, "max_usec", json_u64(m->loop.max_usec));
-        json_set(&r, loop, "max_cpu_usec", json_u64(m->loop.max_cpu_usec));
-        json_set(&r, p, "loop", loop);
+        json_set(&r, p, "loop", status_loop(m, &r));
         return status_reply(c, p, r);
 }
 

@@ -17,7 +17,8 @@ struct tep_event;
  * buffer settings, the parsed event formats (only of events in use), and the reference counts that
  * decide whether an event is enabled: a pin set by Enable, plus one reference per live stream that
  * asked for it. Event names from peers are checked here, against the kernel's list, before any
- * of them reaches a path.
+ * of them reaches a path. tracing.c holds the instance, its settings and per-CPU files;
+ * tracing-events.c the events; tracing-check.c tracing_check(). They share tracing-internal.h.
  */
 
 typedef struct Tracing Tracing;
