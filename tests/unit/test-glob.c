@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * tpd matches event globs with its own compiled matcher (tracing.c), not fnmatch(): it must agree
- * with fnmatch(pattern, name, 0) on every pattern it accepts. Checked on fixed cases and on every
+ * tpd matches event globs with its own compiled matcher (tracing-events.c), not fnmatch(): it must
+ * agree with fnmatch(pattern, name, 0) on every pattern it accepts. Checked on fixed cases and on every
  * pattern of up to five symbols over an alphabet that exercises stars, sets, negation, ranges,
  * literal ']' and unterminated '[' (about a million pairs).
  */
