@@ -271,3 +271,12 @@ int connection_exit_status(int r) {
                 return EXIT_FAILURE; /* also 1: an error reply, printed */
         }
 }
+
+int64_t reply_int(json_object *o, const char *key, bool *ret_found) {
+        json_object *v;
+        bool found = json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_int);
+
+        if (ret_found)
+                *ret_found = found;
+        return found ? json_object_get_int64(v) : 0;
+}

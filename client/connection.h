@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <json-c/json.h>
 
@@ -37,3 +38,8 @@ int connection_call_again(Connection *c, const char *method, json_object *params
 /* The exit status for a result of connection_call(): 0 success, 1 an error reply (printed),
  * TPD_EXIT_DAEMON_GONE when tpd cannot be reached or went away, 2 for a socket path too long. */
 int connection_exit_status(int r);
+
+/* The integer member key of a reply's object o: its value, or 0 (and *ret_found false, when asked)
+ * if o has no such member or it is no integer. Replies come from another program: never trusted
+ * to have a member or its type. */
+int64_t reply_int(json_object *o, const char *key, bool *ret_found);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "connection.h"
 #include "loss.h"
 #include "metrics.h"
 #include "util.h"
@@ -33,12 +34,6 @@ typedef struct Writer {
         bool openmetrics;
         const Family *family;
 } Writer;
-
-static int64_t member_int(json_object *o, const char *key) {
-        json_object *v = json_object_object_get(o, key);
-
-        return json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : 0;
-}
 
 static size_t array_length(json_object *a) {
         return json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
@@ -238,7 +233,7 @@ static int by_uid(Writer *w, json_object *connections, bool streaming) {
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++) {
                 json_object *c = json_object_array_get_idx(connections, i);
-                int64_t uid = member_int(c, "uid");
+                int64_t uid = reply_int(c, "uid", NULL);
                 size_t k;
 
                 if (streaming && !json_object_get_boolean(json_object_object_get(c, "streaming")))
@@ -282,9 +277,9 @@ int metrics_write(FILE *f, json_object *st, bool openmetrics, json_object *json)
                "instance", json_object_get_string(json_object_object_get(st, "instance")) ?: "", "clock",
                json_object_get_string(json_object_object_get(st, "clock")) ?: "", NULL);
         family_begin(&w, &families[F_BUFFER]);
-        sample(&w, member_int(st, "buffer_size_kb") * 1024, NULL);
+        sample(&w, reply_int(st, "buffer_size_kb", NULL) * 1024, NULL);
         family_begin(&w, &families[F_FLUSH]);
-        sample_seconds(&w, member_int(st, "flush_interval_ms"), 3, NULL);
+        sample_seconds(&w, reply_int(st, "flush_interval_ms", NULL), 3, NULL);
 
         for (size_t k = 0; k < ELEMENTSOF(per_cpu); k++) {
                 family_begin(&w, &families[per_cpu[k].family]);
@@ -293,24 +288,25 @@ int metrics_write(FILE *f, json_object *st, bool openmetrics, json_object *json)
                         json_object *v = json_object_object_get(c, per_cpu[k].key);
                         char cpu[24];
 
-                        snprintf(cpu, sizeof(cpu), "%" PRId64, member_int(c, "cpu"));
+                        snprintf(cpu, sizeof(cpu), "%" PRId64, reply_int(c, "cpu", NULL));
                         sample(&w,
-                               json_object_is_type(v, json_type_boolean) ? json_object_get_boolean(v)
-                                                                         : member_int(c, per_cpu[k].key),
+                               json_object_is_type(v, json_type_boolean)
+                                       ? json_object_get_boolean(v)
+                                       : reply_int(c, per_cpu[k].key, NULL),
                                "cpu", cpu, NULL);
                 }
         }
 
         family_begin(&w, &families[F_RECORDS]);
-        sample(&w, member_int(st, "records"), NULL);
+        sample(&w, reply_int(st, "records", NULL), NULL);
         family_begin(&w, &families[F_DELIVERED]);
-        sample(&w, member_int(st, "delivered"), NULL);
+        sample(&w, reply_int(st, "delivered", NULL), NULL);
         family_begin(&w, &families[F_LOST]);
         for (size_t k = 0; k < ELEMENTSOF(causes); k++)
-                sample(&w, member_int(lost, tpd_lost_cause_name(causes[k])), "cause",
+                sample(&w, reply_int(lost, tpd_lost_cause_name(causes[k]), NULL), "cause",
                        tpd_lost_cause_name(causes[k]), NULL);
         family_begin(&w, &families[F_BAD_PAGES]);
-        sample(&w, member_int(lost, "decode_pages"), NULL);
+        sample(&w, reply_int(lost, "decode_pages", NULL), NULL);
 
         family_begin(&w, &families[F_CONNECTIONS]);
         r = by_uid(&w, connections, false);
@@ -330,13 +326,13 @@ int metrics_write(FILE *f, json_object *st, bool openmetrics, json_object *json)
 
                         if (!json_object_get_boolean(json_object_object_get(c, "streaming")))
                                 continue;
-                        snprintf(uid, sizeof(uid), "%" PRId64, member_int(c, "uid"));
-                        snprintf(pid, sizeof(pid), "%" PRId64, member_int(c, "pid"));
+                        snprintf(uid, sizeof(uid), "%" PRId64, reply_int(c, "uid", NULL));
+                        snprintf(pid, sizeof(pid), "%" PRId64, reply_int(c, "pid", NULL));
                         if (k == F_STREAM_DELIVERED)
-                                sample(&w, member_int(c, "delivered"), "uid", uid, "pid", pid, NULL);
+                                sample(&w, reply_int(c, "delivered", NULL), "uid", uid, "pid", pid, NULL);
                         else
-                                sample(&w, member_int(c, "lost_client"), "uid", uid, "pid", pid, "cause",
-                                       "client", NULL);
+                                sample(&w, reply_int(c, "lost_client", NULL), "uid", uid, "pid", pid,
+                                       "cause", "client", NULL);
                 }
         }
 
@@ -353,18 +349,18 @@ int metrics_write(FILE *f, json_object *st, bool openmetrics, json_object *json)
         for (size_t i = 0; i < array_length(events); i++) {
                 json_object *e = json_object_array_get_idx(events, i);
 
-                sample(&w, member_int(e, "streams"), "event",
+                sample(&w, reply_int(e, "streams", NULL), "event",
                        json_object_get_string(json_object_object_get(e, "name")) ?: "", NULL);
         }
 
         family_begin(&w, &families[F_STATE_SAVES]);
-        sample(&w, member_int(st, "state_saves"), NULL);
+        sample(&w, reply_int(st, "state_saves", NULL), NULL);
         family_begin(&w, &families[F_STATE_FAILING]);
         sample(&w, json_object_object_get(st, "state_error") ? 1 : 0, NULL);
         family_begin(&w, &families[F_LOOP_MAX]);
-        sample_seconds(&w, member_int(loop, "max_usec"), 6, NULL);
+        sample_seconds(&w, reply_int(loop, "max_usec", NULL), 6, NULL);
         family_begin(&w, &families[F_LOOP_SLOW]);
-        sample(&w, member_int(loop, "slow"), NULL);
+        sample(&w, reply_int(loop, "slow", NULL), NULL);
 
         if (openmetrics && !json)
                 fputs("# EOF\n", f);

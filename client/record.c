@@ -470,10 +470,10 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
         struct sigaction sa = { .sa_handler = on_signal }, sa_ignore = { .sa_handler = SIG_IGN };
         sigset_t blocked, unblocked;
         _cleanup_(capture_done) Capture c = { .o = o, .fd = -1, .dir_fd = -1, .tty = isatty(STDERR_FILENO) };
-        json_object *v;
         size_t page_size = 0, len = 0, cap = READ_SIZE;
+        bool found;
         unsigned n_cpus = 0;
-        int64_t flush_ms = 100;
+        int64_t flush_ms;
         double start, stop_at = 0, last_status = 0;
         bool closed = false, hung_up = false;
         uint8_t *buf = NULL;
@@ -503,25 +503,25 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
                             params, true, &reply);
         if (r != 0)
                 return r == 1 ? EXIT_FAILURE : TPD_EXIT_DAEMON_GONE;
-        if (json_object_object_get_ex(reply.parameters, "flush_interval_ms", &v))
-                flush_ms = json_object_get_int64(v);
+        flush_ms = reply_int(reply.parameters, "flush_interval_ms", &found);
+        if (!found)
+                flush_ms = 100;
         if (o->format == RECORD_FORMAT_DAT) {
-                if (json_object_object_get_ex(reply.parameters, "page_size", &v))
-                        page_size = (size_t) json_object_get_int64(v);
-                if (json_object_object_get_ex(reply.parameters, "cpus", &v))
-                        n_cpus = (unsigned) json_object_get_int(v);
+                int64_t frames;
+
+                page_size = (size_t) reply_int(reply.parameters, "page_size", NULL);
+                n_cpus = (unsigned) reply_int(reply.parameters, "cpus", NULL);
                 if (page_size < 64 || page_size > (1U << 20) || n_cpus == 0 || n_cpus > 65536) {
                         log_error("tpd's reply to Record lacks a page size or CPU count");
                         return EXIT_FAILURE;
                 }
                 /* The frames that follow must be ones this tpctl reads. */
-                if (!json_object_object_get_ex(reply.parameters, "frames", &v) ||
-                    !json_object_is_type(v, json_type_int) ||
-                    json_object_get_int64(v) != TPD_FRAMES_VERSION) {
-                        if (v && json_object_is_type(v, json_type_int))
+                frames = reply_int(reply.parameters, "frames", &found);
+                if (frames != TPD_FRAMES_VERSION || !found) {
+                        if (found)
                                 log_error("tpd sends recording frames of version %" PRId64
                                           ", this tpctl reads version %d",
-                                          json_object_get_int64(v), TPD_FRAMES_VERSION);
+                                          frames, TPD_FRAMES_VERSION);
                         else
                                 log_error("tpd's reply to Record names no frame version (an older tpd), "
                                           "this tpctl reads version %d",

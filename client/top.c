@@ -76,16 +76,6 @@ static void top_sample_free(TopSample *s) {
         free(s);
 }
 
-static uint64_t json_u64_of(json_object *o, const char *key) {
-        json_object *v = json_object_object_get(o, key);
-        int64_t n;
-
-        if (!json_object_is_type(v, json_type_int))
-                return 0;
-        n = json_object_get_int64(v);
-        return n < 0 ? 0 : (uint64_t) n;
-}
-
 /* Text from tpd, for a terminal or a key=value line: only printable ASCII other than '=' and '\\'
  * passes; the rest becomes \xNN. Spaces pass here and are escaped when a line is printed. */
 static char *top_escape(const char *s) {
@@ -112,11 +102,11 @@ static int top_parse(json_object *params, TopSample **ret) {
 
         if (!s)
                 return -ENOMEM;
-        s->usec = json_u64_of(params, "usec");
-        s->other_records = json_u64_of(params, "other_records");
-        s->other_lost = json_u64_of(params, "other_lost");
-        s->overrun = json_u64_of(params, "overrun");
-        s->dropped = json_u64_of(params, "dropped");
+        s->usec = (uint64_t) MAX(reply_int(params, "usec", NULL), 0);
+        s->other_records = (uint64_t) MAX(reply_int(params, "other_records", NULL), 0);
+        s->other_lost = (uint64_t) MAX(reply_int(params, "other_lost", NULL), 0);
+        s->overrun = (uint64_t) MAX(reply_int(params, "overrun", NULL), 0);
+        s->dropped = (uint64_t) MAX(reply_int(params, "dropped", NULL), 0);
         n = json_object_is_type(events, json_type_array) ? json_object_array_length(events) : 0;
         s->events = calloc(n + 1, sizeof(TopEvent));
         if (!s->events)
@@ -126,9 +116,9 @@ static int top_parse(json_object *params, TopSample **ret) {
                 TopEvent *e = &s->events[s->n_events++];
                 size_t m;
 
-                e->id = (int64_t) json_u64_of(o, "id");
-                e->total = json_u64_of(o, "records");
-                e->lost = json_u64_of(o, "lost");
+                e->id = (int64_t) (uint64_t) MAX(reply_int(o, "id", NULL), 0);
+                e->total = (uint64_t) MAX(reply_int(o, "records", NULL), 0);
+                e->lost = (uint64_t) MAX(reply_int(o, "lost", NULL), 0);
                 e->rate = NAN;
                 name = json_object_object_get(o, "name");
                 if (json_object_is_type(name, json_type_string))
@@ -149,8 +139,8 @@ static int top_parse(json_object *params, TopSample **ret) {
                         TopProc *t = &e->procs[e->n_procs++];
 
                         t->pid = (int) json_object_get_int64(json_object_object_get(p, "pid"));
-                        t->total = json_u64_of(p, "records");
-                        t->lost = json_u64_of(p, "lost");
+                        t->total = (uint64_t) MAX(reply_int(p, "records", NULL), 0);
+                        t->lost = (uint64_t) MAX(reply_int(p, "lost", NULL), 0);
                         t->rate = NAN;
                         t->comm = top_escape(json_object_is_type(comm, json_type_string)
                                                      ? json_object_get_string(comm)
@@ -160,8 +150,8 @@ static int top_parse(json_object *params, TopSample **ret) {
                 }
                 e->procs[e->n_procs++] = (TopProc){
                         .pid = -1,
-                        .total = json_u64_of(o, "other_records"),
-                        .lost = json_u64_of(o, "other_lost"),
+                        .total = (uint64_t) MAX(reply_int(o, "other_records", NULL), 0),
+                        .lost = (uint64_t) MAX(reply_int(o, "other_lost", NULL), 0),
                         .rate = NAN,
                 };
         }

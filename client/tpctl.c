@@ -297,13 +297,6 @@ static void stream_on_signal(int sig) {
         _exit(EXIT_SUCCESS);
 }
 
-static int64_t json_int(json_object *o, const char *key, bool *ret_found) {
-        json_object *v;
-
-        *ret_found = json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_int);
-        return *ret_found ? json_object_get_int64(v) : 0;
-}
-
 /* What the stream's lines need from the options and tpd's reply: the trace clock, its offset to
  * the wall clock, the flush interval and the CPUs. */
 static LinesOptions stream_lines_options(const Args *a, json_object *reply) {
@@ -321,17 +314,17 @@ static LinesOptions stream_lines_options(const Args *a, json_object *reply) {
         if (json_object_object_get_ex(reply, "clock", &v) && json_object_is_type(v, json_type_string))
                 clock = json_object_get_string(v);
         o.have_clock = trace_clock_id(clock, &o.clock_id) >= 0;
-        o.realtime_offset_ns = json_int(reply, "realtime_offset_ns", &o.have_offset);
+        o.realtime_offset_ns = reply_int(reply, "realtime_offset_ns", &o.have_offset);
         if (!o.have_offset && clock && streq(clock, "boot"))
-                o.realtime_offset_ns = json_int(reply, "boot_to_realtime_ns", &o.have_offset);
+                o.realtime_offset_ns = reply_int(reply, "boot_to_realtime_ns", &o.have_offset);
         /* The stream began when tpd took the call. */
-        i = json_int(reply, "ts", &found);
+        i = reply_int(reply, "ts", &found);
         o.start_ts = found && i > 0 ? (uint64_t) i : 0;
-        i = json_int(reply, "cpus", &found);
+        i = reply_int(reply, "cpus", &found);
         o.n_cpus = found && i > 0 && i <= 8192 ? (unsigned) i : 0;
         /* tpd delivers a partly filled page within its flush interval: wait that long again, and
          * at least 50 ms, for what another CPU may still hold. */
-        i = json_int(reply, "flush_interval_ms", &found);
+        i = reply_int(reply, "flush_interval_ms", &found);
         if (!found || i <= 0)
                 i = 100;
         o.order_delay_ns =

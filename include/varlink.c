@@ -290,18 +290,6 @@ int varlink_param_bool(json_object *params, const char *key, bool *ret) {
         return 0;
 }
 
-int varlink_param_int(json_object *params, const char *key, bool optional, int64_t *ret) {
-        json_object *v = param_get(params, key);
-
-        if (!v)
-                return optional ? 0 : -EINVAL;
-        if (!json_object_is_type(v, json_type_int))
-                return -EINVAL;
-        errno = 0;
-        *ret = json_object_get_int64(v);
-        return errno ? -EINVAL : 0;
-}
-
 /* The array under key, for the getters below: 0 with *ret NULL when absent, or its length. */
 static int param_array(json_object *params, const char *key, size_t max, json_object **ret, size_t *ret_n) {
         json_object *v = param_get(params, key);

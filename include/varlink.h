@@ -76,7 +76,6 @@ int varlink_error(const char *error, json_object *parameters, char **ret, size_t
 /* Typed access to call parameters with strict checks; -EINVAL names the offending key in *ret_bad. */
 int varlink_param_string(json_object *params, const char *key, bool optional, const char **ret);
 int varlink_param_bool(json_object *params, const char *key, bool *ret);
-int varlink_param_int(json_object *params, const char *key, bool optional, int64_t *ret);
 /* A string array; NULL (and 0) when absent. The strings belong to params. */
 int varlink_param_strv(json_object *params, const char *key, size_t max, char ***ret, size_t *ret_n);
 int varlink_param_intv(json_object *params, const char *key, size_t max, int64_t **ret, size_t *ret_n);

@@ -33,7 +33,7 @@ static void use_call(const VarlinkCall *call) {
                 "events", "pids", "cpus", "filter", "pattern", "event", "print", NULL,
         };
         const char *s, *bad;
-        int64_t i = 0, *iv;
+        int64_t *iv;
         char **sv, *text;
         size_t n, len;
         bool b;
@@ -43,7 +43,6 @@ static void use_call(const VarlinkCall *call) {
         (void) varlink_param_string(call->parameters, "filter", true, &s);
         (void) varlink_param_string(call->parameters, "event", false, &s);
         (void) varlink_param_bool(call->parameters, "print", &b);
-        (void) varlink_param_int(call->parameters, "buffer_size_kb", true, &i);
         if (varlink_param_strv(call->parameters, "events", 64, &sv, &n) == 0) {
                 for (size_t k = 0; k < n; k++)
                         if (!sv[k])

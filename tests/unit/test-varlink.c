@@ -483,7 +483,6 @@ static void test_param_getters(void) {
                 "\"iv\":[1,-2,3],\"ivbad\":[1,\"2\"],\"ivd\":[1.5],\"empty\":[],\"str_i\":\"1\"}");
         const char *s, *bad = NULL;
         bool b;
-        int64_t i;
         char **sv;
         int64_t *iv;
         size_t n;
@@ -511,19 +510,6 @@ static void test_param_getters(void) {
         ASSERT_INT_EQ(b, false);
         ASSERT_INT_EQ(varlink_param_bool(p, "s", &b), -EINVAL);
         ASSERT_INT_EQ(varlink_param_bool(p, "i", &b), -EINVAL);
-
-        /* Integers: an absent optional one leaves the caller's default alone. */
-        ASSERT_INT_EQ(varlink_param_int(p, "i", false, &i), 0);
-        ASSERT_INT_EQ(i, -42);
-        ASSERT_INT_EQ(varlink_param_int(p, "big", false, &i), 0);
-        ASSERT(i == INT64_MAX);
-        i = 7;
-        ASSERT_INT_EQ(varlink_param_int(p, "missing", true, &i), 0);
-        ASSERT_INT_EQ(i, 7);
-        ASSERT_INT_EQ(varlink_param_int(p, "missing", false, &i), -EINVAL);
-        ASSERT_INT_EQ(varlink_param_int(p, "d", false, &i), -EINVAL);
-        ASSERT_INT_EQ(varlink_param_int(p, "str_i", false, &i), -EINVAL);
-        ASSERT_INT_EQ(varlink_param_int(p, "b", false, &i), -EINVAL);
 
         /* String arrays: NULL-terminated, strings owned by params. */
         ASSERT_INT_EQ(varlink_param_strv(p, "sv", 8, &sv, &n), 0);
