@@ -297,7 +297,7 @@ static int cause_of(const char *p, size_t n) {
         return TPD_LOST_EXPORT;
 }
 
-static uint64_t parse_u64(const char **p, const char *end) {
+static uint64_t digits_u64(const char **p, const char *end) {
         uint64_t v = 0;
 
         while (*p < end && **p >= '0' && **p <= '9')
@@ -328,9 +328,9 @@ static void take_line(Exporter *e, const char *line, size_t len) {
 
         e->records_read++;
         if (skip(&p, end, "{\"ts\":")) {
-                e->last_ts = parse_u64(&p, end);
+                e->last_ts = digits_u64(&p, end);
                 if (skip(&p, end, ",\"cpu\":"))
-                        (void) parse_u64(&p, end);
+                        (void) digits_u64(&p, end);
                 if (skip(&p, end, ",\"event\":\"")) {
                         const char *q = memchr(p, '"', (size_t) (end - p));
 
@@ -339,7 +339,7 @@ static void take_line(Exporter *e, const char *line, size_t len) {
                                 keylen = (size_t) (q - p);
                         }
                 } else if (skip(&p, end, ",\"lost\":")) {
-                        lost = parse_u64(&p, end);
+                        lost = digits_u64(&p, end);
                         if (skip(&p, end, ",\"cause\":\"")) {
                                 const char *q = memchr(p, '"', (size_t) (end - p));
 
@@ -968,4 +968,103 @@ finish:
         pthread_cond_destroy(&e.cond);
         pthread_mutex_destroy(&e.lock);
         return status;
+}
+
+/* ---- the command ---- */
+
+static ExportOptions opt = {
+        .subject_prefix = EXPORT_SUBJECT_PREFIX_DEFAULT,
+        .buffer_size = EXPORT_BUFFER_SIZE_DEFAULT,
+        .batch_size = EXPORT_BATCH_SIZE_DEFAULT,
+};
+
+enum {
+        ARG_SUBJECT_PREFIX,
+        ARG_BUFFER_SIZE,
+        ARG_BATCH_SIZE,
+        ARG_CREDS,
+        ARG_TLS_CA,
+        ARG_CREATE_STREAM,
+        ARG_REPLICAS,
+        ARG_STREAM,
+        ARG_SERVERS_FILE,
+};
+
+static const OptionSpec export_specs[] = {
+        { "subject-prefix", 0, required_argument, ARG_SUBJECT_PREFIX },
+        { "buffer-size", 0, required_argument, ARG_BUFFER_SIZE },
+        { "batch-size", 0, required_argument, ARG_BATCH_SIZE },
+        { "creds", 0, required_argument, ARG_CREDS },
+        { "tls-ca", 0, required_argument, ARG_TLS_CA },
+        { "create-stream", 0, no_argument, ARG_CREATE_STREAM },
+        { "replicas", 0, required_argument, ARG_REPLICAS },
+        { "stream", 0, required_argument, ARG_STREAM },
+        { "servers-file", 0, required_argument, ARG_SERVERS_FILE },
+};
+
+static int export_parse_option(const OptionSpec *spec, const char *arg) {
+        int v;
+
+        switch (spec->id) {
+        case ARG_SUBJECT_PREFIX:
+                if (!export_prefix_valid(arg))
+                        return log_usage("invalid subject prefix '%s': NATS subject tokens of "
+                                         "letters, digits, '_' and '-', separated by '.'",
+                                         arg);
+                opt.subject_prefix = arg;
+                return 0;
+        case ARG_BUFFER_SIZE:
+                if (parse_int(arg, &v) < 0 || v < 1 || v > 65536)
+                        return log_usage("invalid --buffer-size '%s': megabytes, 1 to 65536", arg);
+                opt.buffer_size = (size_t) v << 20;
+                return 0;
+        case ARG_BATCH_SIZE:
+                if (parse_int(arg, &v) < 0 || v > (int) (EXPORT_BATCH_SIZE_MAX >> 10))
+                        return log_usage("invalid --batch-size '%s': kilobytes, 0 to %u", arg,
+                                         EXPORT_BATCH_SIZE_MAX >> 10);
+                opt.batch_size = (size_t) v << 10;
+                return 0;
+        case ARG_CREDS:
+                opt.creds = arg;
+                return 0;
+        case ARG_TLS_CA:
+                opt.tls_ca = arg;
+                return 0;
+        case ARG_CREATE_STREAM:
+                opt.create_stream = true;
+                return 0;
+        case ARG_REPLICAS:
+                if (parse_int(arg, &v) < 0 || v < 1 || v > 5)
+                        return log_usage("invalid --replicas '%s': 1 to 5", arg);
+                opt.replicas = v;
+                return 0;
+        case ARG_STREAM:
+                if (!*arg || strpbrk(arg, ". *>/\\\t"))
+                        return log_usage("invalid stream name '%s'", arg);
+                opt.stream = arg;
+                return 0;
+        case ARG_SERVERS_FILE:
+                opt.servers_file = arg;
+                return 0;
+        }
+        return -EINVAL;
+}
+
+const OptionTable export_option_table = OPTION_TABLE(export_specs, export_parse_option);
+
+int export_verb(const CommonOptions *c, char **args, size_t n) {
+        ExportOptions o = opt;
+        json_object *params;
+
+        if (n == 1)
+                o.servers = args[0];
+        if (o.create_stream != (o.replicas > 0))
+                return usage_error("--create-stream and --replicas N go together");
+        if (!o.servers == !o.servers_file)
+                return usage_error("export takes its servers as nats://HOST:PORT[,…] or from "
+                                   "--servers-file=FILE, one of the two");
+        params = selection_params(c, NULL, 0);
+        if (!params)
+                return connection_exit_status(log_oom());
+        return export_run(c->socket_path, params, &o);
 }

@@ -6,6 +6,8 @@
 
 #include <json-c/json.h>
 
+#include "options.h"
+
 /*
  * tpctl export: one Stream of tpd published into a NATS JetStream stream, records batched by
  * subject (PREFIX.HOST.SYSTEM.EVENT, PREFIX.HOST.lost, PREFIX.HOST.notice).
@@ -35,3 +37,13 @@ bool export_prefix_valid(const char *p);
 /* Runs until SIGINT/SIGTERM (exit 0) or until tpd closes the stream; returns an exit status.
  * Takes params (the Stream call's parameters) over. */
 int export_run(const char *socket_path, json_object *params, const ExportOptions *o);
+
+/* --subject-prefix, --buffer-size, --batch-size, --creds, --tls-ca, --create-stream, --replicas,
+ * --stream, --servers-file. */
+extern const OptionTable export_option_table;
+
+/* The shared options export takes. */
+#define EXPORT_OPTIONS OPTION_SELECTION
+
+/* `tpctl export [SERVERS]`. Returns the exit status. */
+int export_verb(const CommonOptions *c, char **args, size_t n);

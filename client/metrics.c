@@ -12,8 +12,11 @@
 #include <string.h>
 
 #include "connection.h"
+#include "log.h"
 #include "loss.h"
 #include "metrics.h"
+#include "output.h"
+#include "tpd-protocol.h"
 #include "util.h"
 
 typedef enum FamilyType {
@@ -365,4 +368,38 @@ int metrics_write(FILE *f, json_object *st, bool openmetrics, json_object *json)
         if (openmetrics && !json)
                 fputs("# EOF\n", f);
         return 0;
+}
+
+static bool opt_openmetrics;
+
+static const OptionSpec metrics_specs[] = {
+        { "openmetrics", 0, no_argument, 0 },
+};
+
+static int metrics_parse_option(const OptionSpec *spec, const char *arg) {
+        opt_openmetrics = true;
+        return 0;
+}
+
+const OptionTable metrics_option_table = OPTION_TABLE(metrics_specs, metrics_parse_option);
+
+int metrics_verb(const CommonOptions *c, char **args, size_t n) {
+        _cleanup_(connection_done) Connection conn = CONNECTION_NULL;
+        _cleanup_(varlink_reply_done) VarlinkReply reply = {};
+        json_object *samples = NULL;
+        int r;
+
+        if (c->json != JSON_OFF && opt_openmetrics)
+                return usage_error("--openmetrics and --json exclude each other");
+        if (c->json != JSON_OFF && !(samples = json_object_new_array()))
+                return connection_exit_status(log_oom());
+
+        r = connection_call(&conn, c->socket_path, TPD_METHOD("GetStatus"), json_object_new_object(), false,
+                            &reply);
+        if (r == 0 && metrics_write(stdout, reply.parameters, opt_openmetrics, samples) < 0)
+                r = log_oom();
+        if (r == 0 && samples)
+                print_json_as(samples, c->json == JSON_PRETTY);
+        json_object_put(samples);
+        return connection_exit_status(r);
 }

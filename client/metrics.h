@@ -6,6 +6,8 @@
 
 #include <json-c/json.h>
 
+#include "options.h"
+
 /*
  * tpd's counters (a GetStatus reply) as metrics for Prometheus: in the Prometheus text format
  * (version 0.0.4, what node_exporter's textfile collector and `promtool check metrics` read), or
@@ -14,3 +16,9 @@
  * it instead, each as {"name":…,"labels":{…},"value":…}. Returns 0 or -ENOMEM.
  */
 int metrics_write(FILE *f, json_object *status, bool openmetrics, json_object *json);
+
+/* --openmetrics. */
+extern const OptionTable metrics_option_table;
+
+/* `tpctl metrics`: GetStatus as metrics on stdout. Returns the exit status. */
+int metrics_verb(const CommonOptions *c, char **args, size_t n);

@@ -714,3 +714,106 @@ finish:
         free(buf);
         return status;
 }
+
+static RecordOptions opt = { .kallsyms = true };
+static const char *opt_format;
+
+enum {
+        ARG_OUTPUT,
+        ARG_SIZE,
+        ARG_FORMAT,
+        ARG_ROTATE_SIZE,
+        ARG_ROTATE_TIME,
+        ARG_KEEP,
+        ARG_FILE_VERSION,
+        ARG_NO_KALLSYMS,
+        ARG_FORCE,
+};
+
+#define RECORD_SHOWN "--output, --size, --format, --rotate-*, --keep, --file-version, --no-kallsyms, --force"
+
+static const OptionSpec record_specs[] = {
+        { "output", 'o', required_argument, ARG_OUTPUT, 0, RECORD_SHOWN },
+        { "size", 0, required_argument, ARG_SIZE, 0, RECORD_SHOWN },
+        { "format", 0, required_argument, ARG_FORMAT, 0, RECORD_SHOWN },
+        { "rotate-size", 0, required_argument, ARG_ROTATE_SIZE, 0, RECORD_SHOWN },
+        { "rotate-time", 0, required_argument, ARG_ROTATE_TIME, 0, RECORD_SHOWN },
+        { "keep", 0, required_argument, ARG_KEEP, 0, RECORD_SHOWN },
+        { "file-version", 0, required_argument, ARG_FILE_VERSION, 0, RECORD_SHOWN },
+        { "no-kallsyms", 0, no_argument, ARG_NO_KALLSYMS, 0, RECORD_SHOWN },
+        { "force", 0, no_argument, ARG_FORCE, 0, RECORD_SHOWN },
+};
+
+/* A positive size in MB (MiB), fractions allowed, as bytes. */
+static int parse_megabytes(const char *s, uint64_t *ret) {
+        double v;
+
+        if (parse_decimal(s, 1e-6, 1e9, &v) < 0)
+                return -EINVAL;
+        *ret = (uint64_t) (v * 1048576.0);
+        return *ret > 0 ? 0 : -EINVAL;
+}
+
+static int record_parse_option(const OptionSpec *spec, const char *arg) {
+        int k;
+
+        switch (spec->id) {
+        case ARG_OUTPUT:
+                opt.output = arg;
+                return 0;
+        case ARG_ROTATE_TIME:
+                if (parse_seconds(arg, &opt.rotate_time) < 0)
+                        return log_usage("invalid number of seconds '%s'", arg);
+                return 0;
+        case ARG_SIZE:
+        case ARG_ROTATE_SIZE:
+                if (parse_megabytes(arg, spec->id == ARG_SIZE ? &opt.max_size : &opt.rotate_size) < 0)
+                        return log_usage("invalid size in MB '%s'", arg);
+                return 0;
+        case ARG_FORMAT:
+                opt_format = arg;
+                return 0;
+        case ARG_KEEP:
+                if (parse_int(arg, &k) < 0 || k < 1)
+                        return log_usage("invalid number of files '%s'", arg);
+                opt.keep = (unsigned) k;
+                return 0;
+        case ARG_FILE_VERSION:
+                if (parse_int(arg, &opt.file_version) < 0 ||
+                    (opt.file_version != 6 && opt.file_version != 7))
+                        return log_usage("--file-version takes 6 or 7, not '%s'", arg);
+                return 0;
+        case ARG_NO_KALLSYMS:
+                opt.kallsyms = false;
+                return 0;
+        case ARG_FORCE:
+                opt.force = true;
+                return 0;
+        }
+        return -EINVAL;
+}
+
+const OptionTable record_option_table = OPTION_TABLE(record_specs, record_parse_option);
+
+int record_verb(const CommonOptions *c, char **args, size_t n) {
+        RecordOptions o = opt;
+        json_object *params;
+
+        if (!o.output)
+                return usage_error("record needs -o FILE");
+        if (!opt_format)
+                o.format = record_format_for(o.output);
+        else if (streq(opt_format, "dat"))
+                o.format = RECORD_FORMAT_DAT;
+        else if (streq(opt_format, "ndjson"))
+                o.format = RECORD_FORMAT_NDJSON;
+        else
+                return usage_error("--format takes dat or ndjson, not '%s'", opt_format);
+        if (o.file_version == 0)
+                o.file_version = 6;
+        o.duration = (double) c->duration_usec / 1e6;
+        params = selection_params(c, args, n);
+        if (!params)
+                return connection_exit_status(log_oom());
+        return record_run(c->socket_path, params, &o);
+}

@@ -6,6 +6,8 @@
 
 #include <json-c/json.h>
 
+#include "options.h"
+
 /*
  * `tpctl record`: a capture written by tpctl as the calling user, either a trace-cmd data file
  * made of the raw pages tpd's Record method sends (nothing decoded on the way), or the NDJSON of
@@ -36,3 +38,13 @@ int record_run(const char *socket_path, json_object *params, const RecordOptions
 
 /* The format a file name implies: NDJSON for .ndjson, .json and .jsonl, else a data file. */
 RecordFormat record_format_for(const char *path);
+
+/* -o, --size, --format, --rotate-size, --rotate-time, --keep, --file-version, --no-kallsyms,
+ * --force. */
+extern const OptionTable record_option_table;
+
+/* The shared options record takes. */
+#define RECORD_OPTIONS (OPTION_SELECTION | OPTION_DURATION)
+
+/* Returns the exit status. */
+int record_verb(const CommonOptions *c, char **args, size_t n);

@@ -730,3 +730,23 @@ int replay_file(const char *path, const ReplayOptions *o) {
                                    o->filter ? "--filter" : "--print", path);
         return replay_ndjson(fd, head, n, path, o, &out);
 }
+
+int replay_verb(const CommonOptions *c, char **args, size_t n) {
+        _cleanup_free_ char **events = calloc(c->n_events + n, sizeof(char *));
+
+        if (!events)
+                return log_oom(), EXIT_FAILURE;
+        /* EVENT arguments after FILE, like stream's. */
+        memcpy(events, c->events, c->n_events * sizeof(char *));
+        memcpy(events + c->n_events, args + 1, (n - 1) * sizeof(char *));
+        return replay_file(args[0], &(ReplayOptions){
+                                            .events = events,
+                                            .n_events = c->n_events + n - 1,
+                                            .pids = c->pids,
+                                            .n_pids = c->n_pids,
+                                            .cpus = c->cpus,
+                                            .n_cpus = c->n_cpus,
+                                            .filter = c->filter,
+                                            .print = c->print,
+                                    });
+}

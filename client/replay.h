@@ -4,6 +4,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "options.h"
+
 /*
  * `tpctl replay`: a capture printed again as `tpctl stream` prints records, with stream's selection.
  * A trace-cmd data file (version 6 or 7, from `trace-cmd record` or from tpd's recording) is read
@@ -30,3 +32,9 @@ typedef struct ReplayOptions {
  * 0, 1 (no such file, not a capture, a damaged one, an event or filter that does not apply) or 2
  * (an option the capture's format cannot honour). */
 int replay_file(const char *path, const ReplayOptions *o);
+
+/* The shared options replay takes; it has none of its own. */
+#define REPLAY_OPTIONS (OPTION_SELECTION | OPTION_PRINT)
+
+/* `tpctl replay FILE [EVENT...]`: args[0] is the file. Returns the exit status. */
+int replay_verb(const CommonOptions *c, char **args, size_t n);

@@ -672,3 +672,59 @@ int top_run(const TopOptions *options) {
         top_sample_free(prev);
         return status;
 }
+
+static TopOptions opt;
+
+enum {
+        ARG_ITERATIONS,
+        ARG_DELAY,
+        ARG_SORT,
+};
+
+static const OptionSpec top_specs[] = {
+        { "iterations", 'n', required_argument, ARG_ITERATIONS },
+        { "delay", 'd', required_argument, ARG_DELAY },
+        { "sort", 0, required_argument, ARG_SORT },
+};
+
+/* Seconds from 0.1 to a day, in microseconds. */
+static int parse_delay(const char *s, uint64_t *ret_usec) {
+        double v;
+
+        if (parse_decimal(s, 0.1, 86400, &v) < 0)
+                return -EINVAL;
+        *ret_usec = (uint64_t) (v * 1e6 + 0.5);
+        return 0;
+}
+
+static int top_parse_option(const OptionSpec *spec, const char *arg) {
+        int iterations;
+
+        switch (spec->id) {
+        case ARG_ITERATIONS:
+                if (parse_int(arg, &iterations) < 0 || iterations == 0)
+                        return log_usage("invalid number of iterations '%s'", arg);
+                opt.iterations = (uint64_t) iterations;
+                return 0;
+        case ARG_DELAY:
+                if (parse_delay(arg, &opt.delay_usec) < 0)
+                        return log_usage("invalid delay '%s': seconds from 0.1 to 86400", arg);
+                return 0;
+        case ARG_SORT:
+                if (top_sort_from_string(arg, &opt.sort) < 0)
+                        return log_usage("invalid sort key '%s': rate, total, lost or name", arg);
+                return 0;
+        }
+        return -EINVAL;
+}
+
+const OptionTable top_option_table = OPTION_TABLE(top_specs, top_parse_option);
+
+int top_verb(const CommonOptions *c, char **args, size_t n) {
+        TopOptions o = opt;
+
+        o.socket_path = c->socket_path;
+        if (o.delay_usec == 0)
+                o.delay_usec = 1000000;
+        return top_run(&o);
+}

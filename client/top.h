@@ -2,7 +2,10 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "options.h"
 
 /*
  * `tpctl top`: tpd's per-event and per-process counters (GetCounters), as rates, every delay. On a
@@ -28,3 +31,9 @@ int top_run(const TopOptions *o);
 
 /* Parses "rate", "total", "lost" or "name". */
 int top_sort_from_string(const char *s, TopSort *ret);
+
+/* -n, -d, --sort. */
+extern const OptionTable top_option_table;
+
+/* Returns the exit status. */
+int top_verb(const CommonOptions *c, char **args, size_t n);

@@ -2,12 +2,14 @@
 /*
  * tpctl, the command-line client of tpd. Each command is one Varlink call on a fresh connection;
  * `stream` upgrades its connection and then copies the daemon's NDJSON to stdout without parsing it.
+ * Here: the commands, the options of all of them, and the small commands; the larger ones have
+ * rooms of their own (stream.c, record.c, replay.c, metrics.c, top.c, export.c), each with its
+ * options, and the options several commands share are options.c's.
  */
 
+#include <assert.h>
 #include <getopt.h>
 #include <json-c/json.h>
-#include <limits.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,156 +19,30 @@
 
 #include "build-config.h"
 #include "connection.h"
-#include "copy.h"
-#include "core/clock.h"
 #include "export.h"
-#include "lines.h"
 #include "log.h"
 #include "metrics.h"
+#include "options.h"
 #include "output.h"
 #include "record.h"
 #include "replay.h"
+#include "stream.h"
 #include "terminal.h"
 #include "top.h"
 #include "tpd-protocol.h"
+
+/* The longest getopt table of all rooms' options together. */
+#define TPCTL_OPTIONS_MAX 64U
 
 static inline void json_object_putp(json_object **j) {
         json_object_put(*j);
 }
 
-static int json_add_strings(json_object *o, const char *key, char *const *a, size_t n, char *const *b,
-                            size_t m) {
-        json_object *array = json_object_new_array_ext((int) (n + m));
-        int r = json_add(o, key, array);
-
-        for (size_t i = 0; r >= 0 && i < n + m; i++) {
-                json_object *s = json_object_new_string(i < n ? a[i] : b[i - n]);
-
-                if (!s || json_object_array_add(array, s) < 0) {
-                        json_object_put(s);
-                        r = -ENOMEM;
-                }
-        }
-        return r;
-}
-
-static int json_add_ints(json_object *o, const char *key, const int *v, size_t n) {
-        json_object *array = json_object_new_array_ext((int) n);
-        int r = json_add(o, key, array);
-
-        for (size_t i = 0; r >= 0 && i < n; i++) {
-                json_object *j = json_object_new_int(v[i]);
-
-                if (!j || json_object_array_add(array, j) < 0) {
-                        json_object_put(j);
-                        r = -ENOMEM;
-                }
-        }
-        return r;
-}
-
-/* --json=MODE, as systemd's tools take it: off is text. */
-typedef enum JsonMode {
-        JSON_OFF,
-        JSON_SHORT,
-        JSON_PRETTY,
-} JsonMode;
-
-typedef struct Args {
-        const char *socket_path;
-        JsonMode json;
-        bool no_pager;
-        bool openmetrics;
-        bool all;
-        bool print;
-        int symbolic;           /* -1: tpd's default (Symbolic=) */
-        uint64_t count;         /* stream: stop after this many records */
-        uint64_t duration_usec; /* stream: stop after this long */
-        LinesTime time;
-        bool ordered;
-        uint64_t order_delay_ms; /* 0: from tpd's flush interval */
-        const char *filter;
-        unsigned options; /* Option bits given, to check them against the command */
-        char **events;
-        size_t n_events;
-        int *pids;
-        size_t n_pids;
-        int *cpus;
-        size_t n_cpus;
-        RecordOptions record;
-        const char *format;
-        uint64_t iterations;
-        uint64_t delay_usec;
-        TopSort sort;
-        ExportOptions export;
-} Args;
-
-static void args_done(Args *a) {
-        free(a->events);
-        free(a->pids);
-        free(a->cpus);
-}
-
-/* Options that only some commands take, as bits of Args.options and Verb.options. */
-enum {
-        OPT_FILTER = 1 << 0,
-        OPT_ALL = 1 << 1,
-        OPT_EVENT = 1 << 2,
-        OPT_PID = 1 << 3,
-        OPT_CPU = 1 << 4,
-        OPT_PRINT = 1 << 5,
-        OPT_RECORD = 1 << 6,
-        OPT_OPENMETRICS = 1 << 7,
-        OPT_ITERATIONS = 1 << 8,
-        OPT_DELAY = 1 << 9,
-        OPT_SORT = 1 << 10,
-        OPT_SUBJECT_PREFIX = 1 << 11,
-        OPT_BUFFER_SIZE = 1 << 12,
-        OPT_BATCH_SIZE = 1 << 13,
-        OPT_CREDS = 1 << 14,
-        OPT_TLS_CA = 1 << 15,
-        OPT_CREATE_STREAM = 1 << 16,
-        OPT_REPLICAS = 1 << 17,
-        OPT_STREAM = 1 << 18,
-        OPT_SYMBOLIC = 1 << 19,
-        OPT_COUNT = 1 << 20,
-        OPT_DURATION = 1 << 21,
-        OPT_TIME = 1 << 22,
-        OPT_ORDERED = 1 << 23,
-        OPT_SERVERS_FILE = 1 << 24,
-};
-
-static const char *const option_names[] = {
-        "--filter",
-        "--all",
-        "--event",
-        "--pid",
-        "--cpu",
-        "--print",
-        "--output, --size, --format, --rotate-*, --keep, --file-version, --no-kallsyms, --force",
-        "--openmetrics",
-        "--iterations",
-        "--delay",
-        "--sort",
-        "--subject-prefix",
-        "--buffer-size",
-        "--batch-size",
-        "--creds",
-        "--tls-ca",
-        "--create-stream",
-        "--replicas",
-        "--stream",
-        "--symbolic",
-        "--count",
-        "--duration",
-        "--time",
-        "--ordered",
-        "--servers-file",
-};
+static bool arg_all;
 
 /* Sends method with params (taken over) and prints the reply: as JSON with --json, else with print
  * (if any). A long reply (paged) goes through the pager on a terminal, as systemctl's lists do. */
-static int run_call_paged(const Args *a, const char *method, json_object *params,
+static int run_call_paged(const CommonOptions *a, const char *method, json_object *params,
                           void (*print)(json_object *), bool paged) {
         _cleanup_(connection_done) Connection c = CONNECTION_NULL;
         _cleanup_(varlink_reply_done) VarlinkReply reply = {};
@@ -184,11 +60,12 @@ static int run_call_paged(const Args *a, const char *method, json_object *params
         return EXIT_SUCCESS;
 }
 
-static int run_call(const Args *a, const char *method, json_object *params, void (*print)(json_object *)) {
+static int run_call(const CommonOptions *a, const char *method, json_object *params,
+                    void (*print)(json_object *)) {
         return run_call_paged(a, method, params, print, false);
 }
 
-static int verb_list(const Args *a, char **args, size_t n) {
+static int verb_list(const CommonOptions *a, char **args, size_t n) {
         _cleanup_(json_object_putp) json_object *params = json_object_new_object();
 
         if (!params || (n > 0 && json_add(params, "pattern", json_object_new_string(args[0])) < 0))
@@ -196,7 +73,7 @@ static int verb_list(const Args *a, char **args, size_t n) {
         return run_call_paged(a, TPD_METHOD("ListEvents"), TAKE_PTR(params), print_list, true);
 }
 
-static int verb_describe(const Args *a, char **args, size_t n) {
+static int verb_describe(const CommonOptions *a, char **args, size_t n) {
         _cleanup_(json_object_putp) json_object *params = json_object_new_object();
 
         if (!params || json_add(params, "event", json_object_new_string(args[0])) < 0)
@@ -204,30 +81,32 @@ static int verb_describe(const Args *a, char **args, size_t n) {
         return run_call(a, TPD_METHOD("DescribeEvent"), TAKE_PTR(params), print_describe);
 }
 
-static int verb_enable(const Args *a, char **args, size_t n) {
-        _cleanup_(json_object_putp) json_object *params = json_object_new_object();
+/* The events to enable and -f: the selection's parameters, as enable takes no other option. */
+static int verb_enable(const CommonOptions *a, char **args, size_t n) {
+        json_object *params = selection_params(a, args, n);
 
-        if (!params || json_add_strings(params, "events", args, n, NULL, 0) < 0 ||
-            (a->filter && json_add(params, "filter", json_object_new_string(a->filter)) < 0))
+        if (!params)
                 return connection_exit_status(log_oom());
-        return run_call(a, TPD_METHOD("Enable"), TAKE_PTR(params), NULL);
+        return run_call(a, TPD_METHOD("Enable"), params, NULL);
 }
 
-static int verb_disable(const Args *a, char **args, size_t n) {
-        _cleanup_(json_object_putp) json_object *params = json_object_new_object();
+static int verb_disable(const CommonOptions *a, char **args, size_t n) {
+        json_object *params;
 
-        if (n == 0 && !a->all)
+        if (n == 0 && !arg_all)
                 return usage_error("disable needs EVENT... or --all");
-        if (n > 0 && a->all)
+        if (n > 0 && arg_all)
                 return usage_error("disable takes either EVENT... or --all, not both");
 
-        if (!params || (a->all ? json_add(params, "all", json_object_new_boolean(true))
-                               : json_add_strings(params, "events", args, n, NULL, 0)) < 0)
+        params = arg_all ? json_object_new_object() : selection_params(a, args, n);
+        if (!params || (arg_all && json_add(params, "all", json_object_new_boolean(true)) < 0)) {
+                json_object_put(params);
                 return connection_exit_status(log_oom());
-        return run_call(a, TPD_METHOD("Disable"), TAKE_PTR(params), NULL);
+        }
+        return run_call(a, TPD_METHOD("Disable"), params, NULL);
 }
 
-static int verb_status(const Args *a, char **args, size_t n) {
+static int verb_status(const CommonOptions *a, char **args, size_t n) {
         _cleanup_(json_object_putp) json_object *params = json_object_new_object();
 
         if (!params)
@@ -235,29 +114,7 @@ static int verb_status(const Args *a, char **args, size_t n) {
         return run_call_paged(a, TPD_METHOD("GetStatus"), TAKE_PTR(params), print_status, true);
 }
 
-static int verb_metrics(const Args *a, char **args, size_t n) {
-        _cleanup_(connection_done) Connection c = CONNECTION_NULL;
-        _cleanup_(varlink_reply_done) VarlinkReply reply = {};
-        _cleanup_(json_object_putp) json_object *samples = NULL;
-        int r;
-
-        if (a->json != JSON_OFF && a->openmetrics)
-                return usage_error("--openmetrics and --json exclude each other");
-        if (a->json != JSON_OFF && !(samples = json_object_new_array()))
-                return connection_exit_status(log_oom());
-
-        r = connection_call(&c, a->socket_path, TPD_METHOD("GetStatus"), json_object_new_object(), false,
-                            &reply);
-        if (r != 0)
-                return connection_exit_status(r);
-        if (metrics_write(stdout, reply.parameters, a->openmetrics, samples) < 0)
-                return connection_exit_status(log_oom());
-        if (samples)
-                print_json_as(samples, a->json == JSON_PRETTY);
-        return EXIT_SUCCESS;
-}
-
-static int verb_call(const Args *a, char **args, size_t n) {
+static int verb_call(const CommonOptions *a, char **args, size_t n) {
         _cleanup_(connection_done) Connection c = CONNECTION_NULL;
         _cleanup_(varlink_reply_done) VarlinkReply reply = {};
         _cleanup_(json_object_putp) json_object *params = NULL;
@@ -291,208 +148,39 @@ static int verb_call(const Args *a, char **args, size_t n) {
         return r == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
-static void stream_on_signal(int sig) {
-        /* Stream data never sits in stdio buffers, so nothing is lost by leaving right here; a flag
-         * checked between syscalls could miss a signal that arrives just before a blocking splice(). */
-        _exit(EXIT_SUCCESS);
+static const OptionSpec disable_specs[] = {
+        { "all", 0, no_argument, 0 },
+};
+
+static int disable_parse_option(const OptionSpec *spec, const char *arg) {
+        arg_all = true;
+        return 0;
 }
 
-/* What the stream's lines need from the options and tpd's reply: the trace clock, its offset to
- * the wall clock, the flush interval and the CPUs. */
-static LinesOptions stream_lines_options(const Args *a, json_object *reply) {
-        LinesOptions o = {
-                .count = a->count,
-                .duration_usec = a->duration_usec,
-                .time = a->time,
-                .ordered = a->ordered,
-        };
-        const char *clock = NULL;
-        json_object *v;
-        bool found;
-        int64_t i;
-
-        if (json_object_object_get_ex(reply, "clock", &v) && json_object_is_type(v, json_type_string))
-                clock = json_object_get_string(v);
-        o.have_clock = trace_clock_id(clock, &o.clock_id) >= 0;
-        o.realtime_offset_ns = reply_int(reply, "realtime_offset_ns", &o.have_offset);
-        if (!o.have_offset && clock && streq(clock, "boot"))
-                o.realtime_offset_ns = reply_int(reply, "boot_to_realtime_ns", &o.have_offset);
-        /* The stream began when tpd took the call. */
-        i = reply_int(reply, "ts", &found);
-        o.start_ts = found && i > 0 ? (uint64_t) i : 0;
-        i = reply_int(reply, "cpus", &found);
-        o.n_cpus = found && i > 0 && i <= 8192 ? (unsigned) i : 0;
-        /* tpd delivers a partly filled page within its flush interval: wait that long again, and
-         * at least 50 ms, for what another CPU may still hold. */
-        i = reply_int(reply, "flush_interval_ms", &found);
-        if (!found || i <= 0)
-                i = 100;
-        o.order_delay_ns =
-                (a->order_delay_ms > 0 ? a->order_delay_ms : (uint64_t) i + MAX((uint64_t) i, 50)) *
-                1000000ULL;
-        return o;
-}
-
-/* The Stream (or Record) parameters of the selection options: what stream, record and export
- * ask tpd for. Options a command does not take are refused before, so they are unset here. */
-static json_object *stream_params(const Args *a, char **args, size_t n) {
-        json_object *params = json_object_new_object();
-
-        if (!params ||
-            (a->n_events + n > 0 &&
-             json_add_strings(params, "events", a->events, a->n_events, args, n) < 0) ||
-            (a->n_pids > 0 && json_add_ints(params, "pids", a->pids, a->n_pids) < 0) ||
-            (a->n_cpus > 0 && json_add_ints(params, "cpus", a->cpus, a->n_cpus) < 0) ||
-            (a->filter && json_add(params, "filter", json_object_new_string(a->filter)) < 0) ||
-            (a->print && json_add(params, "print", json_object_new_boolean(true)) < 0) ||
-            (a->symbolic >= 0 && json_add(params, "symbolic", json_object_new_boolean(a->symbolic)) < 0) ||
-            (a->time == LINES_TIME_ISO && json_add(params, "realtime", json_object_new_boolean(true)) < 0)) {
-                json_object_put(params);
-                return NULL;
-        }
-        return params;
-}
-
-static int verb_stream(const Args *a, char **args, size_t n) {
-        _cleanup_(connection_done) Connection c = CONNECTION_NULL;
-        _cleanup_(varlink_reply_done) VarlinkReply reply = {};
-        _cleanup_(json_object_putp) json_object *params = stream_params(a, args, n);
-        struct sigaction sa_exit = { .sa_handler = stream_on_signal };
-        struct sigaction sa_ignore = { .sa_handler = SIG_IGN };
-        int r;
-
-        if (!params)
-                return connection_exit_status(log_oom());
-
-        /* A closed stdout (| head) must show up as EPIPE, to end quietly with 0. */
-        (void) sigaction(SIGPIPE, &sa_ignore, NULL);
-        (void) sigaction(SIGINT, &sa_exit, NULL);
-        (void) sigaction(SIGTERM, &sa_exit, NULL);
-
-        r = connection_call(&c, a->socket_path, TPD_METHOD("Stream"), TAKE_PTR(params), true, &reply);
-        if (r != 0)
-                return connection_exit_status(r);
-
-        /* What came with the reply in the same read() is already stream data. */
-        if (a->count > 0 || a->duration_usec > 0 || a->time != LINES_TIME_BOOT || a->ordered) {
-                LinesOptions o = stream_lines_options(a, reply.parameters);
-
-                varlink_reply_done(&reply);
-                r = lines_stream(c.fd, STDOUT_FILENO, c.in.data + c.in.consumed,
-                                 varlink_buffer_pending(&c.in), &o);
-                if (r == 1 || r == -EPIPE)
-                        return EXIT_SUCCESS;
-        } else {
-                varlink_reply_done(&reply);
-                r = copy_stream(c.fd, STDOUT_FILENO, c.in.data + c.in.consumed,
-                                varlink_buffer_pending(&c.in));
-        }
-        if (r == 0 || r == -ECONNRESET) {
-                log_error("tpd closed the stream");
-                return TPD_EXIT_DAEMON_GONE;
-        }
-        if (r == -EPIPE)
-                return EXIT_SUCCESS;
-        log_error_errno(r, "cannot copy the stream to standard output: %m");
-        return EXIT_FAILURE;
-}
-
-static int verb_export(const Args *a, char **args, size_t n) {
-        json_object *params;
-
-        if (a->export.create_stream != (a->export.replicas > 0))
-                return usage_error("--create-stream and --replicas N go together");
-        if (!a->export.servers == !a->export.servers_file)
-                return usage_error("export takes its servers as nats://HOST:PORT[,…] or from "
-                                   "--servers-file=FILE, one of the two");
-        params = stream_params(a, NULL, 0);
-        if (!params)
-                return connection_exit_status(log_oom());
-        return export_run(a->socket_path, params, &a->export);
-}
-
-static int verb_record(const Args *a, char **args, size_t n) {
-        RecordOptions o = a->record;
-        json_object *params;
-
-        if (!o.output)
-                return usage_error("record needs -o FILE");
-        if (!a->format)
-                o.format = record_format_for(o.output);
-        else if (streq(a->format, "dat"))
-                o.format = RECORD_FORMAT_DAT;
-        else if (streq(a->format, "ndjson"))
-                o.format = RECORD_FORMAT_NDJSON;
-        else
-                return usage_error("--format takes dat or ndjson, not '%s'", a->format);
-        if (o.file_version == 0)
-                o.file_version = 6;
-        params = stream_params(a, args, n);
-        if (!params)
-                return connection_exit_status(log_oom());
-        return record_run(a->socket_path, params, &o);
-}
-
-static int verb_replay(const Args *a, char **args, size_t n) {
-        _cleanup_free_ char **events = calloc(a->n_events + n, sizeof(char *));
-
-        if (!events)
-                return connection_exit_status(log_oom());
-        /* EVENT arguments after FILE, like stream's. */
-        memcpy(events, a->events, a->n_events * sizeof(char *));
-        memcpy(events + a->n_events, args + 1, (n - 1) * sizeof(char *));
-        return replay_file(args[0], &(ReplayOptions){
-                                            .events = events,
-                                            .n_events = a->n_events + n - 1,
-                                            .pids = a->pids,
-                                            .n_pids = a->n_pids,
-                                            .cpus = a->cpus,
-                                            .n_cpus = a->n_cpus,
-                                            .filter = a->filter,
-                                            .print = a->print,
-                                    });
-}
-
-static int verb_top(const Args *a, char **args, size_t n) {
-        TopOptions o = {
-                .socket_path = a->socket_path,
-                .iterations = a->iterations,
-                .delay_usec = a->delay_usec > 0 ? a->delay_usec : 1000000,
-                .sort = a->sort,
-        };
-
-        return top_run(&o);
-}
+static const OptionTable disable_option_table = OPTION_TABLE(disable_specs, disable_parse_option);
 
 typedef struct Verb {
         const char *name;
         size_t min_args;
         size_t max_args;
-        unsigned options;
-        int (*run)(const Args *a, char **args, size_t n);
+        unsigned shared;        /* the shared options it takes, as OPTION_* bits */
+        const OptionTable *own; /* its own options */
+        int (*run)(const CommonOptions *a, char **args, size_t n);
 } Verb;
 
 static const Verb verbs[] = {
-        { "list", 0, 1, 0, verb_list },
-        { "describe", 1, 1, 0, verb_describe },
-        { "enable", 1, SIZE_MAX, OPT_FILTER, verb_enable },
-        { "disable", 0, SIZE_MAX, OPT_ALL, verb_disable },
-        { "status", 0, 0, 0, verb_status },
-        { "stream", 0, SIZE_MAX,
-          OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT | OPT_SYMBOLIC | OPT_COUNT | OPT_DURATION |
-                  OPT_TIME | OPT_ORDERED,
-          verb_stream },
-        { "call", 1, 2, 0, verb_call },
-        { "record", 0, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_RECORD | OPT_DURATION,
-          verb_record },
-        { "replay", 1, SIZE_MAX, OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_PRINT, verb_replay },
-        { "metrics", 0, 0, OPT_OPENMETRICS, verb_metrics },
-        { "top", 0, 0, OPT_ITERATIONS | OPT_DELAY | OPT_SORT, verb_top },
-        { "export", 0, 1,
-          OPT_EVENT | OPT_PID | OPT_CPU | OPT_FILTER | OPT_SUBJECT_PREFIX | OPT_BUFFER_SIZE |
-                  OPT_BATCH_SIZE | OPT_CREDS | OPT_TLS_CA | OPT_CREATE_STREAM | OPT_REPLICAS | OPT_STREAM |
-                  OPT_SERVERS_FILE,
-          verb_export },
+        { "list", 0, 1, 0, NULL, verb_list },
+        { "describe", 1, 1, 0, NULL, verb_describe },
+        { "enable", 1, SIZE_MAX, OPTION_FILTER, NULL, verb_enable },
+        { "disable", 0, SIZE_MAX, 0, &disable_option_table, verb_disable },
+        { "status", 0, 0, 0, NULL, verb_status },
+        { "stream", 0, SIZE_MAX, STREAM_OPTIONS, &stream_option_table, stream_verb },
+        { "call", 1, 2, 0, NULL, verb_call },
+        { "record", 0, SIZE_MAX, RECORD_OPTIONS, &record_option_table, record_verb },
+        { "replay", 1, SIZE_MAX, REPLAY_OPTIONS, NULL, replay_verb },
+        { "metrics", 0, 0, 0, &metrics_option_table, metrics_verb },
+        { "top", 0, 0, 0, &top_option_table, top_verb },
+        { "export", 0, 1, EXPORT_OPTIONS, &export_option_table, export_verb },
 };
 
 static void help(void) {
@@ -594,412 +282,130 @@ static void help(void) {
                EXPORT_BATCH_SIZE_MAX >> 10, TPD_EXIT_DAEMON_GONE);
 }
 
-static int parse_int(const char *s, int *ret) {
-        char *end;
-        long v;
+enum {
+        ARG_HELP,
+        ARG_VERSION,
+};
 
-        if (*s < '0' || *s > '9')
-                return -EINVAL;
-        errno = 0;
-        v = strtol(s, &end, 10);
-        if (errno != 0 || *end || v > INT_MAX)
-                return -EINVAL;
-        *ret = (int) v;
-        return 0;
+static const OptionSpec global_specs[] = {
+        { "help", 'h', no_argument, ARG_HELP },
+        { "version", 0, no_argument, ARG_VERSION },
+};
+
+static int global_parse_option(const OptionSpec *spec, const char *arg) {
+        if (spec->id == ARG_HELP)
+                help();
+        else
+                printf("tpctl %s\n", TPD_VERSION);
+        return 1;
 }
 
-/* A decimal number ("10", "0.5", "1e-3") from min to max. */
-static int parse_decimal(const char *s, double min, double max, double *ret) {
-        char *end;
-        double v;
+static const OptionTable global_option_table = OPTION_TABLE(global_specs, global_parse_option);
 
-        if ((*s < '0' || *s > '9') && *s != '.')
-                return -EINVAL;
-        errno = 0;
-        v = strtod(s, &end);
-        if (errno != 0 || end == s || *end || !(v >= min && v <= max))
-                return -EINVAL;
-        *ret = v;
-        return 0;
+/* Every option of every command: one may come before its command or after it. */
+static const OptionTable *const option_tables[] = {
+        &global_option_table, &common_option_table,  &disable_option_table, &stream_option_table,
+        &record_option_table, &metrics_option_table, &top_option_table,     &export_option_table,
+};
+
+typedef struct Option {
+        const OptionTable *table;
+        const OptionSpec *spec;
+} Option;
+
+/* getopt_long()'s tables of all options; the value of a long option is 0x100 + its index in all. */
+static size_t options_build(Option *all, struct option *longopts, char *shortopts) {
+        size_t n = 0, n_long = 0, n_short = 0;
+
+        /* ':' first: a missing argument is told apart from an unknown option. */
+        shortopts[n_short++] = ':';
+        for (size_t t = 0; t < ELEMENTSOF(option_tables); t++)
+                for (size_t i = 0; i < option_tables[t]->n_specs; i++) {
+                        const OptionSpec *spec = &option_tables[t]->specs[i];
+
+                        assert(n < TPCTL_OPTIONS_MAX);
+                        all[n] = (Option){ option_tables[t], spec };
+                        if (spec->name)
+                                longopts[n_long++] =
+                                        (struct option){ spec->name, spec->has_arg, NULL, 0x100 + (int) n };
+                        if (spec->short_name) {
+                                shortopts[n_short++] = (char) spec->short_name;
+                                if (spec->has_arg != no_argument)
+                                        shortopts[n_short++] = ':';
+                                if (spec->has_arg == optional_argument)
+                                        shortopts[n_short++] = ':';
+                        }
+                        n++;
+                }
+        longopts[n_long] = (struct option){};
+        shortopts[n_short] = 0;
+        return n;
 }
 
-/* Positive seconds, fractions allowed, at most a year. */
-static int parse_seconds(const char *s, double *ret) {
-        return parse_decimal(s, 1e-9, 366.0 * 24 * 3600, ret);
+static const Option *option_find(const Option *all, size_t n, int c) {
+        if (c >= 0x100)
+                return (size_t) (c - 0x100) < n ? &all[c - 0x100] : NULL;
+        for (size_t i = 0; i < n; i++)
+                if (all[i].spec->short_name == c)
+                        return &all[i];
+        return NULL;
 }
 
-/* The same, in microseconds (at least 1). */
-static int parse_duration_usec(const char *s, uint64_t *ret_usec) {
-        double v;
-
-        if (parse_seconds(s, &v) < 0)
-                return -EINVAL;
-        *ret_usec = MAX((uint64_t) (v * 1e6), (uint64_t) 1);
-        return 0;
+static bool option_applies(const Option *o, const Verb *verb) {
+        if (o->table == &global_option_table || o->table == verb->own)
+                return true;
+        return o->table == &common_option_table &&
+               (o->spec->applies == 0 || (verb->shared & o->spec->applies));
 }
 
-/* A positive size in MB (MiB), fractions allowed, as bytes. */
-static int parse_megabytes(const char *s, uint64_t *ret) {
-        double v;
+/* The command, its arguments' count and the options given (given, n_given) that it must take. */
+static int verb_check(const Verb *verb, size_t n, const Option *const *given, size_t n_given) {
+        if (n < verb->min_args)
+                return log_usage("%s needs an argument", verb->name);
+        if (n > verb->max_args)
+                return log_usage("too many arguments for %s", verb->name);
+        for (size_t i = 0; i < n_given; i++) {
+                char shown[64];
 
-        if (parse_decimal(s, 1e-6, 1e9, &v) < 0)
-                return -EINVAL;
-        *ret = (uint64_t) (v * 1048576.0);
-        return *ret > 0 ? 0 : -EINVAL;
-}
-
-/* top's delay: seconds from 0.1 to a day, in microseconds. */
-static int parse_delay(const char *s, uint64_t *ret_usec) {
-        double v;
-
-        if (parse_decimal(s, 0.1, 86400, &v) < 0)
-                return -EINVAL;
-        *ret_usec = (uint64_t) (v * 1e6 + 0.5);
-        return 0;
-}
-
-static int parse_u64(const char *s, uint64_t *ret) {
-        char *end;
-        unsigned long long v;
-
-        if (*s < '0' || *s > '9')
-                return -EINVAL;
-        errno = 0;
-        v = strtoull(s, &end, 10);
-        if (errno != 0 || *end)
-                return -EINVAL;
-        *ret = v;
+                if (option_applies(given[i], verb))
+                        continue;
+                if (given[i]->spec->shown)
+                        return log_usage("%s does not apply to %s", given[i]->spec->shown, verb->name);
+                (void) snprintf(shown, sizeof(shown), "--%s", given[i]->spec->name);
+                return log_usage("%s does not apply to %s", shown, verb->name);
+        }
         return 0;
 }
 
 /* Returns 1 to run *ret_verb, 0 to exit successfully (--help, --version), negative on usage errors. */
-static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
-        enum {
-                ARG_VERSION = 0x100,
-                ARG_SOCKET,
-                ARG_JSON,
-                ARG_ALL,
-                ARG_PRINT,
-                ARG_DURATION,
-                ARG_SIZE,
-                ARG_FORMAT,
-                ARG_ROTATE_SIZE,
-                ARG_ROTATE_TIME,
-                ARG_KEEP,
-                ARG_FILE_VERSION,
-                ARG_NO_KALLSYMS,
-                ARG_FORCE,
-                ARG_NO_PAGER,
-                ARG_NO_LEGEND,
-                ARG_OPENMETRICS,
-                ARG_SORT,
-                ARG_SUBJECT_PREFIX,
-                ARG_BUFFER_SIZE,
-                ARG_BATCH_SIZE,
-                ARG_CREDS,
-                ARG_TLS_CA,
-                ARG_CREATE_STREAM,
-                ARG_REPLICAS,
-                ARG_STREAM,
-                ARG_SYMBOLIC,
-                ARG_COUNT,
-                ARG_TIME,
-                ARG_ORDERED,
-                ARG_SERVERS_FILE,
-        };
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "version", no_argument, NULL, ARG_VERSION },
-                { "socket", required_argument, NULL, ARG_SOCKET },
-                { "json", optional_argument, NULL, ARG_JSON },
-                { "no-pager", no_argument, NULL, ARG_NO_PAGER },
-                { "no-legend", no_argument, NULL, ARG_NO_LEGEND },
-                { "openmetrics", no_argument, NULL, ARG_OPENMETRICS },
-                { "filter", required_argument, NULL, 'f' },
-                { "all", no_argument, NULL, ARG_ALL },
-                { "event", required_argument, NULL, 'e' },
-                { "pid", required_argument, NULL, 'p' },
-                { "cpu", required_argument, NULL, 'c' },
-                { "print", no_argument, NULL, ARG_PRINT },
-                { "output", required_argument, NULL, 'o' },
-                { "duration", required_argument, NULL, ARG_DURATION },
-                { "size", required_argument, NULL, ARG_SIZE },
-                { "format", required_argument, NULL, ARG_FORMAT },
-                { "rotate-size", required_argument, NULL, ARG_ROTATE_SIZE },
-                { "rotate-time", required_argument, NULL, ARG_ROTATE_TIME },
-                { "keep", required_argument, NULL, ARG_KEEP },
-                { "file-version", required_argument, NULL, ARG_FILE_VERSION },
-                { "no-kallsyms", no_argument, NULL, ARG_NO_KALLSYMS },
-                { "force", no_argument, NULL, ARG_FORCE },
-                { "quiet", no_argument, NULL, 'q' },
-                { "iterations", required_argument, NULL, 'n' },
-                { "delay", required_argument, NULL, 'd' },
-                { "sort", required_argument, NULL, ARG_SORT },
-                { "subject-prefix", required_argument, NULL, ARG_SUBJECT_PREFIX },
-                { "buffer-size", required_argument, NULL, ARG_BUFFER_SIZE },
-                { "batch-size", required_argument, NULL, ARG_BATCH_SIZE },
-                { "creds", required_argument, NULL, ARG_CREDS },
-                { "tls-ca", required_argument, NULL, ARG_TLS_CA },
-                { "create-stream", no_argument, NULL, ARG_CREATE_STREAM },
-                { "replicas", required_argument, NULL, ARG_REPLICAS },
-                { "stream", required_argument, NULL, ARG_STREAM },
-                { "symbolic", optional_argument, NULL, ARG_SYMBOLIC },
-                { "count", required_argument, NULL, ARG_COUNT },
-                { "time", required_argument, NULL, ARG_TIME },
-                { "ordered", optional_argument, NULL, ARG_ORDERED },
-                { "servers-file", required_argument, NULL, ARG_SERVERS_FILE },
-                {}
-        };
+static int parse_args(int argc, char *argv[], const Verb **ret_verb) {
+        Option all[TPCTL_OPTIONS_MAX];
+        struct option longopts[TPCTL_OPTIONS_MAX + 1];
+        char shortopts[3 * TPCTL_OPTIONS_MAX + 2];
+        _cleanup_free_ const Option **given = calloc(argc, sizeof(*given));
+        size_t n_all = options_build(all, longopts, shortopts), n_given = 0;
         const Verb *verb = NULL;
-        size_t n;
-        int c, v;
+        int c, r;
 
-        a->export = (ExportOptions){
-                .subject_prefix = EXPORT_SUBJECT_PREFIX_DEFAULT,
-                .buffer_size = EXPORT_BUFFER_SIZE_DEFAULT,
-                .batch_size = EXPORT_BATCH_SIZE_DEFAULT,
-        };
-
-        /* argc bounds every list, so they never grow. */
-        a->events = calloc(argc, sizeof(*a->events));
-        a->pids = calloc(argc, sizeof(*a->pids));
-        a->cpus = calloc(argc, sizeof(*a->cpus));
-        if (!a->events || !a->pids || !a->cpus)
+        if (!given)
                 return log_oom();
-
         /* No '+': options may follow the command (`tpctl stream -e sched:sched_switch`). */
         opterr = 0;
-        a->record.kallsyms = true;
-        while ((c = getopt_long(argc, argv, ":hqjf:e:p:c:o:n:d:", options, NULL)) >= 0)
-                switch (c) {
-                case 'h':
-                        help();
-                        return 0;
-                case ARG_VERSION:
-                        printf("tpctl %s\n", TPD_VERSION);
-                        return 0;
-                case ARG_SOCKET:
-                        a->socket_path = optarg;
-                        break;
-                case 'q':
-                        log_quiet = true;
-                        break;
-                case ARG_JSON:
-                        /* Bare --json keeps its old meaning: pretty. */
-                        if (!optarg || streq(optarg, "pretty"))
-                                a->json = JSON_PRETTY;
-                        else if (streq(optarg, "short"))
-                                a->json = JSON_SHORT;
-                        else if (streq(optarg, "off"))
-                                a->json = JSON_OFF;
-                        else if (streq(optarg, "help")) {
-                                puts("short\npretty\noff");
-                                return 0;
-                        } else
-                                return log_usage("unknown JSON mode '%s': short, pretty or off", optarg);
-                        break;
-                case 'j':
-                        /* As in systemd: for a person pretty, for a program short. */
-                        a->json = isatty(STDOUT_FILENO) ? JSON_PRETTY : JSON_SHORT;
-                        break;
-                case ARG_NO_PAGER:
-                        a->no_pager = true;
-                        break;
-                case ARG_NO_LEGEND:
-                        output_legend = false;
-                        break;
-                case ARG_OPENMETRICS:
-                        a->openmetrics = true;
-                        a->options |= OPT_OPENMETRICS;
-                        break;
-                case 'f':
-                        a->filter = optarg;
-                        a->options |= OPT_FILTER;
-                        break;
-                case ARG_ALL:
-                        a->all = true;
-                        a->options |= OPT_ALL;
-                        break;
-                case 'e':
-                        a->events[a->n_events++] = optarg;
-                        a->options |= OPT_EVENT;
-                        break;
-                case 'p':
-                        if (parse_int(optarg, &a->pids[a->n_pids++]) < 0)
-                                return log_usage("invalid PID '%s'", optarg);
-                        a->options |= OPT_PID;
-                        break;
-                case 'c':
-                        if (parse_int(optarg, &a->cpus[a->n_cpus++]) < 0)
-                                return log_usage("invalid CPU number '%s'", optarg);
-                        a->options |= OPT_CPU;
-                        break;
-                case ARG_PRINT:
-                        a->print = true;
-                        a->options |= OPT_PRINT;
-                        break;
-                case 'o':
-                        a->record.output = optarg;
-                        a->options |= OPT_RECORD;
-                        break;
-                case ARG_DURATION:
-                        if (parse_duration_usec(optarg, &a->duration_usec) < 0)
-                                return log_usage("invalid duration '%s': seconds, like 10 or 0.5", optarg);
-                        a->record.duration = (double) a->duration_usec / 1e6;
-                        a->options |= OPT_DURATION;
-                        break;
-                case ARG_ROTATE_TIME:
-                        if (parse_seconds(optarg, &a->record.rotate_time) < 0)
-                                return log_usage("invalid number of seconds '%s'", optarg);
-                        a->options |= OPT_RECORD;
-                        break;
-                case ARG_SIZE:
-                case ARG_ROTATE_SIZE: {
-                        uint64_t *sz = c == ARG_SIZE ? &a->record.max_size : &a->record.rotate_size;
-                        if (parse_megabytes(optarg, sz) < 0)
-                                return log_usage("invalid size in MB '%s'", optarg);
-                        a->options |= OPT_RECORD;
-                        break;
-                }
-                case ARG_FORMAT:
-                        a->format = optarg;
-                        a->options |= OPT_RECORD;
-                        break;
-                case ARG_KEEP: {
-                        int k;
-                        if (parse_int(optarg, &k) < 0 || k < 1)
-                                return log_usage("invalid number of files '%s'", optarg);
-                        a->record.keep = (unsigned) k;
-                        a->options |= OPT_RECORD;
-                        break;
-                }
-                case ARG_FILE_VERSION:
-                        if (parse_int(optarg, &a->record.file_version) < 0 ||
-                            (a->record.file_version != 6 && a->record.file_version != 7))
-                                return log_usage("--file-version takes 6 or 7, not '%s'", optarg);
-                        a->options |= OPT_RECORD;
-                        break;
-                case ARG_NO_KALLSYMS:
-                        a->record.kallsyms = false;
-                        a->options |= OPT_RECORD;
-                        break;
-                case ARG_FORCE:
-                        a->record.force = true;
-                        a->options |= OPT_RECORD;
-                        break;
-                case 'n': {
-                        int iterations;
-                        if (parse_int(optarg, &iterations) < 0 || iterations == 0)
-                                return log_usage("invalid number of iterations '%s'", optarg);
-                        a->iterations = (uint64_t) iterations;
-                        a->options |= OPT_ITERATIONS;
-                        break;
-                }
-                case 'd':
-                        if (parse_delay(optarg, &a->delay_usec) < 0)
-                                return log_usage("invalid delay '%s': seconds from 0.1 to 86400", optarg);
-                        a->options |= OPT_DELAY;
-                        break;
-                case ARG_SORT:
-                        if (top_sort_from_string(optarg, &a->sort) < 0)
-                                return log_usage("invalid sort key '%s': rate, total, lost or name", optarg);
-                        a->options |= OPT_SORT;
-                        break;
-                case ARG_SUBJECT_PREFIX:
-                        if (!export_prefix_valid(optarg))
-                                return log_usage("invalid subject prefix '%s': NATS subject tokens of "
-                                                 "letters, digits, '_' and '-', separated by '.'",
-                                                 optarg);
-                        a->export.subject_prefix = optarg;
-                        a->options |= OPT_SUBJECT_PREFIX;
-                        break;
-                case ARG_BUFFER_SIZE:
-                        if (parse_int(optarg, &v) < 0 || v < 1 || v > 65536)
-                                return log_usage("invalid --buffer-size '%s': megabytes, 1 to 65536",
-                                                 optarg);
-                        a->export.buffer_size = (size_t) v << 20;
-                        a->options |= OPT_BUFFER_SIZE;
-                        break;
-                case ARG_BATCH_SIZE:
-                        if (parse_int(optarg, &v) < 0 || v > (int) (EXPORT_BATCH_SIZE_MAX >> 10))
-                                return log_usage("invalid --batch-size '%s': kilobytes, 0 to %u", optarg,
-                                                 EXPORT_BATCH_SIZE_MAX >> 10);
-                        a->export.batch_size = (size_t) v << 10;
-                        a->options |= OPT_BATCH_SIZE;
-                        break;
-                case ARG_CREDS:
-                        a->export.creds = optarg;
-                        a->options |= OPT_CREDS;
-                        break;
-                case ARG_SERVERS_FILE:
-                        a->export.servers_file = optarg;
-                        a->options |= OPT_SERVERS_FILE;
-                        break;
-                case ARG_TLS_CA:
-                        a->export.tls_ca = optarg;
-                        a->options |= OPT_TLS_CA;
-                        break;
-                case ARG_CREATE_STREAM:
-                        a->export.create_stream = true;
-                        a->options |= OPT_CREATE_STREAM;
-                        break;
-                case ARG_REPLICAS:
-                        if (parse_int(optarg, &v) < 0 || v < 1 || v > 5)
-                                return log_usage("invalid --replicas '%s': 1 to 5", optarg);
-                        a->export.replicas = v;
-                        a->options |= OPT_REPLICAS;
-                        break;
-                case ARG_STREAM:
-                        if (!*optarg || strpbrk(optarg, ". *>/\\\t"))
-                                return log_usage("invalid stream name '%s'", optarg);
-                        a->export.stream = optarg;
-                        a->options |= OPT_STREAM;
-                        break;
-                case ARG_SYMBOLIC:
-                        if (!optarg || streq(optarg, "yes"))
-                                a->symbolic = 1;
-                        else if (streq(optarg, "no"))
-                                a->symbolic = 0;
-                        else
-                                return log_usage("invalid --symbolic '%s': yes or no", optarg);
-                        a->options |= OPT_SYMBOLIC;
-                        break;
-                case ARG_COUNT:
-                        if (parse_u64(optarg, &a->count) < 0 || a->count == 0)
-                                return log_usage("invalid count '%s': a number of records from 1", optarg);
-                        a->options |= OPT_COUNT;
-                        break;
-                case ARG_TIME:
-                        if (streq(optarg, "boot"))
-                                a->time = LINES_TIME_BOOT;
-                        else if (streq(optarg, "iso"))
-                                a->time = LINES_TIME_ISO;
-                        else if (streq(optarg, "relative"))
-                                a->time = LINES_TIME_RELATIVE;
-                        else
-                                return log_usage("invalid --time '%s': boot, iso or relative", optarg);
-                        a->options |= OPT_TIME;
-                        break;
-                case ARG_ORDERED:
-                        a->ordered = true;
-                        if (optarg && (parse_u64(optarg, &a->order_delay_ms) < 0 || a->order_delay_ms == 0 ||
-                                       a->order_delay_ms > 3600 * 1000))
-                                return log_usage("invalid --ordered delay '%s': milliseconds from 1",
-                                                 optarg);
-                        a->options |= OPT_ORDERED;
-                        break;
-                case ':':
+        while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) >= 0) {
+                const Option *o = c == ':' ? NULL : option_find(all, n_all, c);
+
+                if (c == ':')
                         return log_usage("option '%s' needs an argument", argv[optind - 1]);
-                default:
+                if (!o) {
                         if (optopt > 0 && optopt < 0x100)
                                 return log_usage("unknown option '-%c'", optopt);
                         return log_usage("unknown option '%s'", argv[optind - 1]);
                 }
-
-        if (!a->socket_path)
-                a->socket_path = getenv(TPD_SOCKET_ENV);
-        if (!a->socket_path || !*a->socket_path)
-                a->socket_path = TPD_SOCKET_DEFAULT;
+                r = o->table->parse(o->spec, optarg);
+                if (r != 0)
+                        return r > 0 ? 0 : r;
+                given[n_given++] = o;
+        }
 
         if (optind >= argc)
                 return log_usage("missing command");
@@ -1008,34 +414,26 @@ static int parse_args(int argc, char *argv[], Args *a, const Verb **ret_verb) {
                         verb = &verbs[i];
         if (!verb)
                 return log_usage("unknown command '%s'", argv[optind]);
-
-        n = argc - optind - 1;
-        if (n < verb->min_args)
-                return log_usage("%s needs an argument", verb->name);
-        if (n > verb->max_args)
-                return log_usage("too many arguments for %s", verb->name);
-        for (size_t i = 0; i < ELEMENTSOF(option_names); i++)
-                if (a->options & ~verb->options & (1U << i))
-                        return log_usage("%s does not apply to %s", option_names[i], verb->name);
-
-        if (verb->run == verb_export && n == 1)
-                a->export.servers = argv[optind + 1];
+        r = verb_check(verb, argc - optind - 1, given, n_given);
+        if (r < 0)
+                return r;
         *ret_verb = verb;
         return 1;
 }
 
-int main(int argc, char *argv[]) {
-        _cleanup_(args_done) Args a = { .symbolic = -1 };
+static int run(int argc, char *argv[]) {
         const Verb *verb = NULL;
         int r, p;
 
-        r = parse_args(argc, argv, &a, &verb);
+        r = common_options_init(argc);
+        if (r >= 0)
+                r = parse_args(argc, argv, &verb);
         if (r == -ENOMEM)
                 return EXIT_FAILURE;
         if (r <= 0)
                 return r < 0 ? EXIT_USAGE : EXIT_SUCCESS;
 
-        r = verb->run(&a, argv + optind + 1, argc - optind - 1);
+        r = verb->run(common_options(), argv + optind + 1, argc - optind - 1);
 
         /* The pager reads to its end or quits early (EPIPE): neither is an error of ours. */
         p = pager_close();
@@ -1050,5 +448,12 @@ int main(int argc, char *argv[]) {
                 log_error_errno(-errno, "cannot write to standard output: %m");
                 return r == EXIT_SUCCESS ? EXIT_FAILURE : r;
         }
+        return r;
+}
+
+int main(int argc, char *argv[]) {
+        int r = run(argc, argv);
+
+        common_options_done();
         return r;
 }

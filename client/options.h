@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "util.h"
+
+/*
+ * tpctl's options. Each command's room declares the options only it takes (an OptionTable of its
+ * own, parsed into its own state); the ones several commands share are declared here once. tpctl.c
+ * reads all tables in one getopt_long() pass, as an option may come before or after its command,
+ * and refuses an option that does not apply to the command given.
+ */
+
+typedef struct OptionSpec {
+        const char *name; /* the long option, without "--" */
+        int short_name;   /* its letter, or 0 */
+        int has_arg;      /* no_argument, required_argument or optional_argument */
+        int id;           /* the room's own number for it */
+        /* Shared options: the commands that take it, as an OPTION_* bit; 0 for every command. */
+        unsigned applies;
+        const char *shown; /* how "… does not apply to" names it; NULL: "--name" */
+} OptionSpec;
+
+typedef struct OptionTable {
+        const OptionSpec *specs;
+        size_t n_specs;
+        /* Takes one option with its argument (NULL if it has none): 0, 1 to exit successfully at
+         * once (--help), or a negative errno after printing a usage error. */
+        int (*parse)(const OptionSpec *spec, const char *arg);
+} OptionTable;
+
+#define OPTION_TABLE(specs, parse) ((OptionTable){ (specs), ELEMENTSOF(specs), (parse) })
+
+/* The shared options that only some commands take. */
+enum {
+        OPTION_FILTER = 1 << 0,
+        OPTION_EVENT = 1 << 1,
+        OPTION_PID = 1 << 2,
+        OPTION_CPU = 1 << 3,
+        OPTION_PRINT = 1 << 4,
+        OPTION_DURATION = 1 << 5,
+        /* What stream, record, replay and export select records by. */
+        OPTION_SELECTION = OPTION_EVENT | OPTION_PID | OPTION_CPU | OPTION_FILTER,
+};
+
+/* --json=MODE, as systemd's tools take it: off is text. */
+typedef enum JsonMode {
+        JSON_OFF,
+        JSON_SHORT,
+        JSON_PRETTY,
+} JsonMode;
+
+/* The shared options' values. */
+typedef struct CommonOptions {
+        const char *socket_path;
+        JsonMode json;
+        bool no_pager;
+        const char *filter;
+        char **events;
+        size_t n_events;
+        int *pids;
+        size_t n_pids;
+        int *cpus;
+        size_t n_cpus;
+        bool print;
+        uint64_t duration_usec; /* 0: until interrupted */
+} CommonOptions;
+
+extern const OptionTable common_option_table;
+
+/* Makes room for the lists of -e, -p and -c: argc bounds them. 0 or -ENOMEM. */
+int common_options_init(int argc);
+void common_options_done(void);
+/* The shared options as given, the socket path from $TPD_SOCKET or the default if none was. */
+const CommonOptions *common_options(void);
+
+/* The Stream (or Record) parameters of the selection options and EVENT arguments: what stream,
+ * record and export ask tpd for. Options a command does not take are refused before, so they are
+ * unset here. NULL when out of memory. */
+json_object *selection_params(const CommonOptions *c, char **args, size_t n);
+
+/* Numbers of options: 0 or -EINVAL. */
+int parse_int(const char *s, int *ret);
+int parse_u64(const char *s, uint64_t *ret);
+/* A decimal number ("10", "0.5", "1e-3") from min to max. */
+int parse_decimal(const char *s, double min, double max, double *ret);
+/* Positive seconds, fractions allowed, at most a year. */
+int parse_seconds(const char *s, double *ret);
