@@ -36,8 +36,8 @@
 
 #include "connection.h"
 #include "export.h"
+#include "linereader.h"
 #include "log.h"
-#include "loss.h"
 #include "servers.h"
 #include "tpd-protocol.h"
 
@@ -56,7 +56,6 @@
 #define EXPORT_BACKOFF_MAX_MS 2000U
 /* How long SIGTERM or the end of tpd's stream waits for the last acknowledgements. */
 #define EXPORT_DRAIN_USEC (5U * 1000U * 1000U)
-#define EXPORT_READ_SIZE (256U * 1024U)
 #define EXPORT_LINE_MAX (1024U * 1024U)
 /* What a sealed batch costs besides its records and subject: our Batch, libnats' message and, while
  * it is in flight, its Nats-Msg-Id header and libnats' pending-acknowledgement entry, with their
@@ -69,10 +68,9 @@
  * --buffer-size: it is sent again from our queue anyway. */
 #define EXPORT_RECONNECT_BUF (1024U * 1024U)
 
-/* Causes a lost record of tpd can carry, and ours, in the order their lost records go out; counted
- * when the buffer had no room for it. */
-static const int flush_order[] = { TPD_LOST_EXPORT, TPD_LOST_OVERRUN, TPD_LOST_DROPPED,
-                                   TPD_LOST_CLIENT, TPD_LOST_UNKNOWN, TPD_LOST_DECODE };
+/* Causes a lost record of tpd can carry, and ours; counted when the buffer had no room for it. */
+static const char *const loss_causes[] = { "export", "overrun", "dropped", "client", "unknown", "decode" };
+#define N_CAUSES ELEMENTSOF(loss_causes)
 
 typedef struct Subject Subject;
 
@@ -117,7 +115,7 @@ typedef struct Exporter {
         uint64_t retry_at;
         unsigned backoff_ms;
         bool failing;
-        uint64_t unreported[_TPD_LOST_MAX]; /* by cause: lost records not yet queued as a lost record */
+        uint64_t unreported[N_CAUSES]; /* lost records not yet queued as a lost record */
         bool dropping;
         uint64_t last_ts;
 
@@ -267,88 +265,56 @@ static Subject *subject_get(Exporter *e, const char *key, size_t keylen) {
 static bool losses_flush(Exporter *e) {
         bool all = true;
 
-        for (size_t i = 0; i < ELEMENTSOF(flush_order); i++) {
-                int cause = flush_order[i];
+        for (size_t i = 0; i < N_CAUSES; i++) {
                 char line[128];
                 Subject *s;
                 int n;
 
-                if (e->unreported[cause] == 0)
+                if (e->unreported[i] == 0)
                         continue;
                 n = snprintf(line, sizeof(line),
                              "{\"ts\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"cause\":\"%s\"}\n", e->last_ts,
-                             e->unreported[cause], tpd_lost_cause_name(cause));
+                             e->unreported[i], loss_causes[i]);
                 s = subject_get(e, "", 0);
                 if (s && batch_append(e, s, line, (size_t) n)) {
-                        if (cause == TPD_LOST_EXPORT)
-                                e->lost_export += e->unreported[cause];
-                        e->unreported[cause] = 0;
+                        if (i == 0)
+                                e->lost_export += e->unreported[i];
+                        e->unreported[i] = 0;
                 } else
                         all = false;
         }
         return all;
 }
 
-/* A cause tpctl does not know is counted as its own. */
-static int cause_of(const char *p, size_t n) {
-        for (int c = 1; c < _TPD_LOST_MAX; c++)
-                if (strlen(tpd_lost_cause_name(c)) == n && memcmp(tpd_lost_cause_name(c), p, n) == 0)
-                        return c;
-        return TPD_LOST_EXPORT;
-}
-
-static uint64_t digits_u64(const char **p, const char *end) {
-        uint64_t v = 0;
-
-        while (*p < end && **p >= '0' && **p <= '9')
-                v = v * 10 + (uint64_t) (*(*p)++ - '0');
-        return v;
-}
-
-static bool skip(const char **p, const char *end, const char *lit) {
-        size_t n = strlen(lit);
-
-        if ((size_t) (end - *p) < n || memcmp(*p, lit, n) != 0)
-                return false;
-        *p += n;
-        return true;
+static size_t cause_index(const char *p, size_t n) {
+        for (size_t i = 1; i < N_CAUSES; i++)
+                if (strlen(loss_causes[i]) == n && memcmp(loss_causes[i], p, n) == 0)
+                        return i;
+        return 0;
 }
 
 /*
- * One NDJSON line of tpd (with its '\n'). Only the head is looked at, whose shape is fixed
- * (docs/design.md §3): {"ts":N,"cpu":N,"event":"S:E",…}, {"ts":N,"cpu":N,"lost":N,"cause":"C"},
- * {"ts":N,"notice":…}. Anything else goes to the notice subject as it is.
+ * One NDJSON line of tpd (with its '\n'). Only the head is looked at (linereader.h): an event
+ * record goes to its event's subject, a lost record to the lost subject; anything else goes to the
+ * notice subject as it is.
  */
 static void take_line(Exporter *e, const char *line, size_t len) {
-        const char *p = line, *end = line + len, *key = "\n";
-        size_t keylen = 1;
-        int cause = 0; /* of a lost record; 0 for any other line */
-        uint64_t lost = 0;
+        const char *key = "\n";
+        size_t keylen = 1, cause = SIZE_MAX;
+        LineHead h;
         Subject *s;
 
         e->records_read++;
-        if (skip(&p, end, "{\"ts\":")) {
-                e->last_ts = digits_u64(&p, end);
-                if (skip(&p, end, ",\"cpu\":"))
-                        (void) digits_u64(&p, end);
-                if (skip(&p, end, ",\"event\":\"")) {
-                        const char *q = memchr(p, '"', (size_t) (end - p));
-
-                        if (q) {
-                                key = p;
-                                keylen = (size_t) (q - p);
-                        }
-                } else if (skip(&p, end, ",\"lost\":")) {
-                        lost = digits_u64(&p, end);
-                        if (skip(&p, end, ",\"cause\":\"")) {
-                                const char *q = memchr(p, '"', (size_t) (end - p));
-
-                                cause = q ? cause_of(p, (size_t) (q - p)) : TPD_LOST_EXPORT;
-                        } else
-                                cause = TPD_LOST_EXPORT;
-                        key = "";
-                        keylen = 0;
-                }
+        line_head_parse(line, len, &h);
+        if (h.has_ts)
+                e->last_ts = h.ts;
+        if (h.event && h.name) {
+                key = h.name;
+                keylen = h.name_len;
+        } else if (h.lost) {
+                cause = h.cause ? cause_index(h.cause, h.cause_len) : 0;
+                key = "";
+                keylen = 0;
         }
 
         /* Until every loss is queued, later records are lost too: a consumer never sees records
@@ -358,11 +324,11 @@ static void take_line(Exporter *e, const char *line, size_t len) {
                         log_error("buffer of %zu bytes full: counting records as lost (cause \"export\")",
                                   e->o->buffer_size);
                 e->dropping = true;
-                if (cause != 0)
-                        e->unreported[cause] += lost;
+                if (cause != SIZE_MAX)
+                        e->unreported[cause] += h.n_lost;
                 else
-                        e->unreported[TPD_LOST_EXPORT]++;
-        } else if (e->dropping && e->unreported[TPD_LOST_EXPORT] == 0) {
+                        e->unreported[0]++;
+        } else if (e->dropping && e->unreported[0] == 0) {
                 e->dropping = false;
                 log_error("buffer has room again, exporting");
         }
@@ -564,6 +530,7 @@ bool export_prefix_valid(const char *p) {
 
 static int make_ids(Exporter *e) {
         char host[256] = "", boot[64] = "";
+        struct timespec ts;
         FILE *f;
 
         if (gethostname(host, sizeof(host) - 1) < 0 || !*host)
@@ -577,10 +544,11 @@ static int make_ids(Exporter *e) {
         }
         boot[strcspn(boot, "-\n")] = 0;
         sanitize_token(boot);
+        clock_gettime(CLOCK_BOOTTIME, &ts);
         /* HOST-BOOTID-START: a restarted export must not reuse the ids of the previous run, which
          * JetStream would drop as duplicates for its window. */
         (void) snprintf(e->msg_id_prefix, sizeof(e->msg_id_prefix), "%s-%s-%" PRIx64, host,
-                        *boot ? boot : "0", now_nsec(CLOCK_BOOTTIME));
+                        *boot ? boot : "0", (uint64_t) ts.tv_sec * 1000000000U + (uint64_t) ts.tv_nsec);
         if (asprintf(&e->base, "%s.%s", e->o->subject_prefix, host) < 0) {
                 e->base = NULL;
                 return log_oom();
@@ -750,21 +718,23 @@ static void exporter_done(Exporter *e) {
         free(e->base);
 }
 
-/* Splits buf into lines; returns the bytes consumed (the partial last line stays). */
-static size_t take_lines(Exporter *e, const char *buf, size_t len) {
-        size_t done = 0;
+/* Takes the lines read and seals the batches that are due. */
+static void take_lines(Exporter *e, LineReader *reader) {
+        const char *line;
+        size_t n;
+        int r;
 
         pthread_mutex_lock(&e->lock);
-        for (;;) {
-                const char *nl = memchr(buf + done, '\n', len - done);
-
-                if (!nl)
-                        break;
-                take_line(e, buf + done, (size_t) (nl - (buf + done)) + 1);
-                done = (size_t) (nl - buf) + 1;
-        }
+        while ((r = line_reader_next(reader, &line, &n)) != 0)
+                if (r == -E2BIG) {
+                        /* A line longer than any record tpd writes: not ours to judge, count it lost. */
+                        e->unreported[0]++;
+                        line_reader_drop(reader);
+                } else
+                        take_line(e, line, n);
+        seal_old(e, now_usec(CLOCK_MONOTONIC), false);
+        (void) losses_flush(e);
         pthread_mutex_unlock(&e->lock);
-        return done;
 }
 
 static void wait_drained(Exporter *e) {
@@ -785,17 +755,142 @@ static void wait_drained(Exporter *e) {
         pthread_mutex_unlock(&e->lock);
 }
 
-int export_run(const char *socket_path, json_object *params, const ExportOptions *o) {
+static void summary_print(Exporter *e) {
+        size_t held_records = 0;
+
+        for (Batch *b = e->ready; b; b = b->next)
+                held_records += b->records;
+        for (Batch *b = e->inflight; b; b = b->next)
+                held_records += b->records;
+        log_error("exported %" PRIu64 " of %" PRIu64 " records in %" PRIu64 " messages (%" PRIu64
+                  " duplicates dropped by JetStream), %" PRIu64 " lost (cause \"export\"), %zu not "
+                  "acknowledged at exit",
+                  e->records_acked, e->records_read, e->messages_acked, e->duplicates, e->lost_export,
+                  held_records);
+}
+
+/* SIGINT and SIGTERM come through a signalfd; blocked before libnats starts its threads, so none
+ * of them gets the signal. */
+static int signals_take(void) {
+        sigset_t mask;
+        int fd;
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &mask, NULL);
+        sigdelset(&mask, SIGPIPE);
+        fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (fd < 0)
+                return log_error_errno(-errno, "cannot create a signalfd: %m");
+        return fd;
+}
+
+/* The servers' URLs, joined by commas, and the JetStream stream's name. */
+static int names_get(const ExportOptions *o, char **ret_servers, char **ret_stream) {
+        int r;
+
+        if (o->servers_file)
+                r = servers_read_file(o->servers_file, ret_servers);
+        else {
+                if (strchr(o->servers, '@'))
+                        log_error("warning: a server's user information is on the command line, where "
+                                  "every user can read it; give it with --servers-file");
+                r = (*ret_servers = strdup(o->servers)) ? 0 : log_oom();
+        }
+        if (r < 0)
+                return r;
+        if (o->stream)
+                *ret_stream = strdup(o->stream);
+        else if ((*ret_stream = strdup(o->subject_prefix))) {
+                for (char *p = *ret_stream; *p; p++)
+                        *p = *p == '.' || *p == '-' ? '_'
+                                                    : (char) (*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p);
+        }
+        return *ret_stream ? 0 : log_oom();
+}
+
+/* Reads tpd's stream into batches until a signal (returns 0) or its end (an exit status). */
+static int copy_lines(Exporter *e, LineReader *reader, int sfd) {
+        for (;;) {
+                struct pollfd pfd[2] = { { .fd = reader->fd, .events = POLLIN },
+                                         { .fd = sfd, .events = POLLIN } };
+                ssize_t n;
+
+                take_lines(e, reader);
+                if (poll(pfd, 2, EXPORT_FLUSH_USEC / 2000) < 0 && errno != EINTR)
+                        return log_error_errno(-errno, "poll failed: %m"), EXIT_FAILURE;
+                if (pfd[1].revents)
+                        return EXIT_SUCCESS;
+                if (!pfd[0].revents)
+                        continue;
+                n = line_reader_fill(reader);
+                if (n == -EAGAIN)
+                        continue;
+                if (n == -E2BIG) {
+                        pthread_mutex_lock(&e->lock);
+                        e->unreported[0]++;
+                        line_reader_drop(reader);
+                        pthread_mutex_unlock(&e->lock);
+                        continue;
+                }
+                if (n == 0 || n == -ECONNRESET) {
+                        log_error("tpd closed the stream");
+                        return TPD_EXIT_DAEMON_GONE;
+                }
+                if (n < 0) {
+                        log_error_errno((int) n, "cannot read tpd's stream: %m");
+                        return TPD_EXIT_DAEMON_GONE;
+                }
+                if ((size_t) n < EXPORT_NAP_BELOW)
+                        (void) usleep(EXPORT_NAP_USEC);
+        }
+}
+
+/* Asks tpd for the stream and exports it until a signal or its end: an exit status. */
+static int export_stream(Exporter *e, const char *socket_path, json_object *params, const char *stream,
+                         int sfd) {
         _cleanup_(connection_done) Connection c = CONNECTION_NULL;
         _cleanup_(varlink_reply_done) VarlinkReply reply = {};
-        _cleanup_free_ char *stream = NULL, *buf = NULL, *servers = NULL;
+        _cleanup_(line_reader_done) LineReader reader = {};
         char url[256] = "", shown[256];
+        pthread_t thread;
+        int r, status;
+
+        r = connection_call(&c, socket_path, TPD_METHOD("Stream"), params, true, &reply);
+        if (r != 0)
+                return r < 0 && r != -ENOMEM ? TPD_EXIT_DAEMON_GONE : EXIT_FAILURE;
+        varlink_reply_done(&reply);
+        (void) natsConnection_GetConnectedUrl(e->nc, url, sizeof(url));
+        servers_redact_url(url, shown, sizeof(shown));
+        log_error("exporting to JetStream stream '%s' at %s as '%s.…'", stream, shown, e->base);
+
+        if (line_reader_init(&reader, c.fd, EXPORT_LINE_MAX, c.in.data + c.in.consumed,
+                             varlink_buffer_pending(&c.in)) < 0)
+                return log_oom(), EXIT_FAILURE;
+        (void) fcntl(c.fd, F_SETFL, fcntl(c.fd, F_GETFL) | O_NONBLOCK);
+
+        if (pthread_create(&thread, NULL, publisher, e) != 0)
+                return log_error("cannot start the publisher thread"), EXIT_FAILURE;
+        status = copy_lines(e, &reader, sfd);
+
+        /* Whatever was read goes out, if the cluster takes it within the drain time. */
+        connection_done(&c);
+        wait_drained(e);
+        pthread_mutex_lock(&e->lock);
+        e->stopping = true;
+        pthread_cond_signal(&e->cond);
+        pthread_mutex_unlock(&e->lock);
+        pthread_join(thread, NULL);
+        summary_print(e);
+        return status;
+}
+
+int export_run(const char *socket_path, json_object *params, const ExportOptions *o) {
+        _cleanup_free_ char *stream = NULL, *servers = NULL;
         _cleanup_close_ int sfd = -1;
         Exporter e = { .o = o };
-        pthread_t thread;
-        bool started = false;
-        sigset_t mask;
-        size_t len = 0;
         int r, status = EXIT_FAILURE;
 
         pthread_mutex_init(&e.lock, NULL);
@@ -807,153 +902,24 @@ int export_run(const char *socket_path, json_object *params, const ExportOptions
         (void) mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024);
         (void) mallopt(M_TRIM_THRESHOLD, 256 * 1024 * 1024);
 
-        /* SIGINT and SIGTERM come through a signalfd; blocked before libnats starts its threads, so
-         * none of them gets the signal. */
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGPIPE);
-        pthread_sigmask(SIG_BLOCK, &mask, NULL);
-        sigdelset(&mask, SIGPIPE);
-        sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-        if (sfd < 0) {
-                json_object_put(params);
-                return log_error_errno(-errno, "cannot create a signalfd: %m"), EXIT_FAILURE;
-        }
-
-        if (o->servers_file)
-                r = servers_read_file(o->servers_file, &servers);
-        else {
-                if (strchr(o->servers, '@'))
-                        log_error("warning: a server's user information is on the command line, where "
-                                  "every user can read it; give it with --servers-file");
-                r = (servers = strdup(o->servers)) ? 0 : log_oom();
-        }
+        sfd = signals_take();
+        r = sfd < 0 ? sfd : names_get(o, &servers, &stream);
         if (r >= 0)
                 r = make_ids(&e);
+        if (r >= 0 && nats_Open(-1) != NATS_OK)
+                r = log_nats(NATS_ERR, "cannot initialise libnats");
         if (r < 0) {
                 json_object_put(params);
+                free(e.base);
                 return EXIT_FAILURE;
-        }
-        if (o->stream)
-                stream = strdup(o->stream);
-        else if ((stream = strdup(o->subject_prefix))) {
-                for (char *p = stream; *p; p++)
-                        *p = *p == '.' || *p == '-' ? '_'
-                                                    : (char) (*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p);
-        }
-        buf = malloc(EXPORT_LINE_MAX);
-        if (!stream || !buf) {
-                json_object_put(params);
-                free(e.base);
-                return log_oom(), EXIT_FAILURE;
-        }
-
-        if (nats_Open(-1) != NATS_OK) {
-                json_object_put(params);
-                free(e.base);
-                return log_nats(NATS_ERR, "cannot initialise libnats"), EXIT_FAILURE;
         }
         r = nats_setup(&e, TAKE_PTR(servers));
         if (r >= 0)
                 r = stream_check(&e, stream);
-        if (r < 0) {
-                json_object_put(params);
-                goto finish;
-        }
+        if (r >= 0)
+                status = export_stream(&e, socket_path, TAKE_PTR(params), stream, sfd);
+        json_object_put(params);
 
-        r = connection_call(&c, socket_path, TPD_METHOD("Stream"), TAKE_PTR(params), true, &reply);
-        if (r != 0) {
-                status = r < 0 && r != -ENOMEM ? TPD_EXIT_DAEMON_GONE : EXIT_FAILURE;
-                goto finish;
-        }
-        varlink_reply_done(&reply);
-        (void) natsConnection_GetConnectedUrl(e.nc, url, sizeof(url));
-        servers_redact_url(url, shown, sizeof(shown));
-        log_error("exporting to JetStream stream '%s' at %s as '%s.…'", stream, shown, e.base);
-
-        len = MIN(varlink_buffer_pending(&c.in), (size_t) EXPORT_LINE_MAX);
-        memcpy(buf, c.in.data + c.in.consumed, len);
-        (void) fcntl(c.fd, F_SETFL, fcntl(c.fd, F_GETFL) | O_NONBLOCK);
-
-        if (pthread_create(&thread, NULL, publisher, &e) != 0) {
-                log_error("cannot start the publisher thread");
-                goto finish;
-        }
-        started = true;
-
-        for (;;) {
-                struct pollfd pfd[2] = { { .fd = c.fd, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
-                size_t done;
-                ssize_t n;
-
-                done = take_lines(&e, buf, len);
-                memmove(buf, buf + done, len - done);
-                len -= done;
-                if (len == EXPORT_LINE_MAX) {
-                        /* A line longer than any record tpd writes: not ours to judge, count it lost. */
-                        pthread_mutex_lock(&e.lock);
-                        e.unreported[TPD_LOST_EXPORT]++;
-                        pthread_mutex_unlock(&e.lock);
-                        len = 0;
-                }
-
-                pthread_mutex_lock(&e.lock);
-                seal_old(&e, now_usec(CLOCK_MONOTONIC), false);
-                (void) losses_flush(&e);
-                pthread_mutex_unlock(&e.lock);
-
-                if (poll(pfd, 2, EXPORT_FLUSH_USEC / 2000) < 0 && errno != EINTR) {
-                        log_error_errno(-errno, "poll failed: %m");
-                        break;
-                }
-                if (pfd[1].revents) {
-                        status = EXIT_SUCCESS;
-                        break;
-                }
-                if (!pfd[0].revents)
-                        continue;
-                n = read(c.fd, buf + len, MIN((size_t) EXPORT_READ_SIZE, EXPORT_LINE_MAX - len));
-                if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                        continue;
-                if (n <= 0) {
-                        if (n < 0 && errno != ECONNRESET)
-                                log_error_errno(-errno, "cannot read tpd's stream: %m");
-                        else
-                                log_error("tpd closed the stream");
-                        status = TPD_EXIT_DAEMON_GONE;
-                        break;
-                }
-                len += (size_t) n;
-                if ((size_t) n < EXPORT_NAP_BELOW)
-                        (void) usleep(EXPORT_NAP_USEC);
-        }
-
-        /* Whatever was read goes out, if the cluster takes it within the drain time. */
-        connection_done(&c);
-        wait_drained(&e);
-
-finish:
-        if (started) {
-                pthread_mutex_lock(&e.lock);
-                e.stopping = true;
-                pthread_cond_signal(&e.cond);
-                pthread_mutex_unlock(&e.lock);
-                pthread_join(thread, NULL);
-        }
-        if (started) {
-                size_t held_records = 0;
-
-                for (Batch *b = e.ready; b; b = b->next)
-                        held_records += b->records;
-                for (Batch *b = e.inflight; b; b = b->next)
-                        held_records += b->records;
-                log_error("exported %" PRIu64 " of %" PRIu64 " records in %" PRIu64 " messages (%" PRIu64
-                          " duplicates dropped by JetStream), %" PRIu64
-                          " lost (cause \"export\"), %zu not acknowledged at exit",
-                          e.records_acked, e.records_read, e.messages_acked, e.duplicates, e.lost_export,
-                          held_records);
-        }
         /* libnats' threads may still call back into e until the connection is gone. */
         pthread_mutex_lock(&e.lock);
         e.stopping = true;

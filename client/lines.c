@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -8,11 +9,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "linereader.h"
 #include "lines.h"
 #include "log.h"
 #include "util.h"
 
-#define LINES_IN_SIZE (256U * 1024U)
 #define LINES_OUT_SIZE (256U * 1024U)
 #define LINES_CLOCK_CHANGES 64U
 /* While records are held back for ordering, how often the loop looks whether they may go. */
@@ -74,6 +75,13 @@ static void lines_on_signal(int sig) {
         lines_signalled = 1;
 }
 
+static uint64_t now_ns(clockid_t id) {
+        struct timespec ts;
+
+        clock_gettime(id, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
 static void out_flush(Lines *l) {
         if (l->olen > 0 && l->error == 0)
                 l->error = write_all(l->out, l->obuf, l->olen);
@@ -92,57 +100,6 @@ static void out_put(Lines *l, const char *p, size_t n) {
         l->olen += n;
 }
 
-/* The digits at p, at most 19 of them. Returns what follows, or NULL when there are none. */
-static const char *parse_u64(const char *p, const char *end, uint64_t *ret) {
-        const char *s = p;
-        uint64_t v = 0;
-
-        while (p < end && p - s < 19 && *p >= '0' && *p <= '9')
-                v = v * 10 + (uint64_t) (*p++ - '0');
-        if (p == s)
-                return NULL;
-        *ret = v;
-        return p;
-}
-
-typedef struct LineInfo {
-        bool has_ts;
-        uint64_t ts;
-        const char *after_ts;
-        bool has_cpu;
-        unsigned cpu;
-        bool event;
-        bool clock;
-} LineInfo;
-
-static bool has_prefix(const char *p, const char *end, const char *prefix, size_t n) {
-        return (size_t) (end - p) >= n && memcmp(p, prefix, n) == 0;
-}
-
-/* Reads the fixed start of a line: {"ts":N,"cpu":N,"event":… or {"ts":N,"clock":… */
-static void line_parse(const char *line, size_t n, LineInfo *li) {
-        const char *end = line + n, *p;
-        uint64_t cpu;
-
-        *li = (LineInfo){};
-        if (!has_prefix(line, end, "{\"ts\":", 6))
-                return;
-        p = parse_u64(line + 6, end, &li->ts);
-        if (!p)
-                return;
-        li->has_ts = true;
-        li->after_ts = p;
-        if (has_prefix(p, end, ",\"cpu\":", 7)) {
-                p = parse_u64(p + 7, end, &cpu);
-                if (p && cpu < LINES_CPUS_MAX) {
-                        li->has_cpu = true;
-                        li->cpu = (unsigned) cpu;
-                        li->event = has_prefix(p, end, ",\"event\":", 9);
-                }
-        } else
-                li->clock = has_prefix(p, end, ",\"clock\":", 9);
-}
-
 /* A clock record: from its ts on, the wall clock is ts + realtime_offset_ns. */
 static void clock_record(Lines *l, const char *line, size_t n, uint64_t ts) {
         static const char key[] = "\"realtime_offset_ns\":";
@@ -154,8 +111,11 @@ static void clock_record(Lines *l, const char *line, size_t n, uint64_t ts) {
                 return;
         p += sizeof(key) - 1;
         negative = p < end && *p == '-';
-        if (!parse_u64(p + negative, end, &v))
+        p += negative;
+        if (p == end || *p < '0' || *p > '9')
                 return;
+        for (v = 0; p < end && *p >= '0' && *p <= '9';)
+                v = v * 10 + (uint64_t) (*p++ - '0');
         l->changes[l->n_changes % LINES_CLOCK_CHANGES].ts = ts;
         l->changes[l->n_changes % LINES_CLOCK_CHANGES].offset_ns = negative ? -(int64_t) v : (int64_t) v;
         l->n_changes++;
@@ -218,7 +178,7 @@ static void put_time(Lines *l, uint64_t ts) {
         out_put(l, buf, 12);
 }
 
-static void emit(Lines *l, const char *line, size_t n, const LineInfo *li) {
+static void emit(Lines *l, const char *line, size_t n, const LineHead *li) {
         if (l->done)
                 return;
         if (li->has_ts && l->o->time != LINES_TIME_BOOT) {
@@ -231,8 +191,8 @@ static void emit(Lines *l, const char *line, size_t n, const LineInfo *li) {
                 l->done = true;
 }
 
-static Fifo *fifo_for(Lines *l, const LineInfo *li) {
-        if (!li->has_cpu)
+static Fifo *fifo_for(Lines *l, const LineHead *li) {
+        if (!li->has_cpu || li->cpu >= LINES_CPUS_MAX)
                 return &l->other;
         if (li->cpu >= l->n_fifos) {
                 size_t n = MAX((size_t) li->cpu + 1, l->n_fifos * 2);
@@ -279,8 +239,7 @@ static void fifo_pop(Fifo *f) {
  * (a CPU's records come in order, so nothing older can follow), or once it is older than the
  * delay (what tpd holds back is delivered within its flush interval); all of them with force. */
 static void release(Lines *l, bool force) {
-        uint64_t now_tc = l->o->have_clock ? now_nsec(l->o->clock_id) : 0,
-                 now_mono = now_nsec(CLOCK_MONOTONIC);
+        uint64_t now_tc = l->o->have_clock ? now_ns(l->o->clock_id) : 0, now_mono = now_ns(CLOCK_MONOTONIC);
 
         /* Each second a stretched delay gives back a tenth of what it exceeds the option's by. */
         if (now_mono - l->delay_decayed_ns >= 1000000000ULL) {
@@ -292,7 +251,7 @@ static void release(Lines *l, bool force) {
                 bool all = l->o->n_cpus > 0 && l->n_fifos >= l->o->n_cpus;
                 Fifo *best = fifo_head(&l->other) ? &l->other : NULL;
                 Pending *p;
-                LineInfo li;
+                LineHead li;
 
                 for (size_t c = 0; c < l->n_fifos; c++) {
                         Fifo *f = &l->fifos[c];
@@ -316,7 +275,7 @@ static void release(Lines *l, bool force) {
                         l->last_ts = p->ts;
                         l->have_last = true;
                 }
-                line_parse(p->line, p->len, &li);
+                line_head_parse(p->line, p->len, &li);
                 emit(l, p->line, p->len, &li);
                 fifo_pop(best);
                 l->held--;
@@ -324,17 +283,17 @@ static void release(Lines *l, bool force) {
 }
 
 static int receive(Lines *l, const char *line, size_t n) {
-        LineInfo li;
+        LineHead li;
         Fifo *f;
         Pending p;
 
-        line_parse(line, n, &li);
+        line_head_parse(line, n, &li);
         if (li.clock)
                 clock_record(l, line, n, li.ts);
         if (l->o->ordered && li.has_ts && l->o->have_clock) {
                 /* Records that come later after their ts than the delay allows (a busy machine, a
                  * tpd catching up) stretch it, up to LINES_DELAY_MAX_NS; it shrinks back slowly. */
-                uint64_t now = now_nsec(l->o->clock_id), lag = now > li.ts ? now - li.ts : 0;
+                uint64_t now = now_ns(l->o->clock_id), lag = now > li.ts ? now - li.ts : 0;
 
                 if (lag + lag / 4 > l->delay_ns)
                         l->delay_ns = MIN(lag + lag / 4, MAX(LINES_DELAY_MAX_NS, l->o->order_delay_ns));
@@ -346,7 +305,7 @@ static int receive(Lines *l, const char *line, size_t n) {
         f = fifo_for(l, &li);
         if (!f)
                 return -ENOMEM;
-        p = (Pending){ .ts = li.ts, .arrival_ns = now_nsec(CLOCK_MONOTONIC), .line = malloc(n), .len = n };
+        p = (Pending){ .ts = li.ts, .arrival_ns = now_ns(CLOCK_MONOTONIC), .line = malloc(n), .len = n };
         if (!p.line)
                 return -ENOMEM;
         memcpy(p.line, line, n);
@@ -358,21 +317,20 @@ static int receive(Lines *l, const char *line, size_t n) {
         return 0;
 }
 
-/* Takes the complete lines of buf, moving what is left of a line to its start. */
-static int receive_all(Lines *l, char *buf, size_t *len) {
-        char *p = buf, *end = buf + *len, *nl;
-        int r;
+/* Takes the complete lines read. */
+static int receive_all(Lines *l, LineReader *reader) {
+        const char *line;
+        size_t n;
+        int r = 0;
 
-        while (!l->done && (nl = memchr(p, '\n', (size_t) (end - p)))) {
-                r = receive(l, p, (size_t) (nl + 1 - p));
+        while (!l->done && (r = line_reader_next(reader, &line, &n)) > 0) {
+                r = receive(l, line, n);
                 if (r < 0)
                         return r;
-                p = nl + 1;
         }
-        if (l->done)
-                p = end;
-        memmove(buf, p, (size_t) (end - p));
-        *len = (size_t) (end - p);
+        if (r == -E2BIG)
+                return log_error_errno(-E2BIG, "a line of the stream is longer than %u bytes",
+                                       LINES_LINE_MAX);
         return 0;
 }
 
@@ -389,6 +347,71 @@ static void lines_done(Lines *l) {
         free(l->obuf);
 }
 
+/* Signals are taken only inside ppoll(), so that one cannot slip in between the check of the flag
+ * and the wait; the lines held back then still go out. *ret_old: the mask to wait with. */
+static void signals_take(sigset_t *ret_blocked, sigset_t *ret_old) {
+        struct sigaction sa = { .sa_handler = lines_on_signal };
+
+        sigemptyset(ret_blocked);
+        sigaddset(ret_blocked, SIGINT);
+        sigaddset(ret_blocked, SIGTERM);
+        sigprocmask(SIG_BLOCK, ret_blocked, ret_old);
+        (void) sigaction(SIGINT, &sa, NULL);
+        (void) sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Waits for the socket until the deadline (0: none), or while lines are held back, at most until
+ * the next look at them. 1: readable, 0: time to look again, -ETIME: the deadline passed. */
+static int wait_readable(Lines *l, int sock, uint64_t deadline, const sigset_t *mask) {
+        struct pollfd pfd = { .fd = sock, .events = POLLIN };
+        struct timespec timeout, *t = NULL;
+        uint64_t wait_ns = UINT64_MAX, now = now_ns(CLOCK_MONOTONIC);
+
+        if (deadline > 0) {
+                if (now >= deadline)
+                        return -ETIME;
+                wait_ns = deadline - now;
+        }
+        if (l->held > 0)
+                wait_ns = MIN(wait_ns, (uint64_t) LINES_ORDER_POLL_MSEC * 1000000ULL);
+        if (wait_ns != UINT64_MAX) {
+                timeout = (struct timespec){ (time_t) (wait_ns / 1000000000ULL),
+                                             (long) (wait_ns % 1000000000ULL) };
+                t = &timeout;
+        }
+        if (ppoll(&pfd, 1, t, mask) < 0)
+                return errno == EINTR ? 0 : -errno;
+        return pfd.revents != 0;
+}
+
+/* Reads until tpd closes the stream (1), a bound is reached or a signal comes (0), or a failure. */
+static int copy_lines(Lines *l, LineReader *reader, uint64_t deadline, const sigset_t *mask) {
+        int r = receive_all(l, reader);
+
+        while (r >= 0 && !l->done && !lines_signalled && l->error == 0) {
+                ssize_t n;
+
+                r = wait_readable(l, reader->fd, deadline, mask);
+                if (r == -ETIME)
+                        return 0;
+                if (r > 0) {
+                        n = line_reader_fill(reader);
+                        if (n == 0 || n == -ECONNRESET)
+                                return 1;
+                        if (n == -E2BIG)
+                                return log_error_errno(-E2BIG,
+                                                       "a line of the stream is longer than %u bytes",
+                                                       LINES_LINE_MAX);
+                        r = n == -EAGAIN ? 0 : (int) MIN(n, 0);
+                        if (r >= 0)
+                                r = receive_all(l, reader);
+                }
+                release(l, false);
+                out_flush(l);
+        }
+        return r < 0 ? r : 0;
+}
+
 int lines_stream(int sock, int out, const char *head, size_t head_len, const LinesOptions *o) {
         _cleanup_(lines_done) Lines l = { .o = o,
                                           .out = out,
@@ -397,105 +420,26 @@ int lines_stream(int sock, int out, const char *head, size_t head_len, const Lin
                                           .have_start = o->start_ts > 0,
                                           .start_ts = o->start_ts,
                                           .delay_ns = o->order_delay_ns };
-        struct sigaction sa = { .sa_handler = lines_on_signal };
-        _cleanup_free_ char *buf = NULL;
-        size_t cap = MAX((size_t) LINES_IN_SIZE, head_len), len = 0;
-        uint64_t deadline = o->duration_usec > 0 ? now_nsec(CLOCK_MONOTONIC) + o->duration_usec * 1000 : 0;
-        sigset_t block, old;
+        _cleanup_(line_reader_done) LineReader reader = {};
+        uint64_t deadline = o->duration_usec > 0 ? now_ns(CLOCK_MONOTONIC) + o->duration_usec * 1000 : 0;
+        sigset_t blocked, old;
         bool eof = false;
-        int r = 0;
+        int r;
 
         l.obuf = malloc(LINES_OUT_SIZE);
-        buf = malloc(cap);
-        if (!l.obuf || !buf)
+        if (!l.obuf || line_reader_init(&reader, sock, LINES_LINE_MAX, head, head_len) < 0)
                 return -ENOMEM;
+        /* Reads only after ppoll() said so, and without waiting once interrupted. */
+        (void) fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
 
-        /* Signals are taken only inside ppoll(), so that one cannot slip in between the check of
-         * the flag and the wait; the lines held back then still go out. */
-        sigemptyset(&block);
-        sigaddset(&block, SIGINT);
-        sigaddset(&block, SIGTERM);
-        sigprocmask(SIG_BLOCK, &block, &old);
-        (void) sigaction(SIGINT, &sa, NULL);
-        (void) sigaction(SIGTERM, &sa, NULL);
+        signals_take(&blocked, &old);
         sigdelset(&old, SIGINT);
         sigdelset(&old, SIGTERM);
-
-        memcpy(buf, head, head_len);
-        len = head_len;
-        r = receive_all(&l, buf, &len);
-
-        while (r >= 0 && !l.done && !lines_signalled && l.error == 0) {
-                struct pollfd pfd = { .fd = sock, .events = POLLIN };
-                struct timespec timeout, *t = NULL;
-                uint64_t wait_ns = UINT64_MAX, now = now_nsec(CLOCK_MONOTONIC);
-                ssize_t n;
-
-                if (deadline > 0) {
-                        if (now >= deadline)
-                                break;
-                        wait_ns = deadline - now;
-                }
-                if (l.held > 0)
-                        wait_ns = MIN(wait_ns, (uint64_t) LINES_ORDER_POLL_MSEC * 1000000ULL);
-                if (wait_ns != UINT64_MAX) {
-                        timeout = (struct timespec){ (time_t) (wait_ns / 1000000000ULL),
-                                                     (long) (wait_ns % 1000000000ULL) };
-                        t = &timeout;
-                }
-                if (ppoll(&pfd, 1, t, &old) < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        r = -errno;
-                        break;
-                }
-                if (pfd.revents) {
-                        if (len == cap) {
-                                char *b;
-
-                                if (cap >= LINES_LINE_MAX) {
-                                        r = log_error_errno(-E2BIG,
-                                                            "a line of the stream is longer than %u bytes",
-                                                            LINES_LINE_MAX);
-                                        break;
-                                }
-                                b = realloc(buf, cap * 2);
-                                if (!b) {
-                                        r = -ENOMEM;
-                                        break;
-                                }
-                                buf = b;
-                                cap *= 2;
-                        }
-                        n = read(sock, buf + len, cap - len);
-                        if (n < 0 && (errno == EINTR || errno == EAGAIN))
-                                continue;
-                        if (n < 0 && errno != ECONNRESET) {
-                                r = -errno;
-                                break;
-                        }
-                        if (n <= 0) {
-                                eof = true;
-                                break;
-                        }
-                        len += (size_t) n;
-                        r = receive_all(&l, buf, &len);
-                }
-                release(&l, false);
-                out_flush(&l);
-        }
+        r = copy_lines(&l, &reader, deadline, &old);
+        eof = r == 1;
         /* Interrupted: what tpd had already sent still goes out, with what is held back. */
-        while (r >= 0 && lines_signalled && !l.done && l.error == 0) {
-                ssize_t n;
-
-                if (len == cap)
-                        break;
-                n = recv(sock, buf + len, cap - len, MSG_DONTWAIT);
-                if (n <= 0)
-                        break;
-                len += (size_t) n;
-                r = receive_all(&l, buf, &len);
-        }
+        while (r >= 0 && lines_signalled && !l.done && l.error == 0 && line_reader_fill(&reader) > 0)
+                r = receive_all(&l, &reader);
         if (r >= 0)
                 release(&l, true);
         out_flush(&l);

@@ -8,8 +8,8 @@
 
 /*
  * The stream's lines when tpctl has to look at them (--count, --duration, --time, --ordered);
- * without those options copy.c moves them untouched. Only the fixed start of each line is read:
- * {"ts":N,"cpu":N,"event":… (docs/design.md §3), so a line costs a few comparisons, not a JSON parse.
+ * without those options copy.c moves them untouched. Only the fixed start of each line is read
+ * (linereader.h), so a line costs a few comparisons, not a JSON parse.
  */
 
 /* The longest line of a stream tpctl reads: tpd's lines are bounded by its records (16-bit lengths
