@@ -10,13 +10,14 @@
  * buffers by their capacity, and each sealed batch by its message (a natsMsg of exactly its
  * records, made when the batch is sealed, which libnats sends and, after a failure, hands back)
  * plus EXPORT_MSG_OVERHEAD, so that a buffer of small batches is no larger than one of full ones.
- * The publisher thread publishes sealed batches in sequence order with js_PublishMsgAsync, at most
- * EXPORT_WINDOW unacknowledged; libnats' callbacks (its own threads) free an acknowledged batch or
- * put a failed one back at the head of the queue. Each message carries a Nats-Msg-Id unique to
- * this run and batch, so a batch sent again after a lost acknowledgement is dropped by JetStream's
- * de-duplication window instead of stored twice.
+ * The publisher thread (jetstream.c) publishes sealed batches in sequence order with
+ * js_PublishMsgAsync, at most EXPORT_WINDOW unacknowledged; libnats' callbacks (its own threads)
+ * free an acknowledged batch or put a failed one back at the head of the queue. Each message carries a
+ * Nats-Msg-Id unique to this run and batch, so a batch sent again after a lost acknowledgement is dropped by
+ * JetStream's de-duplication window instead of stored twice.
  */
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -36,24 +37,18 @@
 
 #include "connection.h"
 #include "export.h"
+#include "exporter.h"
 #include "linereader.h"
 #include "log.h"
 #include "servers.h"
 #include "tpd-protocol.h"
 
-/* Unacknowledged messages at most: 256 of 64 KiB keep a 3-node cluster on loopback busy. */
-#define EXPORT_WINDOW 256
 /* After a read of less than this, the reader naps EXPORT_NAP_USEC so that the next read finds more:
  * every wake-up costs a context switch, dearer than the copy of a record. */
 #define EXPORT_NAP_BELOW (64U * 1024U)
 #define EXPORT_NAP_USEC (10U * 1000U)
 /* A batch is published at the latest this long after its first record. */
 #define EXPORT_FLUSH_USEC (50U * 1000U)
-/* After this long without an acknowledgement a message is sent again (same id). */
-#define EXPORT_ACK_WAIT_MS 3000
-/* Back-off of publishing after a failed publish, and of reconnecting, doubling up to the maximum. */
-#define EXPORT_BACKOFF_MIN_MS 100U
-#define EXPORT_BACKOFF_MAX_MS 2000U
 /* How long SIGTERM or the end of tpd's stream waits for the last acknowledgements. */
 #define EXPORT_DRAIN_USEC (5U * 1000U * 1000U)
 #define EXPORT_LINE_MAX (1024U * 1024U)
@@ -64,91 +59,22 @@
 #define EXPORT_MSG_OVERHEAD 1024U
 /* An open buffer starts this small and doubles up to the batch size: a quiet subject's stays small. */
 #define EXPORT_OPEN_MIN 4096U
-/* What libnats keeps of messages published while it reconnects (its default is 8 MiB), outside of
- * --buffer-size: it is sent again from our queue anyway. */
-#define EXPORT_RECONNECT_BUF (1024U * 1024U)
 
 /* Causes a lost record of tpd can carry, and ours; counted when the buffer had no room for it. */
 static const char *const loss_causes[] = { "export", "overrun", "dropped", "client", "unknown", "decode" };
 #define N_CAUSES ELEMENTSOF(loss_causes)
-
-typedef struct Subject Subject;
-
-/* A sealed batch: its records are in msg, ours except while libnats sends it (then NULL). */
-typedef struct Batch {
-        struct Batch *next;
-        Subject *subject;
-        uint64_t seq; /* message number of this run */
-        size_t records;
-        size_t cost; /* charged to Exporter.held */
-        natsMsg *msg;
-} Batch;
-
-struct Subject {
-        char *key; /* event name; "" for lost records, "\n" for anything else */
-        char *name;
-        size_t overhead; /* the cost of one of its batches besides the records */
-        /* The open batch: records appended since the last seal, in a buffer kept for the next. */
-        char *buf;
-        size_t len, cap, records;
-        uint64_t opened;
-};
-
-typedef struct Exporter {
-        const ExportOptions *o;
-        char msg_id_prefix[128];
-        natsOptions *nopts;
-        natsConnection *nc;
-        jsCtx *js;
-
-        pthread_mutex_t lock;
-        pthread_cond_t cond;
-        /* Everything below is under lock. */
-        Batch *ready;      /* sealed, in seq order */
-        Batch *ready_last; /* its tail: sealing is O(1) however long the backlog */
-        Batch *inflight;
-        size_t n_inflight;
-        size_t held; /* bytes allocated for open buffers, open, ready and in-flight batches */
-        uint64_t next_seq;
-        bool connected;
-        bool stopping;
-        uint64_t retry_at;
-        unsigned backoff_ms;
-        bool failing;
-        uint64_t unreported[N_CAUSES]; /* lost records not yet queued as a lost record */
-        bool dropping;
-        uint64_t last_ts;
-
-        char *base; /* PREFIX.HOST, the head of every subject */
-        Subject **subjects;
-        size_t n_subjects;
-        Subject *last_subject;
-
-        /* Totals for the summary. */
-        uint64_t records_read, records_acked, messages_acked, duplicates, lost_export;
-} Exporter;
-
-static int log_nats(natsStatus s, const char *what) {
-        const char *detail = nats_GetLastError(NULL);
-        char shown[1024];
-
-        /* libnats' own words may name a server, with its password. */
-        servers_redact(strempty(detail), shown, sizeof(shown));
-        log_error("%s: %s%s%s", what, natsStatus_GetText(s), *shown ? ": " : "", shown);
-        return -EIO;
-}
+static_assert(N_CAUSES == EXPORT_CAUSES, "loss_causes[] and EXPORT_CAUSES differ");
 
 /* ---- queue (callers hold e->lock) ---- */
 
-static void batch_free(Batch *b) {
+void export_batch_free(Batch *b) {
         if (b) {
                 natsMsg_Destroy(b->msg);
                 free(b);
         }
 }
 
-/* Puts b into the ready list at its place by seq: new batches at the tail, failed ones near the head. */
-static void ready_insert(Exporter *e, Batch *b) {
+void export_batch_requeue(Exporter *e, Batch *b) {
         Batch **p = &e->ready;
 
         while (*p && (*p)->seq < b->seq)
@@ -352,156 +278,6 @@ static void seal_old(Exporter *e, uint64_t now, bool all) {
         }
 }
 
-/* ---- libnats callbacks (libnats' threads) ---- */
-
-static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *userdata) {
-        Exporter *e = userdata;
-        const char *id = NULL, *dash;
-        uint64_t seq = 0;
-
-        if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id && (dash = strrchr(id, '-')))
-                seq = strtoull(dash + 1, NULL, 10);
-
-        pthread_mutex_lock(&e->lock);
-        for (Batch **p = &e->inflight; *p; p = &(*p)->next) {
-                Batch *b = *p;
-
-                if (b->seq != seq)
-                        continue;
-                *p = b->next;
-                e->n_inflight--;
-                if (pa) {
-                        /* A full window was what kept the publisher waiting. */
-                        if (e->n_inflight + 1 >= EXPORT_WINDOW && e->ready)
-                                pthread_cond_signal(&e->cond);
-                        e->held -= b->cost;
-                        e->records_acked += b->records;
-                        e->messages_acked++;
-                        e->duplicates += pa->Duplicate;
-                        e->backoff_ms = 0;
-                        if (e->failing)
-                                log_error("publishing again");
-                        e->failing = false;
-                        batch_free(b);
-                } else {
-                        char shown[512] = "";
-
-                        if (pae && pae->ErrText)
-                                servers_redact(pae->ErrText, shown, sizeof(shown));
-                        if (!e->failing)
-                                log_error("publish failed, sending again with back-off: %s%s%s",
-                                          natsStatus_GetText(pae ? pae->Err : NATS_ERR),
-                                          pae && pae->ErrText ? ": " : "", pae && pae->ErrText ? shown : "");
-                        e->failing = true;
-                        e->backoff_ms = e->backoff_ms ? MIN(e->backoff_ms * 2, EXPORT_BACKOFF_MAX_MS)
-                                                      : EXPORT_BACKOFF_MIN_MS;
-                        e->retry_at = now_usec(CLOCK_MONOTONIC) + e->backoff_ms * 1000U;
-                        /* libnats hands the message back: it is sent again as it is. */
-                        b->msg = TAKE_PTR(msg);
-                        ready_insert(e, b);
-                }
-                break;
-        }
-        pthread_mutex_unlock(&e->lock);
-        natsMsg_Destroy(msg);
-}
-
-static void on_disconnected(natsConnection *nc, void *userdata) {
-        Exporter *e = userdata;
-
-        bool stopping;
-
-        pthread_mutex_lock(&e->lock);
-        e->connected = false;
-        stopping = e->stopping;
-        pthread_mutex_unlock(&e->lock);
-        if (!stopping)
-                log_error("disconnected from NATS, reconnecting; buffering up to %zu bytes",
-                          e->o->buffer_size);
-}
-
-static void on_reconnected(natsConnection *nc, void *userdata) {
-        Exporter *e = userdata;
-        char url[256] = "", shown[256];
-
-        (void) natsConnection_GetConnectedUrl(nc, url, sizeof(url));
-        servers_redact_url(url, shown, sizeof(shown));
-        pthread_mutex_lock(&e->lock);
-        e->connected = true;
-        e->retry_at = 0;
-        pthread_cond_signal(&e->cond);
-        pthread_mutex_unlock(&e->lock);
-        log_error("reconnected to NATS at %s", shown);
-}
-
-static int64_t reconnect_delay(natsConnection *nc, int attempts, void *userdata) {
-        return MIN((int64_t) EXPORT_BACKOFF_MIN_MS << MIN(attempts, 10), (int64_t) EXPORT_BACKOFF_MAX_MS);
-}
-
-/* ---- publisher thread ---- */
-
-static void *publisher(void *userdata) {
-        Exporter *e = userdata;
-
-        pthread_mutex_lock(&e->lock);
-        while (!e->stopping) {
-                jsPubOptions po;
-                char id[192];
-                natsMsg *msg = NULL;
-                natsStatus s;
-                uint64_t now = now_usec(CLOCK_MONOTONIC);
-                Batch *b = e->ready;
-
-                if (!b || !e->connected || e->n_inflight >= EXPORT_WINDOW || now < e->retry_at) {
-                        struct timespec ts;
-
-                        clock_gettime(CLOCK_REALTIME, &ts);
-                        ts.tv_nsec += 20 * 1000 * 1000;
-                        if (ts.tv_nsec >= 1000000000) {
-                                ts.tv_sec++;
-                                ts.tv_nsec -= 1000000000;
-                        }
-                        pthread_cond_timedwait(&e->cond, &e->lock, &ts);
-                        continue;
-                }
-
-                e->ready = b->next;
-                if (!e->ready)
-                        e->ready_last = NULL;
-                b->next = e->inflight;
-                e->inflight = b;
-                e->n_inflight++;
-                /* From here the message is libnats' (or on_ack's, which may run before the call
-                 * returns); a call that fails leaves it with us. */
-                msg = TAKE_PTR(b->msg);
-                (void) snprintf(id, sizeof(id), "%s-%" PRIu64, e->msg_id_prefix, b->seq);
-                pthread_mutex_unlock(&e->lock);
-
-                jsPubOptions_Init(&po);
-                po.MsgId = id;
-                po.MaxWait = EXPORT_ACK_WAIT_MS;
-                s = js_PublishMsgAsync(e->js, &msg, &po);
-
-                pthread_mutex_lock(&e->lock);
-                if (s != NATS_OK) {
-                        /* Not sent: it stays ours, back to the head of the queue. */
-                        b->msg = TAKE_PTR(msg);
-                        for (Batch **p = &e->inflight; *p; p = &(*p)->next)
-                                if (*p == b) {
-                                        *p = b->next;
-                                        e->n_inflight--;
-                                        ready_insert(e, b);
-                                        break;
-                                }
-                        e->backoff_ms = e->backoff_ms ? MIN(e->backoff_ms * 2, EXPORT_BACKOFF_MAX_MS)
-                                                      : EXPORT_BACKOFF_MIN_MS;
-                        e->retry_at = now_usec(CLOCK_MONOTONIC) + e->backoff_ms * 1000U;
-                }
-        }
-        pthread_mutex_unlock(&e->lock);
-        return NULL;
-}
-
 /* ---- setup ---- */
 
 static void sanitize_token(char *s) {
@@ -511,7 +287,8 @@ static void sanitize_token(char *s) {
                         *s = '_';
 }
 
-bool export_prefix_valid(const char *p) {
+/* Whether p is usable as the head of NATS subjects: tokens of [A-Za-z0-9_-] joined by '.'. */
+static bool export_prefix_valid(const char *p) {
         bool token = false;
 
         for (; *p; p++) {
@@ -556,149 +333,7 @@ static int make_ids(Exporter *e) {
         return 0;
 }
 
-/* servers: URLs joined by commas (taken over). */
-static int nats_setup(Exporter *e, char *list) {
-        _cleanup_free_ char *servers = list;
-        const char *urls[64];
-        int n_urls = 0;
-        jsOptions jo;
-        natsStatus s;
-
-        if (!servers)
-                return log_oom();
-        for (char *save = NULL, *u = strtok_r(servers, ",", &save); u; u = strtok_r(NULL, ",", &save)) {
-                if (n_urls == (int) ELEMENTSOF(urls))
-                        return log_error_errno(-E2BIG, "more than %zu NATS servers", ELEMENTSOF(urls));
-                urls[n_urls++] = u;
-        }
-        if (n_urls == 0)
-                return log_error_errno(-EINVAL, "no NATS server given");
-
-        s = natsOptions_Create(&e->nopts);
-        if (s == NATS_OK)
-                s = natsOptions_SetServers(e->nopts, urls, n_urls);
-        if (s == NATS_OK)
-                s = natsOptions_SetName(e->nopts, "tpctl export");
-        if (s == NATS_OK)
-                s = natsOptions_SetMaxReconnect(e->nopts, -1);
-        if (s == NATS_OK)
-                s = natsOptions_SetCustomReconnectDelay(e->nopts, reconnect_delay, e);
-        if (s == NATS_OK)
-                s = natsOptions_SetDisconnectedCB(e->nopts, on_disconnected, e);
-        if (s == NATS_OK)
-                s = natsOptions_SetReconnectedCB(e->nopts, on_reconnected, e);
-        if (s == NATS_OK)
-                s = natsOptions_SetReconnectBufSize(e->nopts, EXPORT_RECONNECT_BUF);
-        if (s == NATS_OK)
-                s = natsOptions_SetPingInterval(e->nopts, 2000);
-        if (s == NATS_OK)
-                s = natsOptions_SetMaxPingsOut(e->nopts, 3);
-        if (s != NATS_OK)
-                return log_nats(s, "cannot set up the NATS options");
-        if (e->o->tls_ca) {
-                s = natsOptions_SetSecure(e->nopts, true);
-                if (s == NATS_OK)
-                        s = natsOptions_LoadCATrustedCertificates(e->nopts, e->o->tls_ca);
-                if (s != NATS_OK)
-                        return log_nats(s, "cannot use the CA certificates of --tls-ca");
-        }
-        if (e->o->creds) {
-                s = natsOptions_SetUserCredentialsFromFiles(e->nopts, e->o->creds, NULL);
-                if (s != NATS_OK)
-                        return log_nats(s, "cannot use the credentials of --creds");
-        }
-
-        s = natsConnection_Connect(&e->nc, e->nopts);
-        if (s != NATS_OK) {
-                log_nats(s, "cannot connect to NATS");
-                fputs("Servers:", stderr);
-                for (int i = 0; i < n_urls; i++) {
-                        char shown[512];
-
-                        servers_redact_url(urls[i], shown, sizeof(shown));
-                        fprintf(stderr, " %s", shown);
-                }
-                fputc('\n', stderr);
-                return -ECONNREFUSED;
-        }
-        e->connected = true;
-
-        jsOptions_Init(&jo);
-        jo.PublishAsync.MaxPending = EXPORT_WINDOW * 2; /* ours is the window; never stall in libnats */
-        jo.PublishAsync.AckHandler = on_ack;
-        jo.PublishAsync.AckHandlerClosure = e;
-        jo.PublishAsync.StallWait = 10;
-        s = natsConnection_JetStream(&e->js, e->nc, &jo);
-        if (s != NATS_OK)
-                return log_nats(s, "cannot use JetStream");
-        return 0;
-}
-
-static int stream_check(Exporter *e, const char *stream) {
-        _cleanup_free_ char *subjects = NULL;
-        jsStreamInfo *si = NULL;
-        jsErrCode jerr = 0;
-        natsStatus s;
-
-        if (asprintf(&subjects, "%s.>", e->o->subject_prefix) < 0) {
-                subjects = NULL;
-                return log_oom();
-        }
-        s = js_GetStreamInfo(&si, e->js, stream, NULL, &jerr);
-        if (s == NATS_OK) {
-                bool covered = false;
-
-                for (int i = 0; i < si->Config->SubjectsLen; i++)
-                        covered = covered || streq(si->Config->Subjects[i], subjects) ||
-                                  streq(si->Config->Subjects[i], ">");
-                if (!covered)
-                        log_error(
-                                "warning: stream '%s' does not list the subjects '%s'; publishing may fail",
-                                stream, subjects);
-                if (e->o->create_stream && si->Config->Replicas != e->o->replicas)
-                        log_error("stream '%s' exists with %" PRId64 " replicas, not %d: left as it is",
-                                  stream, si->Config->Replicas, e->o->replicas);
-                jsStreamInfo_Destroy(si);
-                return 0;
-        }
-        if (s == NATS_NO_RESPONDERS) {
-                log_error("no JetStream on the NATS servers (nobody answers its API)");
-                fprintf(stderr, "Enable it in the servers' configuration: 'jetstream { store_dir: … }'.\n");
-                return -EPROTONOSUPPORT;
-        }
-        if (jerr != JSStreamNotFoundErr && s != NATS_NOT_FOUND)
-                return log_nats(s, "cannot look up the JetStream stream");
-        if (!e->o->create_stream) {
-                log_error("JetStream stream '%s' does not exist", stream);
-                fprintf(stderr,
-                        "Create it with 'tpctl export … --create-stream --replicas N', or with\n"
-                        "'nats stream add %s --subjects \"%s\" --replicas N', or name another with "
-                        "--stream.\n",
-                        stream, subjects);
-                return -ENOENT;
-        }
-
-        {
-                const char *subj[] = { subjects };
-                jsStreamConfig cfg;
-
-                jsStreamConfig_Init(&cfg);
-                cfg.Name = stream;
-                cfg.Subjects = subj;
-                cfg.SubjectsLen = 1;
-                cfg.Replicas = e->o->replicas;
-                cfg.Storage = js_FileStorage;
-                s = js_AddStream(&si, e->js, &cfg, NULL, &jerr);
-                if (s != NATS_OK)
-                        return log_nats(s, "cannot create the JetStream stream");
-                jsStreamInfo_Destroy(si);
-                log_error("created JetStream stream '%s' (subjects '%s', %d replicas)", stream, subjects,
-                          e->o->replicas);
-        }
-        return 0;
-}
-
-/* After libnats is closed: its threads call on_ack until then, and on_ack walks the lists. */
+/* After libnats is closed: its threads call jetstream.c's on_ack until then, and on_ack walks the lists. */
 static void exporter_done(Exporter *e) {
         for (size_t i = 0; i < e->n_subjects; i++) {
                 free(e->subjects[i]->buf);
@@ -709,11 +344,11 @@ static void exporter_done(Exporter *e) {
         free(e->subjects);
         for (Batch *b = e->ready, *n; b; b = n) {
                 n = b->next;
-                batch_free(b);
+                export_batch_free(b);
         }
         for (Batch *b = e->inflight, *n; b; b = n) {
                 n = b->next;
-                batch_free(b);
+                export_batch_free(b);
         }
         free(e->base);
 }
@@ -871,7 +506,7 @@ static int export_stream(Exporter *e, const char *socket_path, json_object *para
                 return log_oom(), EXIT_FAILURE;
         (void) fcntl(c.fd, F_SETFL, fcntl(c.fd, F_GETFL) | O_NONBLOCK);
 
-        if (pthread_create(&thread, NULL, publisher, e) != 0)
+        if (pthread_create(&thread, NULL, jetstream_publisher, e) != 0)
                 return log_error("cannot start the publisher thread"), EXIT_FAILURE;
         status = copy_lines(e, &reader, sfd);
 
@@ -887,7 +522,9 @@ static int export_stream(Exporter *e, const char *socket_path, json_object *para
         return status;
 }
 
-int export_run(const char *socket_path, json_object *params, const ExportOptions *o) {
+/* Runs until SIGINT/SIGTERM (exit 0) or until tpd closes the stream; returns an exit status.
+ * Takes params (the Stream call's parameters) over. */
+static int export_run(const char *socket_path, json_object *params, const ExportOptions *o) {
         _cleanup_free_ char *stream = NULL, *servers = NULL;
         _cleanup_close_ int sfd = -1;
         Exporter e = { .o = o };
@@ -907,15 +544,15 @@ int export_run(const char *socket_path, json_object *params, const ExportOptions
         if (r >= 0)
                 r = make_ids(&e);
         if (r >= 0 && nats_Open(-1) != NATS_OK)
-                r = log_nats(NATS_ERR, "cannot initialise libnats");
+                r = jetstream_log(NATS_ERR, "cannot initialise libnats");
         if (r < 0) {
                 json_object_put(params);
                 free(e.base);
                 return EXIT_FAILURE;
         }
-        r = nats_setup(&e, TAKE_PTR(servers));
+        r = jetstream_connect(&e, TAKE_PTR(servers));
         if (r >= 0)
-                r = stream_check(&e, stream);
+                r = jetstream_stream_check(&e, stream);
         if (r >= 0)
                 status = export_stream(&e, socket_path, TAKE_PTR(params), stream, sfd);
         json_object_put(params);
