@@ -60,10 +60,10 @@
 /* An open buffer starts this small and doubles up to the batch size: a quiet subject's stays small. */
 #define EXPORT_OPEN_MIN 4096U
 
-/* Causes a lost record of tpd can carry, and ours; counted when the buffer had no room for it. */
-static const char *const loss_causes[] = { "export", "overrun", "dropped", "client", "unknown", "decode" };
-#define N_CAUSES ELEMENTSOF(loss_causes)
-static_assert(N_CAUSES == EXPORT_CAUSES, "loss_causes[] and EXPORT_CAUSES differ");
+/* Causes a lost record of tpd can carry, and ours, in the order their lost records go out; counted
+ * when the buffer had no room for it. */
+static const int flush_order[] = { TPD_LOST_EXPORT, TPD_LOST_OVERRUN, TPD_LOST_DROPPED,
+                                   TPD_LOST_CLIENT, TPD_LOST_UNKNOWN, TPD_LOST_DECODE };
 
 /* ---- queue (callers hold e->lock) ---- */
 
@@ -191,32 +191,34 @@ static Subject *subject_get(Exporter *e, const char *key, size_t keylen) {
 static bool losses_flush(Exporter *e) {
         bool all = true;
 
-        for (size_t i = 0; i < N_CAUSES; i++) {
+        for (size_t i = 0; i < ELEMENTSOF(flush_order); i++) {
+                int cause = flush_order[i];
                 char line[128];
                 Subject *s;
                 int n;
 
-                if (e->unreported[i] == 0)
+                if (e->unreported[cause] == 0)
                         continue;
                 n = snprintf(line, sizeof(line),
                              "{\"ts\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"cause\":\"%s\"}\n", e->last_ts,
-                             e->unreported[i], loss_causes[i]);
+                             e->unreported[cause], tpd_lost_cause_name(cause));
                 s = subject_get(e, "", 0);
                 if (s && batch_append(e, s, line, (size_t) n)) {
-                        if (i == 0)
-                                e->lost_export += e->unreported[i];
-                        e->unreported[i] = 0;
+                        if (cause == TPD_LOST_EXPORT)
+                                e->lost_export += e->unreported[cause];
+                        e->unreported[cause] = 0;
                 } else
                         all = false;
         }
         return all;
 }
 
-static size_t cause_index(const char *p, size_t n) {
-        for (size_t i = 1; i < N_CAUSES; i++)
-                if (strlen(loss_causes[i]) == n && memcmp(loss_causes[i], p, n) == 0)
-                        return i;
-        return 0;
+/* A cause tpctl does not know is counted as its own. */
+static int cause_of(const char *p, size_t n) {
+        for (int c = 1; c < _TPD_LOST_MAX; c++)
+                if (strlen(tpd_lost_cause_name(c)) == n && memcmp(tpd_lost_cause_name(c), p, n) == 0)
+                        return c;
+        return TPD_LOST_EXPORT;
 }
 
 /*
@@ -226,7 +228,8 @@ static size_t cause_index(const char *p, size_t n) {
  */
 static void take_line(Exporter *e, const char *line, size_t len) {
         const char *key = "\n";
-        size_t keylen = 1, cause = SIZE_MAX;
+        size_t keylen = 1;
+        int cause = 0; /* of a lost record; 0 for any other line */
         LineHead h;
         Subject *s;
 
@@ -238,7 +241,7 @@ static void take_line(Exporter *e, const char *line, size_t len) {
                 key = h.name;
                 keylen = h.name_len;
         } else if (h.lost) {
-                cause = h.cause ? cause_index(h.cause, h.cause_len) : 0;
+                cause = h.cause ? cause_of(h.cause, h.cause_len) : TPD_LOST_EXPORT;
                 key = "";
                 keylen = 0;
         }
@@ -250,11 +253,11 @@ static void take_line(Exporter *e, const char *line, size_t len) {
                         log_error("buffer of %zu bytes full: counting records as lost (cause \"export\")",
                                   e->o->buffer_size);
                 e->dropping = true;
-                if (cause != SIZE_MAX)
+                if (cause != 0)
                         e->unreported[cause] += h.n_lost;
                 else
-                        e->unreported[0]++;
-        } else if (e->dropping && e->unreported[0] == 0) {
+                        e->unreported[TPD_LOST_EXPORT]++;
+        } else if (e->dropping && e->unreported[TPD_LOST_EXPORT] == 0) {
                 e->dropping = false;
                 log_error("buffer has room again, exporting");
         }
@@ -307,7 +310,6 @@ static bool export_prefix_valid(const char *p) {
 
 static int make_ids(Exporter *e) {
         char host[256] = "", boot[64] = "";
-        struct timespec ts;
         FILE *f;
 
         if (gethostname(host, sizeof(host) - 1) < 0 || !*host)
@@ -321,11 +323,10 @@ static int make_ids(Exporter *e) {
         }
         boot[strcspn(boot, "-\n")] = 0;
         sanitize_token(boot);
-        clock_gettime(CLOCK_BOOTTIME, &ts);
         /* HOST-BOOTID-START: a restarted export must not reuse the ids of the previous run, which
          * JetStream would drop as duplicates for its window. */
         (void) snprintf(e->msg_id_prefix, sizeof(e->msg_id_prefix), "%s-%s-%" PRIx64, host,
-                        *boot ? boot : "0", (uint64_t) ts.tv_sec * 1000000000U + (uint64_t) ts.tv_nsec);
+                        *boot ? boot : "0", now_nsec(CLOCK_BOOTTIME));
         if (asprintf(&e->base, "%s.%s", e->o->subject_prefix, host) < 0) {
                 e->base = NULL;
                 return log_oom();
@@ -363,7 +364,7 @@ static void take_lines(Exporter *e, LineReader *reader) {
         while ((r = line_reader_next(reader, &line, &n)) != 0)
                 if (r == -E2BIG) {
                         /* A line longer than any record tpd writes: not ours to judge, count it lost. */
-                        e->unreported[0]++;
+                        e->unreported[TPD_LOST_EXPORT]++;
                         line_reader_drop(reader);
                 } else
                         take_line(e, line, n);
@@ -465,7 +466,7 @@ static int copy_lines(Exporter *e, LineReader *reader, int sfd) {
                         continue;
                 if (n == -E2BIG) {
                         pthread_mutex_lock(&e->lock);
-                        e->unreported[0]++;
+                        e->unreported[TPD_LOST_EXPORT]++;
                         line_reader_drop(reader);
                         pthread_mutex_unlock(&e->lock);
                         continue;

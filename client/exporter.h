@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "loss.h"
 #include <nats/nats.h>
 
 /*
@@ -26,9 +27,6 @@ typedef struct ExportOptions {
         int replicas;               /* with create_stream */
         bool create_stream;
 } ExportOptions;
-
-/* Causes of lost records export counts: its own ("export") and tpd's (export.c's loss_causes). */
-#define EXPORT_CAUSES 6U
 
 typedef struct Subject Subject;
 
@@ -73,7 +71,7 @@ typedef struct Exporter {
         uint64_t retry_at;
         unsigned backoff_ms;
         bool failing;
-        uint64_t unreported[EXPORT_CAUSES]; /* lost records not yet queued as a lost record */
+        uint64_t unreported[_TPD_LOST_MAX]; /* by cause: lost records not yet queued as a lost record */
         bool dropping;
         uint64_t last_ts;
 

@@ -75,13 +75,6 @@ static void lines_on_signal(int sig) {
         lines_signalled = 1;
 }
 
-static uint64_t now_ns(clockid_t id) {
-        struct timespec ts;
-
-        clock_gettime(id, &ts);
-        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
-}
-
 static void out_flush(Lines *l) {
         if (l->olen > 0 && l->error == 0)
                 l->error = write_all(l->out, l->obuf, l->olen);
@@ -239,7 +232,8 @@ static void fifo_pop(Fifo *f) {
  * (a CPU's records come in order, so nothing older can follow), or once it is older than the
  * delay (what tpd holds back is delivered within its flush interval); all of them with force. */
 static void release(Lines *l, bool force) {
-        uint64_t now_tc = l->o->have_clock ? now_ns(l->o->clock_id) : 0, now_mono = now_ns(CLOCK_MONOTONIC);
+        uint64_t now_tc = l->o->have_clock ? now_nsec(l->o->clock_id) : 0,
+                 now_mono = now_nsec(CLOCK_MONOTONIC);
 
         /* Each second a stretched delay gives back a tenth of what it exceeds the option's by. */
         if (now_mono - l->delay_decayed_ns >= 1000000000ULL) {
@@ -293,7 +287,7 @@ static int receive(Lines *l, const char *line, size_t n) {
         if (l->o->ordered && li.has_ts && l->o->have_clock) {
                 /* Records that come later after their ts than the delay allows (a busy machine, a
                  * tpd catching up) stretch it, up to LINES_DELAY_MAX_NS; it shrinks back slowly. */
-                uint64_t now = now_ns(l->o->clock_id), lag = now > li.ts ? now - li.ts : 0;
+                uint64_t now = now_nsec(l->o->clock_id), lag = now > li.ts ? now - li.ts : 0;
 
                 if (lag + lag / 4 > l->delay_ns)
                         l->delay_ns = MIN(lag + lag / 4, MAX(LINES_DELAY_MAX_NS, l->o->order_delay_ns));
@@ -305,7 +299,7 @@ static int receive(Lines *l, const char *line, size_t n) {
         f = fifo_for(l, &li);
         if (!f)
                 return -ENOMEM;
-        p = (Pending){ .ts = li.ts, .arrival_ns = now_ns(CLOCK_MONOTONIC), .line = malloc(n), .len = n };
+        p = (Pending){ .ts = li.ts, .arrival_ns = now_nsec(CLOCK_MONOTONIC), .line = malloc(n), .len = n };
         if (!p.line)
                 return -ENOMEM;
         memcpy(p.line, line, n);
@@ -365,7 +359,7 @@ static void signals_take(sigset_t *ret_blocked, sigset_t *ret_old) {
 static int wait_readable(Lines *l, int sock, uint64_t deadline, const sigset_t *mask) {
         struct pollfd pfd = { .fd = sock, .events = POLLIN };
         struct timespec timeout, *t = NULL;
-        uint64_t wait_ns = UINT64_MAX, now = now_ns(CLOCK_MONOTONIC);
+        uint64_t wait_ns = UINT64_MAX, now = now_nsec(CLOCK_MONOTONIC);
 
         if (deadline > 0) {
                 if (now >= deadline)
@@ -421,7 +415,7 @@ int lines_stream(int sock, int out, const char *head, size_t head_len, const Lin
                                           .start_ts = o->start_ts,
                                           .delay_ns = o->order_delay_ns };
         _cleanup_(line_reader_done) LineReader reader = {};
-        uint64_t deadline = o->duration_usec > 0 ? now_ns(CLOCK_MONOTONIC) + o->duration_usec * 1000 : 0;
+        uint64_t deadline = o->duration_usec > 0 ? now_nsec(CLOCK_MONOTONIC) + o->duration_usec * 1000 : 0;
         sigset_t blocked, old;
         bool eof = false;
         int r;
