@@ -12,8 +12,8 @@
 
 #include "capdir.h"
 #include "capture.h"
-#include "log.h"
 #include "loss.h"
+#include "message.h"
 #include "output.h"
 
 #define PAGE_MISSED_STORED (1ULL << 30)

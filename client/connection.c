@@ -9,7 +9,7 @@
 #include <sys/un.h>
 
 #include "connection.h"
-#include "log.h"
+#include "message.h"
 #include "suggest.h"
 #include "tpd-protocol.h"
 

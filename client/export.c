@@ -39,7 +39,7 @@
 #include "export.h"
 #include "exporter.h"
 #include "linereader.h"
-#include "log.h"
+#include "message.h"
 #include "servers.h"
 #include "tpd-protocol.h"
 
@@ -52,7 +52,7 @@
 /* How long SIGTERM or the end of tpd's stream waits for the last acknowledgements. */
 #define EXPORT_DRAIN_USEC (5U * 1000U * 1000U)
 #define EXPORT_LINE_MAX (1024U * 1024U)
-/* What a sealed batch costs besides its records and subject: our Batch, libnats' message and, while
+/* What a sealed batch costs besides its records and subject: our ExportBatch, libnats' message and, while
  * it is in flight, its Nats-Msg-Id header and libnats' pending-acknowledgement entry, with their
  * allocators' headers. Measured with --batch-size 0 and the cluster away, RSS grew by about 400
  * bytes a message besides its record; in flight a message costs a few hundred more. */
@@ -67,15 +67,15 @@ static const int flush_order[] = { TPD_LOST_EXPORT, TPD_LOST_OVERRUN, TPD_LOST_D
 
 /* ---- queue (callers hold e->lock) ---- */
 
-void export_batch_free(Batch *b) {
+void export_batch_free(ExportBatch *b) {
         if (b) {
                 natsMsg_Destroy(b->msg);
                 free(b);
         }
 }
 
-void export_batch_requeue(Exporter *e, Batch *b) {
-        Batch **p = &e->ready;
+void export_batch_requeue(Exporter *e, ExportBatch *b) {
+        ExportBatch **p = &e->ready;
 
         while (*p && (*p)->seq < b->seq)
                 p = &(*p)->next;
@@ -89,7 +89,7 @@ void export_batch_requeue(Exporter *e, Batch *b) {
 /* The open batch of s becomes a message at the tail of the ready list. Without memory for it, it
  * stays open and the next seal tries again. */
 static void batch_seal(Exporter *e, Subject *s) {
-        Batch *b = calloc(1, sizeof(*b));
+        ExportBatch *b = calloc(1, sizeof(*b));
 
         if (!b)
                 return;
@@ -181,7 +181,8 @@ static Subject *subject_get(Exporter *e, const char *key, size_t keylen) {
         s = calloc(1, sizeof(*s));
         if (!s)
                 return NULL;
-        *s = (Subject){ .key = TAKE_PTR(k), .overhead = sizeof(Batch) + EXPORT_MSG_OVERHEAD + (size_t) r };
+        *s = (Subject){ .key = TAKE_PTR(k),
+                        .overhead = sizeof(ExportBatch) + EXPORT_MSG_OVERHEAD + (size_t) r };
         s->name = TAKE_PTR(name);
         e->subjects[e->n_subjects++] = s;
         return (e->last_subject = s);
@@ -343,11 +344,11 @@ static void exporter_done(Exporter *e) {
                 free(e->subjects[i]);
         }
         free(e->subjects);
-        for (Batch *b = e->ready, *n; b; b = n) {
+        for (ExportBatch *b = e->ready, *n; b; b = n) {
                 n = b->next;
                 export_batch_free(b);
         }
-        for (Batch *b = e->inflight, *n; b; b = n) {
+        for (ExportBatch *b = e->inflight, *n; b; b = n) {
                 n = b->next;
                 export_batch_free(b);
         }
@@ -394,9 +395,9 @@ static void wait_drained(Exporter *e) {
 static void summary_print(Exporter *e) {
         size_t held_records = 0;
 
-        for (Batch *b = e->ready; b; b = b->next)
+        for (ExportBatch *b = e->ready; b; b = b->next)
                 held_records += b->records;
-        for (Batch *b = e->inflight; b; b = b->next)
+        for (ExportBatch *b = e->inflight; b; b = b->next)
                 held_records += b->records;
         log_error("exported %" PRIu64 " of %" PRIu64 " records in %" PRIu64 " messages (%" PRIu64
                   " duplicates dropped by JetStream), %" PRIu64 " lost (cause \"export\"), %zu not "

@@ -31,14 +31,14 @@ typedef struct ExportOptions {
 typedef struct Subject Subject;
 
 /* A sealed batch: its records are in msg, ours except while libnats sends it (then NULL). */
-typedef struct Batch {
-        struct Batch *next;
+typedef struct ExportBatch {
+        struct ExportBatch *next;
         Subject *subject;
         uint64_t seq; /* message number of this run */
         size_t records;
         size_t cost; /* charged to Exporter.held */
         natsMsg *msg;
-} Batch;
+} ExportBatch;
 
 struct Subject {
         char *key; /* event name; "" for lost records, "\n" for anything else */
@@ -60,9 +60,9 @@ typedef struct Exporter {
         pthread_mutex_t lock;
         pthread_cond_t cond;
         /* Everything below is under lock. */
-        Batch *ready;      /* sealed, in seq order */
-        Batch *ready_last; /* its tail: sealing is O(1) however long the backlog */
-        Batch *inflight;
+        ExportBatch *ready;      /* sealed, in seq order */
+        ExportBatch *ready_last; /* its tail: sealing is O(1) however long the backlog */
+        ExportBatch *inflight;
         size_t n_inflight;
         size_t held; /* bytes allocated for open buffers, open, ready and in-flight batches */
         uint64_t next_seq;
@@ -85,9 +85,9 @@ typedef struct Exporter {
 } Exporter;
 
 /* The queue (callers hold e->lock), export.c's. */
-void export_batch_free(Batch *b);
+void export_batch_free(ExportBatch *b);
 /* Puts b into the ready list at its place by seq: new batches at the tail, failed ones near the head. */
-void export_batch_requeue(Exporter *e, Batch *b);
+void export_batch_requeue(Exporter *e, ExportBatch *b);
 
 /* The JetStream side, jetstream.c's. */
 

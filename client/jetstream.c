@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "exporter.h"
-#include "log.h"
+#include "message.h"
 #include "servers.h"
 #include "util.h"
 
@@ -48,8 +48,8 @@ static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void
                 seq = strtoull(dash + 1, NULL, 10);
 
         pthread_mutex_lock(&e->lock);
-        for (Batch **p = &e->inflight; *p; p = &(*p)->next) {
-                Batch *b = *p;
+        for (ExportBatch **p = &e->inflight; *p; p = &(*p)->next) {
+                ExportBatch *b = *p;
 
                 if (b->seq != seq)
                         continue;
@@ -133,7 +133,7 @@ void *jetstream_publisher(void *userdata) {
                 natsMsg *msg = NULL;
                 natsStatus s;
                 uint64_t now = now_usec(CLOCK_MONOTONIC);
-                Batch *b = e->ready;
+                ExportBatch *b = e->ready;
 
                 if (!b || !e->connected || e->n_inflight >= EXPORT_WINDOW || now < e->retry_at) {
                         struct timespec ts;
@@ -169,7 +169,7 @@ void *jetstream_publisher(void *userdata) {
                 if (s != NATS_OK) {
                         /* Not sent: it stays ours, back to the head of the queue. */
                         b->msg = TAKE_PTR(msg);
-                        for (Batch **p = &e->inflight; *p; p = &(*p)->next)
+                        for (ExportBatch **p = &e->inflight; *p; p = &(*p)->next)
                                 if (*p == b) {
                                         *p = b->next;
                                         e->n_inflight--;

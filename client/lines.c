@@ -11,7 +11,7 @@
 
 #include "linereader.h"
 #include "lines.h"
-#include "log.h"
+#include "message.h"
 #include "util.h"
 
 #define LINES_OUT_SIZE (256U * 1024U)

@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "connection.h"
-#include "log.h"
 #include "loss.h"
+#include "message.h"
 #include "metrics.h"
 #include "output.h"
 #include "tpd-protocol.h"

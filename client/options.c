@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "message.h"
 #include "options.h"
 #include "output.h"
 #include "tpd-protocol.h"

@@ -17,7 +17,7 @@
 #include "datcheck.h"
 #include "linereader.h"
 #include "lines.h"
-#include "log.h"
+#include "message.h"
 #include "replay.h"
 #include "terminal.h"
 #include "tpd-protocol.h"

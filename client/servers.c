@@ -3,7 +3,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "log.h"
+#include "message.h"
 #include "servers.h"
 
 int servers_read_file(const char *path, char **ret) {

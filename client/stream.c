@@ -10,7 +10,7 @@
 #include "copy.h"
 #include "core/clock.h"
 #include "lines.h"
-#include "log.h"
+#include "message.h"
 #include "stream.h"
 #include "tpd-protocol.h"
 

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "connection.h"
-#include "log.h"
+#include "message.h"
 #include "top.h"
 #include "tpd-protocol.h"
 

@@ -20,7 +20,7 @@
 #include "build-config.h"
 #include "connection.h"
 #include "export.h"
-#include "log.h"
+#include "message.h"
 #include "metrics.h"
 #include "options.h"
 #include "output.h"

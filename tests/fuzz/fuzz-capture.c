@@ -20,7 +20,7 @@
 #include <json-c/json.h>
 
 #include "fuzz.h"
-#include "log.h"
+#include "message.h"
 #include "replay.h"
 #include "terminal.h"
 

@@ -2,7 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "log.h"
+#include "message.h"
 #include "terminal.h"
 
 bool log_quiet;
