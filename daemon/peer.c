@@ -61,7 +61,8 @@ Peer *peer_free(Peer *p) {
         return NULL;
 }
 
-static int peer_reply_full(Peer *p, json_object *parameters, bool continues) {
+/* A reply (error NULL) or an error, built by include/varlink.c and queued; parameters are taken. */
+static int peer_send(Peer *p, const char *error, json_object *parameters, bool continues) {
         size_t len;
         char *text;
         int r;
@@ -70,18 +71,19 @@ static int peer_reply_full(Peer *p, json_object *parameters, bool continues) {
                 json_object_put(parameters);
                 return 0;
         }
-        r = varlink_reply(parameters, continues, &text, &len);
+        r = error ? varlink_error(error, parameters, &text, &len)
+                  : varlink_reply(parameters, continues, &text, &len);
         if (r < 0)
                 return r;
         return queue_push_text(&p->out, text, len);
 }
 
 int peer_reply(Peer *p, json_object *parameters) {
-        return peer_reply_full(p, parameters, false);
+        return peer_send(p, NULL, parameters, false);
 }
 
 int peer_reply_more(Peer *p, json_object *parameters) {
-        return peer_reply_full(p, parameters, true);
+        return peer_send(p, NULL, parameters, true);
 }
 
 int peer_reply_text(Peer *p, const char *text, size_t len) {
@@ -91,18 +93,7 @@ int peer_reply_text(Peer *p, const char *text, size_t len) {
 }
 
 int peer_error(Peer *p, const char *error, json_object *parameters) {
-        size_t len;
-        char *text;
-        int r;
-
-        if (!p) {
-                json_object_put(parameters);
-                return 0;
-        }
-        r = varlink_error(error, parameters, &text, &len);
-        if (r < 0)
-                return r;
-        return queue_push_text(&p->out, text, len);
+        return peer_send(p, error, parameters, false);
 }
 
 int peer_errorf(Peer *p, const char *error, const char *key, const char *value, const char *format, ...) {
