@@ -57,24 +57,31 @@ int call_params_parse(Manager *m, Peer *c, const VarlinkCall *call, const CallPa
                 if (call_param_read(call->parameters, &table[i], base) < 0)
                         return invalid_parameter(c, table[i].name) < 0 ? -ENOMEM : 1;
 
-        for (size_t i = 0; i < n; i++) {
-                const CallParam *t = &table[i];
-                const int64_t *v = *(int64_t **) (base + t->field);
-                size_t count = t->type == CALL_PARAM_INTS || t->type == CALL_PARAM_CPUS
-                                       ? *(size_t *) (base + t->count)
-                                       : 0;
+        /* The values of the lists: CPUs first, whose error says which CPUs there are, then the
+         * other numbers, in the table's order. */
+        for (int pass = 0; pass < 2; pass++)
+                for (size_t i = 0; i < n; i++) {
+                        const CallParam *t = &table[i];
+                        const int64_t *v;
+                        size_t count;
 
-                for (size_t k = 0; k < count; k++) {
-                        if (t->type == CALL_PARAM_CPUS && (v[k] < 0 || v[k] >= (int64_t) m->n_cpus)) {
-                                r = peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", t->name,
+                        if (t->type != (pass == 0 ? CALL_PARAM_CPUS : CALL_PARAM_INTS))
+                                continue;
+                        v = *(int64_t **) (base + t->field);
+                        count = *(size_t *) (base + t->count);
+                        for (size_t k = 0; k < count; k++) {
+                                if (t->type == CALL_PARAM_CPUS &&
+                                    (v[k] < 0 || v[k] >= (int64_t) m->n_cpus)) {
+                                        r = peer_errorf(
+                                                c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", t->name,
                                                 "There is no CPU %lld: this machine has CPUs 0 to %u.",
                                                 (long long) v[k], m->n_cpus - 1);
-                                return r < 0 ? r : 1;
+                                        return r < 0 ? r : 1;
+                                }
+                                if (t->type == CALL_PARAM_INTS && (v[k] < t->min || v[k] > t->max_value))
+                                        return invalid_parameter(c, t->name) < 0 ? -ENOMEM : 1;
                         }
-                        if (t->type == CALL_PARAM_INTS && (v[k] < t->min || v[k] > t->max_value))
-                                return invalid_parameter(c, t->name) < 0 ? -ENOMEM : 1;
                 }
-        }
         return 0;
 }
 

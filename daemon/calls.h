@@ -48,9 +48,9 @@ typedef struct CallParam {
 
 /* Reads the parameters of table into the struct at ret, whose fields hold the defaults: absent (or
  * null) parameters leave them as they are. Types come first, in the table's order, then the values
- * of the lists: the first parameter found wrong gets InvalidParameter naming it (a CPU this machine
- * lacks says which CPUs it has). Returns 0, 1 when an error reply was queued, or a negative errno;
- * the lists are the caller's to free, also on error. */
+ * of the lists, CPUs before other numbers: the first parameter found wrong gets InvalidParameter
+ * naming it (a CPU this machine lacks says which CPUs it has). Returns 0, 1 when an error reply was
+ * queued, or a negative errno; the lists are the caller's to free, also on error. */
 int call_params_parse(Manager *m, Peer *p, const VarlinkCall *call, const CallParam *table, size_t n,
                       void *ret);
 /* Replies with the error for a failed tracing_resolve(); returns what peer_errorf() returns. */

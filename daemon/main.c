@@ -95,6 +95,7 @@ static int parse_argv(int argc, char *argv[], Config *c) {
 
         while ((opt = getopt_long(argc, argv, "hv", options, &idx)) >= 0) {
                 const Setting *s;
+                const char *name;
 
                 switch (opt) {
                 case 'h':
@@ -113,13 +114,15 @@ static int parse_argv(int argc, char *argv[], Config *c) {
                         if (opt < ARG_SETTING || (size_t) (opt - ARG_SETTING) >= 2 * config_n_settings)
                                 return -EINVAL;
                         s = &config_settings[(size_t) (opt - ARG_SETTING) % config_n_settings];
-                        if ((size_t) (opt - ARG_SETTING) >= config_n_settings)
+                        /* The option as it was given: an old name is still the one to name. */
+                        name = (size_t) (opt - ARG_SETTING) >= config_n_settings ? s->old_option : s->option;
+                        if (name != s->option)
                                 log_notice("--%s= is deprecated, use --%s=", s->old_option, s->option);
                         r = config_setting_set(s, c, optarg);
                         if (r == -ENOMEM)
                                 return log_error_errno(r, "Out of memory.");
                         if (r < 0) {
-                                log_error("Invalid value '%s' for --%s: expected %s.", optarg, s->option,
+                                log_error("Invalid value '%s' for --%s: expected %s.", optarg, name,
                                           s->expected);
                                 return r;
                         }

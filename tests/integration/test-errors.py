@@ -15,6 +15,7 @@
 """
 
 import os
+import subprocess
 import time
 
 import tpdtest as T
@@ -71,6 +72,31 @@ def main(ctx):
     check(reply.get('error') == 'io.tpd.tracing.NoSuchEvent', f'raw Enable of no_such:event: {reply}')
     check(reply.get('parameters', {}).get('event') == 'no_such:event', f'NoSuchEvent without the event: {reply}')
     unchanged('enabling no_such:event')
+
+    # --- the old names of MaxStreams= and StreamQueueKB= on the command line: still read, with a notice
+    r = subprocess.run([T.env_program('TPD'), '--max-clients=5', '--client-queue-kb=64', '--version'],
+                       capture_output=True, text=True, timeout=10)
+    check(r.returncode == 0 and '--max-clients= is deprecated, use --max-streams=' in r.stderr and
+          '--client-queue-kb= is deprecated, use --stream-queue-kb=' in r.stderr,
+          f'tpd --max-clients=5 --client-queue-kb=64 --version: exit {r.returncode}, stderr {r.stderr!r}')
+    r = subprocess.run([T.env_program('TPD'), '--max-clients=0', '--version'], capture_output=True, text=True,
+                       timeout=10)
+    check(r.returncode != 0 and "Invalid value '0' for --max-clients" in r.stderr,
+          f'tpd --max-clients=0: expected an error naming the option as given, got exit {r.returncode}, '
+          f'stderr {r.stderr!r}')
+
+    # --- a Stream with two bad lists: the CPU is named first, with the CPUs there are
+    reply = tpd.call('io.tpd.tracing.Stream', {'events': ['sched:sched_switch'], 'pids': [-1], 'cpus': [99999]},
+                     more=True)
+    check(reply.get('error') == 'org.varlink.service.InvalidParameter' and
+          reply.get('parameters', {}).get('parameter') == 'cpus' and
+          'There is no CPU 99999' in reply.get('parameters', {}).get('message', ''),
+          f'Stream with pids [-1] and cpus [99999]: expected InvalidParameter cpus naming the CPU, got {reply}')
+    reply = tpd.call('io.tpd.tracing.Stream', {'events': ['sched:sched_switch'], 'pids': [-1]}, more=True)
+    check(reply.get('error') == 'org.varlink.service.InvalidParameter' and
+          reply.get('parameters', {}).get('parameter') == 'pids',
+          f'Stream with pids [-1]: expected InvalidParameter pids, got {reply}')
+    unchanged('Streams with bad pids and CPUs')
 
     # --- malformed names
     for name in BAD_NAMES:
