@@ -146,9 +146,7 @@ static void test_valid(void) {
         check_bad_len(sched_switch, FILTER_STREAM, "prev_state & 3", "only supported in kernel filters");
 }
 
-static void test_invalid(void) {
-        char *big, *p;
-
+static void test_invalid_syntax(void) {
         /* issue 7: this one crashed tpd inside libtraceevent. */
         check_bad(sched_switch, "prev_comm == \"a\\\"", "column 16: backslashes are not allowed");
         check_bad(sched_switch, "prev_comm == \"a\\\\\"", "backslashes are not allowed");
@@ -174,8 +172,9 @@ static void test_invalid(void) {
         check_bad(sched_switch, "", "empty filter");
         check_bad(sched_switch, "  \t ", "empty filter");
         check_bad(sched_switch, "()", "expected a field name");
+}
 
-        /* Numbers. */
+static void test_invalid_numbers(void) {
         check_bad(sched_switch, "prev_pid == 99999999999999999999", "does not fit in 64 bits");
         check_bad(sched_switch, "prev_pid == 0x1ffffffffffffffff", "does not fit in 64 bits");
         check_bad(sched_switch, "prev_pid == 18446744073709551616", "does not fit in 64 bits");
@@ -192,8 +191,9 @@ static void test_invalid(void) {
         check_bad(sched_switch, "prev_pid == 1x", "invalid digit");
         check_bad(sched_switch, "prev_pid == 0x", "without digits");
         check_bad(sched_switch, "prev_pid == 0xg", "invalid digit");
+}
 
-        /* Fields and types. */
+static void test_invalid_fields(void) {
         check_bad(sched_switch, "nosuch == 1", "'nosuch' is not a field of sched:sched_switch");
         check_bad(sched_switch, "COMM == \"x\"", "'COMM' is not a field");
         check_bad(sched_switch, "prev_comm == 1", "'prev_comm' is a string field: expected a quoted string");
@@ -206,8 +206,10 @@ static void test_invalid(void) {
         check_bad(kinds, "cptr == \"x\"", "field 'cptr' (const char *) cannot be filtered on");
         check_bad(kinds, "darr == 1", "'darr'");
         check_bad(kinds, "odd == 1", "'odd'");
+}
 
-        /* Control and non-ASCII bytes, never echoed. */
+/* Control and non-ASCII bytes, never echoed. */
+static void test_invalid_bytes(void) {
         check_bad(sched_switch, "prev_pid == 1\n<0>forged", "byte 0x0a is not allowed");
         check_bad(sched_switch, "prev_comm == \"a\n<0>forged\"", "byte 0x0a in a string");
         check_bad(sched_switch, "prev_comm == \"\x1b[31mred\"", "byte 0x1b in a string");
@@ -215,8 +217,11 @@ static void test_invalid(void) {
         check_bad(sched_switch, "prev_comm == \"\xc3\xa9\"", "byte 0xc3 in a string");
         check_bad(sched_switch, "prev_comm == \"\x7f\"", "byte 0x7f");
         check_bad(sched_switch, "prev_pid == 1\r", "byte 0x0d");
+}
 
-        /* Limits. */
+static void test_invalid_limits(void) {
+        char *big, *p;
+
         big = malloc(65537);
         ASSERT(big);
         for (p = big; p + 20 < big + 65536;)
@@ -312,7 +317,11 @@ int main(int argc, char **argv) {
         ASSERT(sched_switch && kinds && exec);
 
         test_valid();
-        test_invalid();
+        test_invalid_syntax();
+        test_invalid_numbers();
+        test_invalid_fields();
+        test_invalid_bytes();
+        test_invalid_limits();
         test_escape_text();
         tep_free(tep);
         return 0;
