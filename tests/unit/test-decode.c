@@ -834,18 +834,13 @@ static const char *fixed_comm(void *userdata, int pid, uint64_t ts) {
                            : NULL;
 }
 
-static void test_synthetic(void) {
-        struct tep_handle *tep = synthetic_tep();
-        DecoderCallbacks cb = { .comm = fixed_comm };
+/* One record of every kind, tail arrays and strings, a time extend: the exact lines. */
+static void synthetic_every_kind(Decoder *d, Batch *b) {
         uint8_t rec[120] = {};
         PageBuilder pb;
-        Batch *b = batch_new();
-        Decoder *d;
         JsonBuf out = {};
         uint8_t *page;
         int r;
-
-        ASSERT_INT_EQ(decoder_new(tep, &cb, &d), 0);
 
         /* kinds: 96 bytes of fields, then the dynamic data. */
         put16(rec + 0, 900);
@@ -922,9 +917,15 @@ static void test_synthetic(void) {
         ASSERT_INT_EQ(b->records[0].raw_size, 112);
         ASSERT_INT_EQ(b->records[2].pid, -7);
         page_free(page, 16 + pb.len);
+        jsonbuf_done(&out);
+}
 
-        /* Locations that point outside the record are cut to it, never followed. */
-        memset(rec, 0, sizeof(rec));
+/* Locations that point outside the record are cut to it, never followed. */
+static void synthetic_locations_outside(Decoder *d, Batch *b) {
+        uint8_t rec[120] = {};
+        PageBuilder pb;
+        uint8_t *page;
+
         put16(rec + 0, 900);
         put32(rec + 76, 200U << 16 | 104);       /* starts inside, runs far past the end */
         put32(rec + 80, 4U << 16 | 0xfff0);      /* starts past the end */
@@ -939,9 +940,13 @@ static void test_synthetic(void) {
         static const char clamped[] = "\"str\":\"12345678\",\"rstr\":\"\",\"darr\":[],";
         ASSERT(memmem(b->buf.data, b->buf.len, clamped, sizeof(clamped) - 1));
         page_free(page, 16 + pb.len);
+}
 
-        /* A record id that no format has (and id 0) is skipped; the page still parses. */
-        memset(rec, 0, sizeof(rec));
+/* A record id that no format has (and id 0) is skipped; the page still parses. */
+static void synthetic_unknown_ids(Decoder *d, Batch *b) {
+        uint8_t rec[8] = {};
+        PageBuilder pb;
+
         pb_init(&pb, 0);
         put16(rec, 999);
         pb_add(&pb, 0, rec, 8);
@@ -953,28 +958,43 @@ static void test_synthetic(void) {
         ASSERT_INT_EQ(b->records[0].kind, TPD_LOST_UNKNOWN);
         ASSERT_INT_EQ(b->records[1].kind, TPD_LOST_UNKNOWN);
         ASSERT_U64_EQ(decoder_stats(d)->unknown, 2);
+}
 
-        /* Padding of a discarded record (non-zero delta, as rb_event_discard() ensures) is skipped,
-         * without moving the time stamp, as the kernel's reader does. */
+/* Padding of a discarded record (non-zero delta, as rb_event_discard() ensures) is skipped,
+ * without moving the time stamp, as the kernel's reader does. */
+static void synthetic_discarded_padding(Decoder *d, Batch *b) {
+        static const char padded[] = "{\"ts\":9,\"cpu\":0,\"event\":\"tpdtest:tailstr\",\"pid\":0,"
+                                     "\"fields\":{\"msg\":\"x\"}}\n";
+        uint8_t rec[12] = {};
+        PageBuilder pb;
+
         pb_init(&pb, 0);
         pb_put32(&pb, TYPE_PADDING | (1U << 5));
         pb_put32(&pb, 12); /* what follows the header: 12 bytes of the discarded record */
         pb_put32(&pb, 0);
         pb_put32(&pb, 0);
-        memset(rec, 0, sizeof(rec));
         put16(rec, 902);
         memcpy(rec + 8, "x", 2);
         pb_add(&pb, 9, rec, 12);
         pb_finish(&pb, 0);
         batch_reset(b);
         ASSERT_INT_EQ(decoder_decode_page(d, pb.page, PAGE, 0, b), 1);
-        {
-                static const char padded[] = "{\"ts\":9,\"cpu\":0,\"event\":\"tpdtest:tailstr\",\"pid\":0,"
-                                             "\"fields\":{\"msg\":\"x\"}}\n";
-                ASSERT_MEM_EQ(b->buf.data, b->buf.len, padded, sizeof(padded) - 1);
-        }
+        ASSERT_MEM_EQ(b->buf.data, b->buf.len, padded, sizeof(padded) - 1);
+}
 
-        jsonbuf_done(&out);
+/* The steps share one decoder: its "unknown" counter adds up across them. */
+static void test_synthetic(void) {
+        struct tep_handle *tep = synthetic_tep();
+        DecoderCallbacks cb = { .comm = fixed_comm };
+        Batch *b = batch_new();
+        Decoder *d;
+
+        ASSERT_INT_EQ(decoder_new(tep, &cb, &d), 0);
+        synthetic_every_kind(d, b);
+        synthetic_locations_outside(d, b);
+        synthetic_unknown_ids(d, b);
+        synthetic_discarded_padding(d, b);
+
         batch_unref(b);
         decoder_free(d);
         tep_free(tep);
