@@ -109,50 +109,28 @@ static int burn_pids_until(uint64_t m, uint64_t want, uint64_t deadline_ns) {
         }
 }
 
-int main(int argc, char **argv) {
-        static const struct option extra[] = {
-                { "procs", required_argument, NULL, 'p' },
-                { "congruent", required_argument, NULL, 'm' },
-                { "search-seconds", required_argument, NULL, 's' },
-                {},
-        };
-        GenArgs args = {
-                .name = "gen-ring",
-                .usage = "usage: gen-ring [--procs PROCS] [--congruent M] [--search-seconds S] [--count N] "
-                         "[--rate ROUNDS_PER_S] [--cpu CPU] [--no-wait]\n",
-                .flags = GEN_OPT_NO_WAIT | GEN_OPT_RATE,
-                .extra = extra,
-                .count = 10000,
-        };
-        uint64_t procs = 2, modulus = 0, search_s = 60, deadline_ns, want = 0;
-        pid_t pids[RING_MAX] = {};
-        int ring[RING_MAX][2], ready[2], c, r;
-        unsigned n;
-        GenPacer pacer;
-
-        while ((c = gen_getopt(&args, argc, argv)) > 0) {
-                uint64_t *v = c == 'p' ? &procs : c == 'm' ? &modulus : &search_s;
-                if (gen_parse_u64(optarg, v) < 0)
-                        gen_bad_usage(&args);
-        }
-        if (procs < 2 || procs > RING_MAX || modulus == 1)
-                gen_bad_usage(&args);
-        n = (unsigned) procs;
-
-        /* Pinned before the forks, so the members inherit the affinity. */
-        if (gen_pin(&args) < 0)
-                return 1;
+/* The ring's pipes (member i reads ring[i], writes ring[i + 1]) and the one the members say they
+ * are ready on. */
+static int ring_open(int ring[][2], unsigned n, int ready[2]) {
         for (unsigned i = 0; i < n; i++)
                 if (pipe2(ring[i], O_CLOEXEC) < 0) {
                         fprintf(stderr, "gen-ring: pipe: %s\n", strerror(errno));
-                        return 1;
+                        return -1;
                 }
         if (pipe2(ready, O_CLOEXEC) < 0) {
                 fprintf(stderr, "gen-ring: pipe: %s\n", strerror(errno));
-                return 1;
+                return -1;
         }
-        prctl(PR_SET_NAME, "tpd-ring-0", 0, 0, 0);
-        pids[0] = getpid();
+        return 0;
+}
+
+/* Forks members 1 to n - 1 into pids[]; with a modulus each gets a pid congruent to pids[0]'s.
+ * Returns 0 or the exit code. */
+static int ring_fork_members(pid_t *pids, unsigned n, int ring[][2], int ready_fd, uint64_t modulus,
+                             uint64_t search_s) {
+        uint64_t want = 0, deadline_ns;
+        int r;
+
         if (modulus)
                 want = (uint64_t) pids[0] % modulus;
         deadline_ns = gen_now_ns(CLOCK_MONOTONIC) + search_s * 1000000000ULL;
@@ -169,21 +147,19 @@ int main(int argc, char **argv) {
                                                 "gen-ring: no pid congruent to %d modulo %" PRIu64
                                                 " for member %u: %s\n",
                                                 (int) pids[0], modulus, i, strerror(-r));
-                                        kill_members(pids, n);
                                         return r == -ETIMEDOUT ? GEN_EXIT_SEARCH : 1;
                                 }
                         }
                         p = fork();
                         if (p < 0) {
                                 fprintf(stderr, "gen-ring: fork: %s\n", strerror(errno));
-                                kill_members(pids, n);
                                 return 1;
                         }
                         if (p == 0) {
                                 /* Another process took the pid: this one is not a member. */
                                 if (modulus && (uint64_t) getpid() % modulus != want)
                                         _exit(0);
-                                _exit(member_run(i, ring[i][0], ring[(i + 1) % n][1], ready[1]));
+                                _exit(member_run(i, ring[i][0], ring[(i + 1) % n][1], ready_fd));
                         }
                         if (modulus && (uint64_t) p % modulus != want) {
                                 waitpid(p, NULL, 0);
@@ -192,40 +168,38 @@ int main(int argc, char **argv) {
                         pids[i] = p;
                         break;
                 }
+        return 0;
+}
 
+static int ring_await_ready(int ready_fd, unsigned n) {
         for (unsigned i = 1; i < n; i++)
-                if (read_byte(ready[0], NULL) < 0) {
+                if (read_byte(ready_fd, NULL) < 0) {
                         fprintf(stderr, "gen-ring: a member did not start\n");
-                        kill_members(pids, n);
                         return 1;
                 }
-        for (unsigned i = 0; i < n; i++)
-                printf("%s%d", i ? " " : "", (int) pids[i]);
-        gen_say("\n");
+        return 0;
+}
 
-        ring_out = ring[1][1];
-        ring_in = ring[0][0];
-        r = gen_go(&args, probe);
-        if (r != 0) {
-                kill_members(pids, n);
-                return r;
-        }
+/* The count rounds at the pacer's rate, then the 'q' round that lets the members exit. */
+static int ring_rounds(const GenArgs *args) {
+        GenPacer pacer;
 
-        gen_pacer_init(&pacer, args.rate);
-        for (uint64_t i = 0; i < args.count; i++) {
+        gen_pacer_init(&pacer, args->rate);
+        for (uint64_t i = 0; i < args->count; i++) {
                 gen_pacer_wait(&pacer, i);
                 if (round_trip('x') < 0) {
                         fprintf(stderr, "gen-ring: round %" PRIu64 " failed\n", i);
-                        kill_members(pids, n);
                         return 1;
                 }
         }
         if (round_trip('q') < 0) {
                 fprintf(stderr, "gen-ring: the last round failed\n");
-                kill_members(pids, n);
                 return 1;
         }
+        return 0;
+}
 
+static int ring_reap(const pid_t *pids, unsigned n) {
         for (unsigned i = 1; i < n; i++) {
                 int status;
 
@@ -234,6 +208,69 @@ int main(int argc, char **argv) {
                         return 1;
                 }
         }
+        return 0;
+}
+
+int main(int argc, char **argv) {
+        static const struct option extra[] = {
+                { "procs", required_argument, NULL, 'p' },
+                { "congruent", required_argument, NULL, 'm' },
+                { "search-seconds", required_argument, NULL, 's' },
+                {},
+        };
+        GenArgs args = {
+                .name = "gen-ring",
+                .usage = "usage: gen-ring [--procs PROCS] [--congruent M] [--search-seconds S] [--count N] "
+                         "[--rate ROUNDS_PER_S] [--cpu CPU] [--no-wait]\n",
+                .flags = GEN_OPT_NO_WAIT | GEN_OPT_RATE,
+                .extra = extra,
+                .count = 10000,
+        };
+        uint64_t procs = 2, modulus = 0, search_s = 60;
+        pid_t pids[RING_MAX] = {};
+        int ring[RING_MAX][2], ready[2], c, r;
+        unsigned n;
+
+        while ((c = gen_getopt(&args, argc, argv)) > 0) {
+                uint64_t *v = c == 'p' ? &procs : c == 'm' ? &modulus : &search_s;
+                if (gen_parse_u64(optarg, v) < 0)
+                        gen_bad_usage(&args);
+        }
+        if (procs < 2 || procs > RING_MAX || modulus == 1)
+                gen_bad_usage(&args);
+        n = (unsigned) procs;
+
+        /* Pinned before the forks, so the members inherit the affinity. */
+        if (gen_pin(&args) < 0)
+                return 1;
+        if (ring_open(ring, n, ready) < 0)
+                return 1;
+        prctl(PR_SET_NAME, "tpd-ring-0", 0, 0, 0);
+        pids[0] = getpid();
+
+        r = ring_fork_members(pids, n, ring, ready[1], modulus, search_s);
+        if (r == 0)
+                r = ring_await_ready(ready[0], n);
+        if (r != 0) {
+                kill_members(pids, n);
+                return r;
+        }
+        for (unsigned i = 0; i < n; i++)
+                printf("%s%d", i ? " " : "", (int) pids[i]);
+        gen_say("\n");
+
+        ring_out = ring[1][1];
+        ring_in = ring[0][0];
+        r = gen_go(&args, probe);
+        if (r == 0)
+                r = ring_rounds(&args);
+        if (r != 0) {
+                kill_members(pids, n);
+                return r;
+        }
+
+        if (ring_reap(pids, n) != 0)
+                return 1;
         gen_say("done %" PRIu64 " %" PRIu64 "\n", gen_now_ns(CLOCK_BOOTTIME), args.count);
         return 0;
 }
