@@ -91,9 +91,122 @@ static void open_fds(bool *ret) {
                 ret[fd] = fcntl(fd, F_GETFD) >= 0;
 }
 
+/* Splices that end inside a page, and odd pieces from one byte to almost a page: each fragment
+ * waits for the rest. */
+static void test_partial_splices(Reader *r, int fd) {
+        source_write(fd, 2 * PAGE + PAGE / 2);
+        ASSERT(reader_drain(r) == 0);
+        ASSERT_U64_EQ(delivered, 2);
+        source_write(fd, PAGE / 2 + PAGE);
+        ASSERT(reader_drain(r) == 0);
+        ASSERT_U64_EQ(delivered, 4);
+
+        for (unsigned piece = 1; piece < 3 * PAGE; piece = piece * 3 + 1) {
+                source_write(fd, piece);
+                ASSERT(reader_drain(r) == 0);
+                ASSERT_U64_EQ(delivered, written / PAGE);
+        }
+        source_complete_page(fd);
+        ASSERT(reader_drain(r) == 0);
+        ASSERT_U64_EQ(delivered, written / PAGE);
+}
+
+/* Short reads on the flush path: the rest of a page is asked for, not a whole page. */
+static void test_flush_short_reads(Reader *r, int fd) {
+        source_write(fd, 100);
+        ASSERT(reader_flush(r) == 0);
+        ASSERT_U64_EQ(delivered, written / PAGE);
+        source_write(fd, PAGE - 100 + PAGE + 10);
+        ASSERT(reader_flush(r) == 0);
+        ASSERT_U64_EQ(delivered, written / PAGE);
+        /* ... and a splice continues the same stream after it. */
+        source_write(fd, 3 * PAGE);
+        ASSERT(reader_drain(r) == 0);
+        ASSERT_U64_EQ(delivered, written / PAGE);
+        source_complete_page(fd);
+}
+
+static void test_drain_bounds(Reader *r, int fd) {
+        /* More than one batch in one drain. */
+        source_write(fd, 200 * PAGE);
+        ASSERT(reader_drain(r) == 0);
+        ASSERT_U64_EQ(delivered, written / PAGE);
+
+        /* Draining a CPU that went offline: bounded per call, 1 once empty. */
+        source_write(fd, 100 * PAGE + 5);
+        ASSERT_INT_EQ(reader_drain_all(r, 10), 0);
+        ASSERT(delivered >= written / PAGE - 90);
+        ASSERT_INT_EQ(reader_drain_all(r, 1000), 1);
+        ASSERT_U64_EQ(delivered, written / PAGE);
+        source_complete_page(fd);
+        ASSERT_INT_EQ(reader_drain_all(r, 1000), 1);
+        ASSERT_U64_EQ(delivered, written / PAGE);
+}
+
+static void test_event_loop(sd_event *e, Reader *r, int fd) {
+        /* Pages arrive, the reader wakes and moves them. */
+        source_write(fd, 3 * PAGE);
+        ASSERT(sd_event_run(e, 1000 * 1000) > 0);
+        ASSERT_U64_EQ(delivered, written / PAGE);
+
+        /* Not polling: the loop does not wake for it; reader_drain_all still reads. */
+        ASSERT(reader_set_polling(r, false) == 0);
+        ASSERT(!reader_is_polling(r));
+        source_write(fd, PAGE);
+        ASSERT_INT_EQ(sd_event_run(e, 50 * 1000), 0);
+        ASSERT_INT_EQ(reader_drain_all(r, 1000), 1);
+        ASSERT_U64_EQ(delivered, written / PAGE);
+        ASSERT(reader_set_polling(r, true) == 0);
+        ASSERT(reader_is_polling(r));
+}
+
+/* Reading spliced pages back fails (the pipe's read end is swapped for a write-only fd): what was
+ * in the pipe is dropped and counted, a fresh pipe takes over, and the pages after it are whole
+ * and aligned again. */
+static void test_failed_read_back(Reader *r, int fd, int pipe_read_end) {
+        int devnull, keep;
+
+        keep = dup(pipe_read_end); /* the pipe keeps a reader: no EPIPE, no SIGPIPE */
+        ASSERT(keep >= 0);
+        devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        ASSERT(devnull >= 0);
+        ASSERT(dup2(devnull, pipe_read_end) == pipe_read_end);
+        safe_close(devnull);
+        source_write(fd, 2 * PAGE);
+        ASSERT(reader_drain(r) == 0);
+        ASSERT_U64_EQ(reader_stats(r)->dropped_bytes, 2 * PAGE);
+        ASSERT_U64_EQ(delivered, written / PAGE - 2);
+        delivered += 2; /* the handler expects the pages after the dropped ones */
+        source_write(fd, 3 * PAGE + 100);
+        ASSERT(reader_drain(r) == 0);
+        source_complete_page(fd);
+        ASSERT(reader_flush(r) == 0);
+        ASSERT_U64_EQ(delivered, written / PAGE);
+        ASSERT_U64_EQ(reader_stats(r)->dropped_bytes, 2 * PAGE);
+        safe_close(keep);
+}
+
+/* A source that polls ready forever with nothing to read (EOF): one wake-up, then the reader stops
+ * watching it, and the loop sleeps. Asked to poll again, it tries once more. Closes fd. */
+static void test_source_at_eof(sd_event *e, Reader *r, int fd) {
+        source_write(fd, 7); /* a fragment that will never complete */
+        ASSERT(reader_drain(r) == 0);
+        safe_close(fd);
+        ASSERT(sd_event_run(e, 1000 * 1000) > 0);
+        ASSERT(!reader_is_polling(r));
+        ASSERT_INT_EQ(sd_event_run(e, 100 * 1000), 0);
+        ASSERT(reader_set_polling(r, true) == 0);
+        ASSERT(reader_is_polling(r));
+        ASSERT(sd_event_run(e, 1000 * 1000) > 0);
+        ASSERT(!reader_is_polling(r));
+        ASSERT_INT_EQ(sd_event_run(e, 100 * 1000), 0);
+        ASSERT_INT_EQ(reader_drain_all(r, 1000), 1);
+}
+
+/* The steps run in order on one stream: each continues where the last one left the source. */
 int main(void) {
         static bool fds_before[1024];
-        int pipe_read_end, devnull, keep;
+        int pipe_read_end;
         sd_event *e = NULL;
         Reader *r = NULL;
         int src[2];
@@ -108,103 +221,12 @@ int main(void) {
         ASSERT(pipe_read_end >= 0);
         ASSERT(reader_is_polling(r));
 
-        /* Splices that end inside a page: the fragment waits for the rest. */
-        source_write(src[1], 2 * PAGE + PAGE / 2);
-        ASSERT(reader_drain(r) == 0);
-        ASSERT_U64_EQ(delivered, 2);
-        source_write(src[1], PAGE / 2 + PAGE);
-        ASSERT(reader_drain(r) == 0);
-        ASSERT_U64_EQ(delivered, 4);
-
-        /* Odd pieces, one byte to almost a page, all through splice. */
-        for (unsigned piece = 1; piece < 3 * PAGE; piece = piece * 3 + 1) {
-                source_write(src[1], piece);
-                ASSERT(reader_drain(r) == 0);
-                ASSERT_U64_EQ(delivered, written / PAGE);
-        }
-        source_complete_page(src[1]);
-        ASSERT(reader_drain(r) == 0);
-        ASSERT_U64_EQ(delivered, written / PAGE);
-
-        /* Short reads on the flush path: the rest of a page is asked for, not a whole page. */
-        source_write(src[1], 100);
-        ASSERT(reader_flush(r) == 0);
-        ASSERT_U64_EQ(delivered, written / PAGE);
-        source_write(src[1], PAGE - 100 + PAGE + 10);
-        ASSERT(reader_flush(r) == 0);
-        ASSERT_U64_EQ(delivered, written / PAGE);
-        /* ... and a splice continues the same stream after it. */
-        source_write(src[1], 3 * PAGE);
-        ASSERT(reader_drain(r) == 0);
-        ASSERT_U64_EQ(delivered, written / PAGE);
-        source_complete_page(src[1]);
-
-        /* More than one batch in one drain. */
-        source_write(src[1], 200 * PAGE);
-        ASSERT(reader_drain(r) == 0);
-        ASSERT_U64_EQ(delivered, written / PAGE);
-
-        /* Draining a CPU that went offline: bounded per call, 1 once empty. */
-        source_write(src[1], 100 * PAGE + 5);
-        ASSERT_INT_EQ(reader_drain_all(r, 10), 0);
-        ASSERT(delivered >= written / PAGE - 90);
-        ASSERT_INT_EQ(reader_drain_all(r, 1000), 1);
-        ASSERT_U64_EQ(delivered, written / PAGE);
-        source_complete_page(src[1]);
-        ASSERT_INT_EQ(reader_drain_all(r, 1000), 1);
-        ASSERT_U64_EQ(delivered, written / PAGE);
-
-        /* The event loop: pages arrive, the reader wakes and moves them. */
-        source_write(src[1], 3 * PAGE);
-        ASSERT(sd_event_run(e, 1000 * 1000) > 0);
-        ASSERT_U64_EQ(delivered, written / PAGE);
-
-        /* Not polling: the loop does not wake for it; reader_drain_all still reads. */
-        ASSERT(reader_set_polling(r, false) == 0);
-        ASSERT(!reader_is_polling(r));
-        source_write(src[1], PAGE);
-        ASSERT_INT_EQ(sd_event_run(e, 50 * 1000), 0);
-        ASSERT_INT_EQ(reader_drain_all(r, 1000), 1);
-        ASSERT_U64_EQ(delivered, written / PAGE);
-        ASSERT(reader_set_polling(r, true) == 0);
-        ASSERT(reader_is_polling(r));
-
-        /* Reading spliced pages back fails (the pipe's read end is swapped for a write-only fd):
-         * what was in the pipe is dropped and counted, a fresh pipe takes over, and the pages
-         * after it are whole and aligned again. */
-        keep = dup(pipe_read_end); /* the pipe keeps a reader: no EPIPE, no SIGPIPE */
-        ASSERT(keep >= 0);
-        devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
-        ASSERT(devnull >= 0);
-        ASSERT(dup2(devnull, pipe_read_end) == pipe_read_end);
-        safe_close(devnull);
-        source_write(src[1], 2 * PAGE);
-        ASSERT(reader_drain(r) == 0);
-        ASSERT_U64_EQ(reader_stats(r)->dropped_bytes, 2 * PAGE);
-        ASSERT_U64_EQ(delivered, written / PAGE - 2);
-        delivered += 2; /* the handler expects the pages after the dropped ones */
-        source_write(src[1], 3 * PAGE + 100);
-        ASSERT(reader_drain(r) == 0);
-        source_complete_page(src[1]);
-        ASSERT(reader_flush(r) == 0);
-        ASSERT_U64_EQ(delivered, written / PAGE);
-        ASSERT_U64_EQ(reader_stats(r)->dropped_bytes, 2 * PAGE);
-        safe_close(keep);
-
-        /* A source that polls ready forever with nothing to read (EOF): one wake-up, then the
-         * reader stops watching it, and the loop sleeps. Asked to poll again, it tries once more. */
-        source_write(src[1], 7); /* a fragment that will never complete */
-        ASSERT(reader_drain(r) == 0);
-        src[1] = safe_close(src[1]);
-        ASSERT(sd_event_run(e, 1000 * 1000) > 0);
-        ASSERT(!reader_is_polling(r));
-        ASSERT_INT_EQ(sd_event_run(e, 100 * 1000), 0);
-        ASSERT(reader_set_polling(r, true) == 0);
-        ASSERT(reader_is_polling(r));
-        ASSERT(sd_event_run(e, 1000 * 1000) > 0);
-        ASSERT(!reader_is_polling(r));
-        ASSERT_INT_EQ(sd_event_run(e, 100 * 1000), 0);
-        ASSERT_INT_EQ(reader_drain_all(r, 1000), 1);
+        test_partial_splices(r, src[1]);
+        test_flush_short_reads(r, src[1]);
+        test_drain_bounds(r, src[1]);
+        test_event_loop(e, r, src[1]);
+        test_failed_read_back(r, src[1], pipe_read_end);
+        test_source_at_eof(e, r, TAKE_FD(src[1]));
 
         ASSERT_U64_EQ(reader_stats(r)->pages, delivered - 2);
         ASSERT_U64_EQ(delivered, written / PAGE);
