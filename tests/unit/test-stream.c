@@ -1,136 +1,19 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * Streams and their output queues: selection by event, pid, CPU and filter on real decoded pages,
- * overrun losses reaching every stream that watches the CPU, the bounded queue that drops, counts
- * and reports exactly once there is room, Varlink "more" framing, and the queue's writev path
- * (coalescing, partial writes, ring wrap-around) over a real socketpair().
+ * "print" lines, filters refused with their reason, and the queue's writev path (coalescing,
+ * partial writes, ring wrap-around) over a real socketpair(). Losses and drops are
+ * test-stream-losses'.
  *
  *   test-stream DATADIR
  */
 
 #include <limits.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 
-#include <traceevent/event-parse.h>
-
 #include "core/decode.h"
-#include "core/encode.h"
-#include "core/queue.h"
-#include "core/stream.h"
-#include "tpd-test.h"
-
-#define PAGE 4096U
-
-static const char *datadir;
-
-typedef struct Pair {
-        int w, r;
-} Pair;
-
-static Pair pair_new(int sndbuf) {
-        int fds[2];
-
-        ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds) == 0);
-        if (sndbuf > 0)
-                ASSERT(setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) == 0);
-        return (Pair){ fds[0], fds[1] };
-}
-
-static void pair_close(Pair *p) {
-        if (p->w >= 0)
-                close(p->w);
-        if (p->r >= 0)
-                close(p->r);
-}
-
-/* Appends everything waiting on fd to out. */
-static size_t drain(int fd, JsonBuf *out) {
-        size_t total = 0;
-
-        for (;;) {
-                ssize_t n;
-
-                ASSERT_INT_EQ(jsonbuf_reserve(out, 65536 + 1), 0);
-                n = read(fd, out->data + out->len, 65536);
-                if (n < 0 && errno == EAGAIN)
-                        break;
-                ASSERT(n >= 0);
-                if (n == 0)
-                        break;
-                out->len += (size_t) n;
-                total += (size_t) n;
-        }
-        out->data[out->len] = 0;
-        return total;
-}
-
-/* Writes the whole queue through a socketpair and returns what came out. */
-static void flush_queue(Queue *q, JsonBuf *out) {
-        Pair p = pair_new(0);
-
-        for (;;) {
-                int r = queue_write(q, p.w);
-                ASSERT(r >= 0);
-                drain(p.r, out);
-                if (r == 0)
-                        break;
-        }
-        ASSERT(queue_is_empty(q));
-        ASSERT_INT_EQ(q->bytes, 0);
-        pair_close(&p);
-}
-
-#define ASSERT_OUT(out, text) ASSERT_MEM_EQ((out)->data, (out)->len, text, strlen(text))
-
-/* An event record with a fixed line of text, as the decoder would have appended it. */
-static size_t add_event(Batch *b, unsigned cpu, uint16_t id, int32_t pid, uint64_t ts, const char *text) {
-        size_t len = strlen(text);
-        Record *r;
-
-        ASSERT_INT_EQ(jsonbuf_reserve(&b->buf, len), 0);
-        r = batch_add_record(b);
-        ASSERT(r);
-        r->offset = (uint32_t) b->buf.len;
-        r->length = (uint32_t) len;
-        r->cpu = cpu;
-        r->event_id = id;
-        r->pid = pid;
-        r->ts = ts;
-        r->kind = RECORD_EVENT;
-        jsonbuf_put(&b->buf, text, len);
-        return b->n_records - 1;
-}
-
-static Stream *stream_make(StreamMode mode, unsigned n_cpus, size_t max_bytes) {
-        Stream *s = NULL;
-
-        ASSERT_INT_EQ(stream_new(mode, n_cpus, max_bytes, &s), 0);
-        ASSERT(s);
-        return s;
-}
-
-/* Sets a filter on one event, as a call naming it does. */
-static int set_filter(Stream *s, struct tep_handle *tep, const char *filter, const char *event,
-                      SelectionError *ret_error) {
-        const char *colon = strchr(event, ':');
-        char system[64];
-        struct tep_event *e;
-        SelectionError err = {};
-        int r;
-
-        ASSERT(colon);
-        snprintf(system, sizeof(system), "%.*s", (int) (colon - event), event);
-        e = tep_find_event_by_name(tep, system, colon + 1);
-        ASSERT(e);
-        r = selection_set_filter(&s->selection, tep, filter, &e, 1, true, &err);
-        if (ret_error)
-                *ret_error = err;
-        else
-                free(err.message);
-        return r;
-}
+#include "stream-helpers.h"
 
 static void test_selection(void) {
         Batch *b = batch_new();
@@ -218,115 +101,6 @@ static void test_selection(void) {
         batch_unref(b);
 }
 
-/* A tep with the formats of a dataset, as test-decode builds it. */
-static struct tep_handle *load_tep(const char *name) {
-        struct tep_handle *tep = tep_alloc();
-        static const char *const files[] = {
-                "sched.sched_switch.format",
-                "syscalls.sys_enter_getppid.format",
-        };
-        char path[PATH_MAX];
-        char *buf;
-        size_t len;
-
-        ASSERT(tep);
-        tep_set_long_size(tep, 8);
-        snprintf(path, sizeof(path), "%s/%s/header_page", datadir, name);
-        buf = test_read_file(path, &len);
-        ASSERT(buf);
-        ASSERT(tep_parse_header_page(tep, buf, len, 8) == 0);
-        free(buf);
-        for (size_t i = 0; i < 2; i++) {
-                snprintf(path, sizeof(path), "%s/%s/%s", datadir, name, files[i]);
-                buf = test_read_file(path, &len);
-                if (!buf)
-                        continue;
-                ASSERT_INT_EQ(tep_parse_event(tep, buf, len, i == 0 ? "sched" : "syscalls"), 0);
-                free(buf);
-        }
-        return tep;
-}
-
-static uint8_t *load_pages(const char *name, const char *file, size_t *ret_n) {
-        char path[PATH_MAX];
-        uint8_t *pages;
-        size_t len = 0;
-
-        snprintf(path, sizeof(path), "%s/%s/%s", datadir, name, file);
-        pages = (uint8_t *) test_read_file(path, &len);
-        if (!pages)
-                TEST_FAIL("cannot read %s: %m", path);
-        ASSERT(len % PAGE == 0);
-        *ret_n = len / PAGE;
-        return pages;
-}
-
-static uint64_t missed_2652(void *userdata, unsigned cpu, const uint64_t *stored) {
-        return cpu == 0 ? 2652 : 0;
-}
-
-/* The overrun dataset's first page: the kernel overwrote 2652 records before it. Every stream
- * watching CPU 0 hears of it, whatever events or pids it selected. */
-static void test_overrun_fanout(void) {
-        struct tep_handle *tep = load_tep("overrun");
-        DecoderCallbacks cb = { .missed = missed_2652 };
-        static const char lost[] = "{\"ts\":753202202212,\"cpu\":0,\"lost\":2652,\"cause\":\"overrun\"}\n";
-        const char *getppid = "syscalls:sys_enter_getppid";
-        Stream *s[6];
-        Decoder *d;
-        Batch *b = batch_new();
-        uint8_t *pages;
-        size_t n_pages;
-
-        pages = load_pages("overrun", "cpu0.pages", &n_pages);
-        ASSERT_INT_EQ(decoder_new(tep, &cb, &d), 0);
-        ASSERT_INT_EQ(decoder_decode_page(d, pages, PAGE, 0, b), 205);
-        ASSERT_INT_EQ(b->records[0].kind, TPD_LOST_OVERRUN);
-
-        for (size_t i = 0; i < 6; i++)
-                s[i] = stream_make(STREAM_RAW, 2, 1 << 20);
-        ASSERT_INT_EQ(selection_select_event(&s[0]->selection, 305), 0); /* its events */
-        ASSERT_INT_EQ(selection_select_event(&s[1]->selection, 372), 0); /* other events */
-        ASSERT_INT_EQ(selection_select_pid(&s[2]->selection, 1), 0);     /* another pid */
-        ASSERT_INT_EQ(selection_select_cpu(&s[3]->selection, 1), 0);     /* another CPU: nothing */
-        ASSERT_INT_EQ(selection_select_cpu(&s[4]->selection, 0), 0);
-        ASSERT_INT_EQ(selection_select_pid(&s[4]->selection, 8497), 0);
-        /* A filter that no record passes; the loss still does. */
-        ASSERT_INT_EQ(set_filter(s[5], tep, "__syscall_nr == 1", getppid, NULL), 0);
-
-        for (size_t k = 0; k < 6; k++)
-                for (size_t i = 0; i < b->n_records; i++)
-                        ASSERT(stream_offer(s[k], d, b, i) >= 0);
-
-        for (size_t k = 0; k < 6; k++) {
-                JsonBuf out = {};
-                size_t expect_lines = k == 0 || k == 4 ? 205 : k == 3 ? 0 : 1;
-
-                /* Contiguous slices of one batch make one queue entry. */
-                ASSERT_INT_EQ(s[k]->queue.n, expect_lines > 0 ? 1 : 0);
-                /* The lost record is one of the lines, not a delivered event. */
-                ASSERT_U64_EQ(s[k]->delivered, expect_lines > 0 ? expect_lines - 1 : 0);
-                flush_queue(&s[k]->queue, &out);
-                if (expect_lines == 0)
-                        ASSERT_INT_EQ(out.len, 0);
-                else if (expect_lines == 1)
-                        ASSERT_OUT(&out, lost);
-                else {
-                        ASSERT_MEM_EQ(out.data, out.len, b->buf.data, b->buf.len);
-                        ASSERT_MEM_EQ(out.data, sizeof(lost) - 1, lost, sizeof(lost) - 1);
-                }
-                jsonbuf_done(&out);
-                stream_free(s[k]);
-        }
-        /* Every queue let go of the batch. */
-        ASSERT_INT_EQ(b->refs, 1);
-
-        batch_unref(b);
-        decoder_free(d);
-        free(pages);
-        tep_free(tep);
-}
-
 static size_t count_substr(const char *s, const char *needle) {
         size_t n = 0;
         for (const char *p = s; (p = strstr(p, needle)); p++)
@@ -383,7 +157,7 @@ static void test_filter(void) {
                 for (size_t j = 0; j < b->n_records; j++, total++)
                         matched += selection_matches(&s->selection, NULL, &b->records[j]);
         }
-        snprintf(path, sizeof(path), "%s/sched_switch/expected.ndjson", datadir);
+        snprintf(path, sizeof(path), "%s/sched_switch/expected.ndjson", test_datadir);
         golden = test_read_file(path, NULL);
         ASSERT(golden);
         ASSERT_INT_EQ(total, 126);
@@ -453,167 +227,6 @@ static void test_print(void) {
         stream_free(plain);
         free(pages);
         tep_free(tep);
-}
-
-/* Ten-byte lines, so that the limit arithmetic is plain. */
-static size_t add_line(Batch *b, unsigned cpu, uint64_t ts) {
-        char text[16];
-        snprintf(text, sizeof(text), "{\"n\":%03u}\n", (unsigned) ts);
-        ASSERT_INT_EQ(strlen(text), 10);
-        return add_event(b, cpu, 1, 1, ts, text);
-}
-
-static void test_queue_limit(void) {
-        Stream *s = stream_make(STREAM_RAW, 2, 100);
-        Batch *b = batch_new();
-        JsonBuf out = {};
-        uint64_t ts = 1;
-
-        /* Ten lines fill the 100 bytes exactly; the next five are dropped and counted. */
-        for (int i = 0; i < 15; i++, ts++)
-                ASSERT_INT_EQ(stream_offer(s, NULL, b, add_line(b, 0, ts)), i < 10);
-        ASSERT_U64_EQ(s->delivered, 10);
-        ASSERT_U64_EQ(s->lost_client, 5);
-        ASSERT_U64_EQ(s->dropped[0], 5);
-        ASSERT(s->drops_pending);
-        ASSERT_INT_EQ(s->queue.bytes, 100);
-
-        /* Once a drop is pending nothing passes it, even on another CPU: the client must learn
-         * of the gap before it sees what came after. */
-        for (int i = 0; i < 2; i++, ts++)
-                ASSERT_INT_EQ(stream_offer(s, NULL, b, add_line(b, 1, ts)), 0);
-        ASSERT_U64_EQ(s->dropped[1], 2);
-        ASSERT_U64_EQ(s->lost_client, 7);
-
-        /* No room yet: nothing is reported. */
-        ASSERT_INT_EQ(stream_report_drops(s), 0);
-        ASSERT_INT_EQ(s->queue.bytes, 100);
-        ASSERT(s->drops_pending);
-
-        flush_queue(&s->queue, &out);
-        ASSERT_OUT(&out, "{\"n\":001}\n{\"n\":002}\n{\"n\":003}\n{\"n\":004}\n{\"n\":005}\n"
-                         "{\"n\":006}\n{\"n\":007}\n{\"n\":008}\n{\"n\":009}\n{\"n\":010}\n");
-        out.len = 0;
-
-        /* Room again: one lost record per CPU, with the exact count and the last dropped ts. */
-        ASSERT_INT_EQ(stream_report_drops(s), 0);
-        ASSERT(!s->drops_pending);
-        ASSERT_U64_EQ(s->dropped[0], 0);
-        ASSERT_U64_EQ(s->dropped[1], 0);
-        ASSERT_U64_EQ(s->delivered, 10); /* lost records are not deliveries */
-        ASSERT_U64_EQ(s->lost_client, 7);
-        ASSERT_INT_EQ(s->queue.bytes, 2 * 44);
-        /* Reported once only. */
-        ASSERT_INT_EQ(stream_report_drops(s), 0);
-        ASSERT_INT_EQ(s->queue.bytes, 2 * 44);
-
-        ASSERT_INT_EQ(stream_offer(s, NULL, b, add_line(b, 0, ts)), 1);
-        ts++;
-        flush_queue(&s->queue, &out);
-        ASSERT_OUT(&out, "{\"ts\":15,\"cpu\":0,\"lost\":5,\"cause\":\"client\"}\n"
-                         "{\"ts\":17,\"cpu\":1,\"lost\":2,\"cause\":\"client\"}\n"
-                         "{\"n\":018}\n");
-        /* Every record offered is either delivered or counted as lost: 18 = 11 + 7. */
-        ASSERT_U64_EQ(s->delivered + s->lost_client, ts - 1);
-        out.len = 0;
-
-        /* Drops again, reported once there is room. A lost
-         * record of the kernel that cannot be queued keeps its own cause: the kernel overwrote
-         * those records, the client is not to blame for them. */
-        for (int i = 0; i < 10; i++, ts++)
-                ASSERT_INT_EQ(stream_offer(s, NULL, b, add_line(b, 1, ts)), 1);
-        ASSERT_INT_EQ(batch_add_lost(b, ts, 1, 1000, TPD_LOST_OVERRUN), 0);
-        ASSERT_INT_EQ(stream_offer(s, NULL, b, b->n_records - 1), 0);
-        ASSERT_INT_EQ(stream_offer(s, NULL, b, add_line(b, 1, 30)), 0);
-        ASSERT_U64_EQ(s->dropped[1], 1);
-        ASSERT_U64_EQ(s->carried[1 * _RECORD_KIND_MAX + TPD_LOST_OVERRUN], 1000);
-        ASSERT_U64_EQ(s->lost_client, 8);
-        flush_queue(&s->queue, &out);
-        out.len = 0;
-        ASSERT_INT_EQ(stream_report_drops(s), 0);
-        ASSERT(!s->drops_pending);
-        flush_queue(&s->queue, &out);
-        ASSERT_INT_EQ(stream_offer(s, NULL, b, add_line(b, 0, 31)), 1);
-        flush_queue(&s->queue, &out);
-        ASSERT_OUT(&out, "{\"ts\":29,\"cpu\":1,\"lost\":1000,\"cause\":\"overrun\"}\n"
-                         "{\"ts\":30,\"cpu\":1,\"lost\":1,\"cause\":\"client\"}\n{\"n\":031}\n");
-
-        jsonbuf_done(&out);
-        stream_free(s);
-        batch_unref(b);
-}
-
-/* Lost records go out once the queue is down to half of its limit, not before. */
-static void test_queue_threshold(void) {
-        for (int lines = 5; lines <= 6; lines++) {
-                Stream *s = stream_make(STREAM_RAW, 1, 100);
-                Batch *b = batch_new();
-                JsonBuf out = {};
-                size_t big;
-
-                for (int i = 0; i < lines; i++)
-                        ASSERT_INT_EQ(stream_offer(s, NULL, b, add_line(b, 0, (uint64_t) i)), 1);
-                /* A 77-byte line does not fit beside 50 or 60 bytes. */
-                ASSERT_INT_EQ(
-                        batch_add_lost(b, 1000000000000000000ULL, 0, 1000000000000000ULL, TPD_LOST_OVERRUN),
-                        0);
-                big = b->n_records - 1;
-                ASSERT_INT_EQ(b->records[big].length, 77);
-                ASSERT_INT_EQ(stream_offer(s, NULL, b, big), 0);
-                ASSERT(s->drops_pending);
-
-                ASSERT_INT_EQ(stream_report_drops(s), 0);
-                if (lines == 5) {
-                        /* 50 bytes is half of 100: reported at once, after what was queued. */
-                        ASSERT(!s->drops_pending);
-                        flush_queue(&s->queue, &out);
-                        ASSERT_OUT(&out, "{\"n\":000}\n{\"n\":001}\n{\"n\":002}\n{\"n\":003}\n{\"n\":004}\n"
-                                         "{\"ts\":1000000000000000000,\"cpu\":0,\"lost\":1000000000000000,"
-                                         "\"cause\":\"overrun\"}\n");
-                } else {
-                        ASSERT(s->drops_pending);
-                        ASSERT_INT_EQ(s->queue.bytes, 60);
-                }
-                jsonbuf_done(&out);
-                stream_free(s);
-                batch_unref(b);
-        }
-}
-
-static void test_more_mode(void) {
-        Stream *s = stream_make(STREAM_MORE, 1, 200);
-        Batch *b = batch_new();
-        JsonBuf out = {};
-        static const char want[] = "{\"continues\":true,\"parameters\":{\"record\":{\"n\":001}}}\0"
-                                   "{\"continues\":true,\"parameters\":{\"record\":{\"n\":002}}}\0";
-
-        ASSERT_INT_EQ(stream_offer(s, NULL, b, add_line(b, 0, 1)), 1);
-        ASSERT_INT_EQ(stream_offer(s, NULL, b, add_line(b, 0, 2)), 1);
-        flush_queue(&s->queue, &out);
-        ASSERT_MEM_EQ(out.data, out.len, want, sizeof(want) - 1);
-        out.len = 0;
-
-        /* Lost records are replies too, with the exact count. */
-        for (uint64_t ts = 3; ts < 30; ts++)
-                (void) stream_offer(s, NULL, b, add_line(b, 0, ts));
-        ASSERT(s->lost_client > 0);
-        ASSERT_U64_EQ(s->delivered + s->lost_client, 29);
-        flush_queue(&s->queue, &out);
-        out.len = 0;
-        ASSERT_INT_EQ(stream_report_drops(s), 0);
-        flush_queue(&s->queue, &out);
-        {
-                char lost[128];
-                int n = snprintf(lost, sizeof(lost),
-                                 "{\"continues\":true,\"parameters\":{\"record\":"
-                                 "{\"ts\":29,\"cpu\":0,\"lost\":%" PRIu64 ",\"cause\":\"client\"}}}",
-                                 s->lost_client);
-                ASSERT_MEM_EQ(out.data, out.len, lost, (size_t) n + 1);
-        }
-
-        jsonbuf_done(&out);
-        stream_free(s);
-        batch_unref(b);
 }
 
 static void test_queue_coalescing(void) {
@@ -831,16 +444,12 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "usage: test-stream DATADIR\n");
                 return EXIT_FAILURE;
         }
-        datadir = argv[1];
+        test_datadir = argv[1];
 
         test_selection();
         test_offer_batch();
-        test_overrun_fanout();
         test_filter();
         test_print();
-        test_queue_limit();
-        test_queue_threshold();
-        test_more_mode();
         test_queue_coalescing();
         test_queue_partial_writes();
         test_filter_malformed();
