@@ -28,8 +28,8 @@ bool access_uid_is_root(uid_t uid) {
         return uid == 0 || uid == geteuid();
 }
 
-bool access_peer_is_root(const Peer *c) {
-        return access_uid_is_root(c->uid);
+bool access_peer_is_root(const Peer *p) {
+        return access_uid_is_root(p->uid);
 }
 
 static unsigned access_root_slots(unsigned total) {
@@ -119,41 +119,41 @@ bool access_admit(Access *a, const Peer *peers, unsigned n_peers, unsigned n_ref
 }
 
 /* Streams are limited in total and per user, and the last ones are root's. */
-int access_check_stream(const Access *a, const Peer *peers, unsigned n_streams, Peer *c) {
+int access_check_stream(const Access *a, const Peer *peers, unsigned n_streams, Peer *p) {
         unsigned total = a->config->max_clients, reserved = access_root_slots(total), mine = 0;
         int r;
 
         if (total == 0)
                 return 0;
         if (n_streams >= total)
-                r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
+                r = peer_errorf(p, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
                                 "tpd serves at most %u streams at once.", total);
-        else if (access_peer_is_root(c))
+        else if (access_peer_is_root(p))
                 return 0;
         else if (n_streams >= total - reserved)
-                r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
+                r = peer_errorf(p, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
                                 "The last %u of tpd's %u streams are kept for root.", reserved, total);
         else {
                 for (const Peer *k = peers; k; k = k->next)
-                        if (k->stream && k->uid == c->uid)
+                        if (k->stream && k->uid == p->uid)
                                 mine++;
                 if (a->config->max_streams_per_user == 0 || mine < a->config->max_streams_per_user)
                         return 0;
-                r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
+                r = peer_errorf(p, TPD_ERROR_LIMIT_EXCEEDED, "limit", "streams",
                                 "uid %u has %u streams, as many as a user may have (MaxStreamsPerUser=).",
-                                (unsigned) c->uid, mine);
+                                (unsigned) p->uid, mine);
         }
         return r < 0 ? r : 1;
 }
 
-unsigned access_max_call_events(const Access *a, const Peer *c, unsigned max) {
-        return access_peer_is_root(c) ? max : MIN(max, a->config->max_call_events);
+unsigned access_max_call_events(const Access *a, const Peer *p, unsigned max) {
+        return access_peer_is_root(p) ? max : MIN(max, a->config->max_call_events);
 }
 
-unsigned access_max_glob_events(const Access *a, const Peer *c) {
-        return access_peer_is_root(c) ? 0 : a->config->max_glob_events;
+unsigned access_max_glob_events(const Access *a, const Peer *p) {
+        return access_peer_is_root(p) ? 0 : a->config->max_glob_events;
 }
 
-bool access_kernel_addresses(const Access *a, const Peer *c) {
-        return a->config->kernel_addresses || access_peer_is_root(c);
+bool access_kernel_addresses(const Access *a, const Peer *p) {
+        return a->config->kernel_addresses || access_peer_is_root(p);
 }

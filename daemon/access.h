@@ -32,7 +32,7 @@ typedef struct Access {
 void access_init(Access *a, const Config *config);
 
 bool access_uid_is_root(uid_t uid);
-bool access_peer_is_root(const Peer *c);
+bool access_peer_is_root(const Peer *p);
 
 /* Why a new connection is refused: the Varlink error its first call gets, and the message. */
 typedef struct AccessRefusal {
@@ -51,13 +51,13 @@ bool access_admit(Access *a, const Peer *peers, unsigned n_peers, unsigned n_ref
 
 /* Whether c may start one more stream or recording, with n_streams of them running among peers:
  * 0, or 1 with the LimitExceeded error queued (a negative errno when even that failed). */
-int access_check_stream(const Access *a, const Peer *peers, unsigned n_streams, Peer *c);
+int access_check_stream(const Access *a, const Peer *peers, unsigned n_streams, Peer *p);
 
 /* The bounds of one call of c (0: none): events selected (at most max for everyone), and events
  * one glob may match. */
-unsigned access_max_call_events(const Access *a, const Peer *c, unsigned max);
-unsigned access_max_glob_events(const Access *a, const Peer *c);
+unsigned access_max_call_events(const Access *a, const Peer *p, unsigned max);
+unsigned access_max_glob_events(const Access *a, const Peer *p);
 
 /* Whether c's recordings carry kernel addresses with their symbols: root's, or everyone's with
  * KernelAddresses=yes. */
-bool access_kernel_addresses(const Access *a, const Peer *c);
+bool access_kernel_addresses(const Access *a, const Peer *p);

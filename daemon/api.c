@@ -23,24 +23,24 @@
 #define API_PIDS_MAX 1024U
 #define API_CPUS_MAX 4096U
 
-typedef int (*ApiMethod)(Manager *m, Peer *c, const VarlinkCall *call);
+typedef int (*ApiMethod)(Manager *m, Peer *p, const VarlinkCall *call);
 
 /* Queues p as the reply, unless a json_set()/json_push() into it failed (r < 0): then the
  * connection closes, out of memory. */
-static int api_reply(Peer *c, json_object *p, int r) {
+static int api_reply(Peer *peer, json_object *p, int r) {
         if (r < 0) {
                 json_object_put(p);
                 return r;
         }
-        return peer_reply(c, p);
+        return peer_reply(peer, p);
 }
 
-static int method_get_info(Manager *m, Peer *c, const VarlinkCall *call) {
+static int method_get_info(Manager *m, Peer *peer, const VarlinkCall *call) {
         static const char *const keys[] = { NULL };
         json_object *p, *ifaces;
         int r = 0;
 
-        if (check_keys(c, call, keys) < 0)
+        if (check_keys(peer, call, keys) < 0)
                 return 0;
         p = json_object_new_object();
         ifaces = json_object_new_array();
@@ -51,25 +51,25 @@ static int method_get_info(Manager *m, Peer *c, const VarlinkCall *call) {
         json_set(&r, p, "version", json_object_new_string(TPD_VERSION));
         json_set(&r, p, "url", json_object_new_string("https://github.com/tpd-project/tpd"));
         json_set(&r, p, "interfaces", ifaces);
-        return api_reply(c, p, r);
+        return api_reply(peer, p, r);
 }
 
-static int method_get_interface_description(Manager *m, Peer *c, const VarlinkCall *call) {
+static int method_get_interface_description(Manager *m, Peer *peer, const VarlinkCall *call) {
         static const char *const keys[] = { "interface", NULL };
         const char *iface = NULL;
         json_object *p;
         int r = 0;
 
-        if (check_keys(c, call, keys) < 0)
+        if (check_keys(peer, call, keys) < 0)
                 return 0;
         if (varlink_param_string(call->parameters, "interface", false, &iface) < 0)
-                return invalid_parameter(c, "interface");
+                return invalid_parameter(peer, "interface");
         if (!streq(iface, TPD_INTERFACE))
-                return peer_errorf(c, VARLINK_SERVICE ".InterfaceNotFound", "interface", iface,
+                return peer_errorf(peer, VARLINK_SERVICE ".InterfaceNotFound", "interface", iface,
                                    "No interface '%s' here.", iface);
         p = json_object_new_object();
         json_set(&r, p, "description", json_object_new_string(api_interface_description));
-        return api_reply(c, p, r);
+        return api_reply(peer, p, r);
 }
 
 static bool event_enabled(Manager *m, const char *name) {
@@ -105,7 +105,7 @@ static void list_text_free(json_object *o, void *userdata) {
         free(userdata);
 }
 
-static int method_list_events(Manager *m, Peer *c, const VarlinkCall *call) {
+static int method_list_events(Manager *m, Peer *peer, const VarlinkCall *call) {
         static const char *const keys[] = { "pattern", NULL };
         _cleanup_strv_free_ char **names = NULL;
         _cleanup_free_ char *text = NULL;
@@ -113,14 +113,14 @@ static int method_list_events(Manager *m, Peer *c, const VarlinkCall *call) {
         json_object *p, *list;
         int r;
 
-        if (check_keys(c, call, keys) < 0)
+        if (check_keys(peer, call, keys) < 0)
                 return 0;
         if (varlink_param_string(call->parameters, "pattern", true, &pattern) < 0)
-                return invalid_parameter(c, "pattern");
+                return invalid_parameter(peer, "pattern");
 
         r = tracing_list_events(m->tracing, pattern, &names);
         if (r == -EINVAL)
-                return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "pattern",
+                return peer_errorf(peer, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "pattern",
                                    "'%s' is not a valid pattern: use system:event with * and ? globs.",
                                    pattern);
         if (r < 0)
@@ -138,10 +138,10 @@ static int method_list_events(Manager *m, Peer *c, const VarlinkCall *call) {
         json_object_set_serializer(list, list_serialize, TAKE_PTR(text), list_text_free);
         p = json_object_new_object();
         json_set(&r, p, "events", list);
-        return api_reply(c, p, r);
+        return api_reply(peer, p, r);
 }
 
-static int method_describe_event(Manager *m, Peer *c, const VarlinkCall *call) {
+static int method_describe_event(Manager *m, Peer *peer, const VarlinkCall *call) {
         static const char *const keys[] = { "event", NULL };
         _cleanup_free_ char *print_fmt = NULL;
         const char *name = NULL;
@@ -149,18 +149,18 @@ static int method_describe_event(Manager *m, Peer *c, const VarlinkCall *call) {
         json_object *p, *fields;
         int r;
 
-        if (check_keys(c, call, keys) < 0)
+        if (check_keys(peer, call, keys) < 0)
                 return 0;
         if (varlink_param_string(call->parameters, "event", false, &name) < 0)
-                return invalid_parameter(c, "event");
+                return invalid_parameter(peer, "event");
         if (names_is_glob(name))
-                return resolve_error(c, -EINVAL, name);
+                return resolve_error(peer, -EINVAL, name);
 
         r = tracing_event_get(m->tracing, name, &e);
         if (r == -ENOENT || r == -EINVAL)
-                return resolve_error(c, r, name);
+                return resolve_error(peer, r, name);
         if (r < 0)
-                return tracefs_error(c, r, "load the event format");
+                return tracefs_error(peer, r, "load the event format");
         (void) tracing_event_print_fmt(m->tracing, e, &print_fmt);
 
         fields = json_object_new_array();
@@ -177,7 +177,7 @@ static int method_describe_event(Manager *m, Peer *c, const VarlinkCall *call) {
         json_set(&r, p, "id", json_object_new_int(e->format->id));
         json_set(&r, p, "fields", fields);
         json_set(&r, p, "print_fmt", json_object_new_string(strempty(print_fmt)));
-        return api_reply(c, p, r);
+        return api_reply(peer, p, r);
 }
 
 static int64_t boot_to_realtime_ns(void) {
@@ -251,7 +251,7 @@ static void stream_setup_done(Manager *m, StreamSetup *st, bool release) {
 
 /* The events a call names; with none, a recording's are those enabled now (its file describes the
  * events it holds). Returns 0, 1 when an error reply was queued, or a negative errno. */
-static int stream_setup_events(Manager *m, Peer *c, const StreamParams *p, bool recording,
+static int stream_setup_events(Manager *m, Peer *peer, const StreamParams *p, bool recording,
                                TracingEvent ***ret, size_t *ret_n) {
         _cleanup_free_ TracingEvent **events = NULL;
         TracingEvent *const *known;
@@ -259,7 +259,7 @@ static int stream_setup_events(Manager *m, Peer *c, const StreamParams *p, bool 
         int r;
 
         if (p->n_events > 0) {
-                r = resolve_events(m, c, p->events, p->n_events, true, ret, ret_n);
+                r = resolve_events(m, peer, p->events, p->n_events, true, ret, ret_n);
                 return r < 0 ? r : r > 0;
         }
         if (!recording)
@@ -272,12 +272,12 @@ static int stream_setup_events(Manager *m, Peer *c, const StreamParams *p, bool 
                 if (known[i]->enabled && !known[i]->always_on)
                         events[n++] = known[i];
         if (n == 0) {
-                r = peer_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", "",
+                r = peer_errorf(peer, TPD_ERROR_NO_SUCH_EVENT, "event", "",
                                 "No event is enabled: name the events to record.");
                 return r < 0 ? r : 1;
         }
         /* Selected all the same: a member's implicit selection obeys MaxCallEvents= too. */
-        r = check_call_events(m, c, n);
+        r = check_call_events(m, peer, n);
         if (r != 0)
                 return r < 0 ? r : 1;
         *ret = TAKE_PTR(events);
@@ -288,7 +288,7 @@ static int stream_setup_events(Manager *m, Peer *c, const StreamParams *p, bool 
 /* Builds the stream's selection (selection_build()) and replies to a filter it refuses. Without
  * named events the filter covers the events enabled now for which it makes sense; records of
  * others do not pass it. Returns 0, 1 when an error reply was queued, or a negative errno. */
-static int stream_setup_selection(Manager *m, Peer *c, const StreamParams *p, TracingEvent **events,
+static int stream_setup_selection(Manager *m, Peer *peer, const StreamParams *p, TracingEvent **events,
                                   size_t n, Selection *sel) {
         size_t n_known, n_others = 0;
         TracingEvent *const *known = tracing_events(m->tracing, &n_known);
@@ -325,10 +325,10 @@ static int stream_setup_selection(Manager *m, Peer *c, const StreamParams *p, Tr
                 return r;
         bad = err.event == SIZE_MAX ? NULL : n > 0 ? events[err.event] : others[err.event];
         if (err.failure == SELECTION_FILTER_INVALID)
-                r = peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event", bad->name,
+                r = peer_errorf(peer, TPD_ERROR_INVALID_FILTER, "event", bad->name,
                                 "Invalid filter for '%s': %s", bad->name, strempty(err.message));
         else
-                r = peer_errorf(c, TPD_ERROR_INVALID_FILTER, "event", bad ? bad->name : "",
+                r = peer_errorf(peer, TPD_ERROR_INVALID_FILTER, "event", bad ? bad->name : "",
                                 "Invalid stream filter: %s",
                                 err.message ?: "it applies to no enabled event");
         free(err.message);
@@ -338,7 +338,7 @@ static int stream_setup_selection(Manager *m, Peer *c, const StreamParams *p, Tr
 /* Holds the named events for the stream's lifetime. The holds go to the connection only once the
  * stream is set up: a call that fails on the way must leave the connection as it was. Returns 0, 1
  * when an error reply was queued, or a negative errno. */
-static int stream_setup_hold(Manager *m, Peer *c, TracingEvent **events, size_t n, StreamSetup *st) {
+static int stream_setup_hold(Manager *m, Peer *p, TracingEvent **events, size_t n, StreamSetup *st) {
         int r = 0;
 
         st->events = calloc(n + 1, sizeof(TracingEvent *));
@@ -352,7 +352,7 @@ static int stream_setup_hold(Manager *m, Peer *c, TracingEvent **events, size_t 
         if (r < 0) {
                 release_holds(m, st->events, st->n_events);
                 st->n_events = 0;
-                r = tracefs_error(c, r, "enable the event");
+                r = tracefs_error(p, r, "enable the event");
                 return r < 0 ? r : 1;
         }
         return 0;
@@ -360,7 +360,7 @@ static int stream_setup_hold(Manager *m, Peer *c, TracingEvent **events, size_t 
 
 /* Parses a Stream or Record call's selection, checks it, and sets up its stream (a recording) and
  * holds. Returns 0 with *ret set, 1 when an error reply was queued, or a negative errno. */
-static int stream_setup(Manager *m, Peer *c, const VarlinkCall *call, const char *const *keys,
+static int stream_setup(Manager *m, Peer *peer, const VarlinkCall *call, const char *const *keys,
                         StreamMode mode, bool recording, StreamSetup *ret) {
         /* Absent (or null) "symbolic": the configuration's default, for streams of records. */
         _cleanup_(stream_params_done) StreamParams p = { .symbolic = !recording && m->config.symbolic };
@@ -369,15 +369,15 @@ static int stream_setup(Manager *m, Peer *c, const VarlinkCall *call, const char
         StreamSetup st = {};
         int r;
 
-        if (check_keys(c, call, keys) < 0)
+        if (check_keys(peer, call, keys) < 0)
                 return 1;
-        r = call_params_parse(m, c, call, stream_params, ELEMENTSOF(stream_params), &p);
+        r = call_params_parse(m, peer, call, stream_params, ELEMENTSOF(stream_params), &p);
         if (r != 0)
                 return r;
-        r = access_check_stream(&m->access, m->peers, m->n_streams, c);
+        r = access_check_stream(&m->access, m->peers, m->n_streams, peer);
         if (r != 0)
                 return r < 0 ? r : 1;
-        r = stream_setup_events(m, c, &p, recording, &events, &n);
+        r = stream_setup_events(m, peer, &p, recording, &events, &n);
         if (r != 0)
                 return r;
 
@@ -391,9 +391,9 @@ static int stream_setup(Manager *m, Peer *c, const VarlinkCall *call, const char
                 return r;
         st.stream->symbolic = p.symbolic;
         st.stream->realtime = p.realtime;
-        r = stream_setup_selection(m, c, &p, events, n, &st.stream->selection);
+        r = stream_setup_selection(m, peer, &p, events, n, &st.stream->selection);
         if (r == 0)
-                r = stream_setup_hold(m, c, events, n, &st);
+                r = stream_setup_hold(m, peer, events, n, &st);
         if (r != 0) {
                 stream_setup_done(m, &st, false);
                 return r;
@@ -405,16 +405,16 @@ static int stream_setup(Manager *m, Peer *c, const VarlinkCall *call, const char
 }
 
 /* The stream is running: the connection takes it over, and its holds. */
-static void stream_setup_commit(Manager *m, Peer *c, StreamSetup *st, bool upgraded) {
-        c->held = TAKE_PTR(st->events);
-        c->n_held = st->n_events;
-        c->stream = TAKE_PTR(st->stream);
-        c->recording = TAKE_PTR(st->recording);
-        c->upgraded = upgraded;
+static void stream_setup_commit(Manager *m, Peer *p, StreamSetup *st, bool upgraded) {
+        p->held = TAKE_PTR(st->events);
+        p->n_held = st->n_events;
+        p->stream = TAKE_PTR(st->stream);
+        p->recording = TAKE_PTR(st->recording);
+        p->upgraded = upgraded;
         manager_stream_started(m);
 }
 
-static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
+static int method_stream(Manager *m, Peer *peer, const VarlinkCall *call) {
         static const char *const keys[] = { "events", "pids",     "cpus",     "filter",
                                             "print",  "symbolic", "realtime", NULL };
         _cleanup_free_ char *clock = NULL;
@@ -425,9 +425,9 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
         int r;
 
         if (!call->more && !call->upgrade)
-                return peer_errorf(c, VARLINK_ERROR_EXPECTED_MORE, NULL, NULL,
+                return peer_errorf(peer, VARLINK_ERROR_EXPECTED_MORE, NULL, NULL,
                                    "Stream needs \"more\" or \"upgrade\" set in the call.");
-        r = stream_setup(m, c, call, keys, call->upgrade ? STREAM_RAW : STREAM_MORE, false, &st);
+        r = stream_setup(m, peer, call, keys, call->upgrade ? STREAM_RAW : STREAM_MORE, false, &st);
         if (r != 0)
                 return r < 0 ? r : 0;
 
@@ -443,7 +443,7 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
         json_set(&r, p, "cpus", json_object_new_int((int) m->n_cpus));
         json_set(&r, p, "ts", json_object_new_int64((int64_t) manager_trace_clock_now_ns(m)));
         if (r >= 0)
-                r = call->upgrade ? peer_reply(c, p) : peer_reply_more(c, p);
+                r = call->upgrade ? peer_reply(peer, p) : peer_reply_more(peer, p);
         else
                 json_object_put(p);
         if (r < 0) {
@@ -452,9 +452,9 @@ static int method_stream(Manager *m, Peer *c, const VarlinkCall *call) {
         }
 
         n_pids = st.stream->selection.n_pids;
-        log_debug("Peer %d: stream started (%zu events, %zu pids%s).", (int) c->pid, st.n_events, n_pids,
+        log_debug("Peer %d: stream started (%zu events, %zu pids%s).", (int) peer->pid, st.n_events, n_pids,
                   st.filtered ? ", filtered" : "");
-        stream_setup_commit(m, c, &st, call->upgrade);
+        stream_setup_commit(m, peer, &st, call->upgrade);
         return 0;
 }
 
@@ -510,7 +510,7 @@ static int record_queue_files(Manager *m, StreamSetup *st, bool kernel_addresses
         return 0;
 }
 
-static int method_record(Manager *m, Peer *c, const VarlinkCall *call) {
+static int method_record(Manager *m, Peer *peer, const VarlinkCall *call) {
         static const char *const keys[] = { "events", "pids", "cpus", "filter", NULL };
         _cleanup_free_ char *clock = NULL;
         StreamSetup st = {};
@@ -518,16 +518,16 @@ static int method_record(Manager *m, Peer *c, const VarlinkCall *call) {
         int r;
 
         if (!call->upgrade)
-                return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "upgrade",
+                return peer_errorf(peer, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "upgrade",
                                    "Record sends pages, not JSON: it needs \"upgrade\" set in the call.");
-        r = stream_setup(m, c, call, keys, STREAM_RAW, true, &st);
+        r = stream_setup(m, peer, call, keys, STREAM_RAW, true, &st);
         if (r != 0)
                 return r < 0 ? r : 0;
         /* The files go first: a recording cannot do without them. */
-        r = record_queue_files(m, &st, access_kernel_addresses(&m->access, c));
+        r = record_queue_files(m, &st, access_kernel_addresses(&m->access, peer));
         if (r == -ENOBUFS) {
                 stream_setup_done(m, &st, true);
-                return peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "client_queue",
+                return peer_errorf(peer, TPD_ERROR_LIMIT_EXCEEDED, "limit", "client_queue",
                                    "The files a recording starts with (the events' formats, the kernel's "
                                    "saved command lines) do not fit its queue (StreamQueueKB=%u): record "
                                    "fewer events, or raise StreamQueueKB=.",
@@ -535,7 +535,7 @@ static int method_record(Manager *m, Peer *c, const VarlinkCall *call) {
         }
         if (r < 0) {
                 stream_setup_done(m, &st, true);
-                return tracefs_error(c, r, "read the files a recording needs");
+                return tracefs_error(peer, r, "read the files a recording needs");
         }
 
         (void) tracing_get_clock(m->tracing, &clock);
@@ -550,37 +550,37 @@ static int method_record(Manager *m, Peer *c, const VarlinkCall *call) {
         json_set(&r, p, "flush_interval_ms", json_object_new_int64(m->config.flush_interval_ms));
         json_set(&r, p, "events", names);
         json_set(&r, p, "frames", json_object_new_int(TPD_FRAMES_VERSION));
-        r = api_reply(c, p, r);
+        r = api_reply(peer, p, r);
         if (r < 0) {
                 stream_setup_done(m, &st, true);
                 return r;
         }
-        log_debug("Peer %d: recording started (%zu events%s).", (int) c->pid, st.n_events,
+        log_debug("Peer %d: recording started (%zu events%s).", (int) peer->pid, st.n_events,
                   st.filtered ? ", filtered" : "");
-        stream_setup_commit(m, c, &st, true);
+        stream_setup_commit(m, peer, &st, true);
         return 0;
 }
 
 /* Puts a checked value of a runtime setting into effect. */
-static int configure_apply(Manager *m, Peer *c, const Setting *s, const Config *v) {
+static int configure_apply(Manager *m, Peer *p, const Setting *s, const Config *v) {
         int r;
 
         if (streq(s->name, "clock")) {
                 r = tracing_set_clock(m->tracing, v->clock);
                 if (r == -EINVAL)
-                        return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", s->name,
+                        return peer_errorf(p, VARLINK_ERROR_INVALID_PARAMETER, "parameter", s->name,
                                            "The kernel has no trace clock '%s'.", v->clock);
                 if (r < 0)
-                        return tracefs_error(c, r, "set the trace clock");
+                        return tracefs_error(p, r, "set the trace clock");
                 comm_cache_set_clock(m->comm, v->clock);
         } else if (streq(s->name, "buffer_size_kb")) {
                 /* The kernel's default size is only known before the first change. */
                 if (v->buffer_size_kb == 0)
-                        return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", s->name,
+                        return peer_errorf(p, VARLINK_ERROR_INVALID_PARAMETER, "parameter", s->name,
                                            "buffer_size_kb 0 (the kernel's default) applies at start only.");
                 r = tracing_set_buffer_size_kb(m->tracing, v->buffer_size_kb);
                 if (r < 0)
-                        return tracefs_error(c, r, "set the buffer size");
+                        return tracefs_error(p, r, "set the buffer size");
         } else if (streq(s->name, "flush_interval_ms"))
                 (void) sd_event_source_set_time_relative(m->flush_timer,
                                                          (uint64_t) v->flush_interval_ms * 1000);
@@ -589,17 +589,17 @@ static int configure_apply(Manager *m, Peer *c, const Setting *s, const Config *
 
 /* Configure takes the settings config_settings[] marks "runtime", by their names, checked as the
  * configuration files check them. */
-static int method_configure(Manager *m, Peer *c, const VarlinkCall *call) {
+static int method_configure(Manager *m, Peer *p, const VarlinkCall *call) {
         int r;
 
         json_object_object_foreach(call->parameters, key, val) {
                 const Setting *s = config_setting_by_name(key);
                 (void) val;
                 if (!s || !s->runtime)
-                        return invalid_parameter(c, key);
+                        return invalid_parameter(p, key);
         }
-        if (!access_peer_is_root(c))
-                return peer_errorf(c, VARLINK_ERROR_PERMISSION_DENIED, NULL, NULL,
+        if (!access_peer_is_root(p))
+                return peer_errorf(p, VARLINK_ERROR_PERMISSION_DENIED, NULL, NULL,
                                    "Only root may change tpd's settings.");
 
         json_object_object_foreach(call->parameters, name, value) {
@@ -618,23 +618,23 @@ static int method_configure(Manager *m, Peer *c, const VarlinkCall *call) {
                                    (size_t) json_object_get_string_len(value))
                         text = json_object_get_string(value);
                 else
-                        return invalid_parameter(c, name);
+                        return invalid_parameter(p, name);
 
                 r = config_setting_set(s, &scratch, text);
                 if (r == -EINVAL)
-                        return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", name,
+                        return peer_errorf(p, VARLINK_ERROR_INVALID_PARAMETER, "parameter", name,
                                            "Invalid value for '%s': expected %s.", name, s->expected);
                 if (r < 0)
                         return r;
-                r = configure_apply(m, c, s, &scratch);
+                r = configure_apply(m, p, s, &scratch);
                 if (r != 0)
                         return r;
                 r = config_setting_set(s, &m->config, text);
                 if (r < 0)
                         return r;
-                log_info("Setting %s changed to %s by uid %u.", name, text, (unsigned) c->uid);
+                log_info("Setting %s changed to %s by uid %u.", name, text, (unsigned) p->uid);
         }
-        return peer_reply(c, NULL);
+        return peer_reply(p, NULL);
 }
 
 static const struct {
@@ -654,25 +654,25 @@ static const struct {
         { TPD_METHOD("Record"), method_record },
 };
 
-int api_dispatch(Manager *m, Peer *c, const VarlinkCall *call) {
+int api_dispatch(Manager *m, Peer *p, const VarlinkCall *call) {
         int r;
 
         for (size_t i = 0; i < ELEMENTSOF(methods); i++)
                 if (streq(call->method, methods[i].name)) {
                         uint64_t t0 = now_usec(CLOCK_MONOTONIC), usec;
 
-                        r = methods[i].method(m, c, call);
+                        r = methods[i].method(m, p, call);
                         /* Every call runs on the loop: say which ones hold it up (tpd -v). */
                         usec = now_usec(CLOCK_MONOTONIC) - t0;
                         if (usec > API_SLOW_CALL_USEC)
-                                log_debug("Peer %d: %s took %" PRIu64 " ms.", (int) c->pid, methods[i].name,
+                                log_debug("Peer %d: %s took %" PRIu64 " ms.", (int) p->pid, methods[i].name,
                                           usec / 1000);
                         if (r < 0)
-                                log_debug_errno(r, "Peer %d: %s failed: %m", (int) c->pid,
+                                log_debug_errno(r, "Peer %d: %s failed: %m", (int) p->pid,
                                                 escape_text(call->method, (char[256]){}, 256));
                         return r;
                 }
 
-        return peer_errorf(c, VARLINK_ERROR_METHOD_NOT_FOUND, "method", call->method, "No method '%s'.",
+        return peer_errorf(p, VARLINK_ERROR_METHOD_NOT_FOUND, "method", call->method, "No method '%s'.",
                            call->method);
 }

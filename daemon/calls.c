@@ -8,16 +8,16 @@
 #include "core/names.h"
 #include "tpd-protocol.h"
 
-int invalid_parameter(Peer *c, const char *key) {
-        return peer_errorf(c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", key, "Invalid parameter '%s'.",
+int invalid_parameter(Peer *p, const char *key) {
+        return peer_errorf(p, VARLINK_ERROR_INVALID_PARAMETER, "parameter", key, "Invalid parameter '%s'.",
                            key);
 }
 
-int check_keys(Peer *c, const VarlinkCall *call, const char *const *allowed) {
+int check_keys(Peer *p, const VarlinkCall *call, const char *const *allowed) {
         const char *bad = NULL;
 
         if (varlink_params_check_keys(call->parameters, allowed, &bad) < 0) {
-                (void) invalid_parameter(c, bad);
+                (void) invalid_parameter(p, bad);
                 return -EINVAL;
         }
         return 0;
@@ -48,14 +48,14 @@ static int call_param_read(json_object *params, const CallParam *t, uint8_t *bas
         return -EINVAL;
 }
 
-int call_params_parse(Manager *m, Peer *c, const VarlinkCall *call, const CallParam *table, size_t n,
+int call_params_parse(Manager *m, Peer *p, const VarlinkCall *call, const CallParam *table, size_t n,
                       void *ret) {
         uint8_t *base = ret;
         int r;
 
         for (size_t i = 0; i < n; i++)
                 if (call_param_read(call->parameters, &table[i], base) < 0)
-                        return invalid_parameter(c, table[i].name) < 0 ? -ENOMEM : 1;
+                        return invalid_parameter(p, table[i].name) < 0 ? -ENOMEM : 1;
 
         /* The values of the lists: CPUs first, whose error says which CPUs there are, then the
          * other numbers, in the table's order. */
@@ -73,32 +73,32 @@ int call_params_parse(Manager *m, Peer *c, const VarlinkCall *call, const CallPa
                                 if (t->type == CALL_PARAM_CPUS &&
                                     (v[k] < 0 || v[k] >= (int64_t) m->n_cpus)) {
                                         r = peer_errorf(
-                                                c, VARLINK_ERROR_INVALID_PARAMETER, "parameter", t->name,
+                                                p, VARLINK_ERROR_INVALID_PARAMETER, "parameter", t->name,
                                                 "There is no CPU %lld: this machine has CPUs 0 to %u.",
                                                 (long long) v[k], m->n_cpus - 1);
                                         return r < 0 ? r : 1;
                                 }
                                 if (t->type == CALL_PARAM_INTS && (v[k] < t->min || v[k] > t->max_value))
-                                        return invalid_parameter(c, t->name) < 0 ? -ENOMEM : 1;
+                                        return invalid_parameter(p, t->name) < 0 ? -ENOMEM : 1;
                         }
                 }
         return 0;
 }
 
 /* Replies with the error for a failed tracing_resolve(). */
-int resolve_error(Peer *c, int r, const char *bad) {
+int resolve_error(Peer *p, int r, const char *bad) {
         if (r == -ENOENT)
-                return peer_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", bad,
+                return peer_errorf(p, TPD_ERROR_NO_SUCH_EVENT, "event", bad,
                                    "No event '%s'. 'tpctl list' shows the kernel's events.", bad);
         if (r == -EINVAL)
                 return peer_errorf(
-                        c, TPD_ERROR_NO_SUCH_EVENT, "event", bad,
+                        p, TPD_ERROR_NO_SUCH_EVENT, "event", bad,
                         "'%s' is not an event name: use system:event, optionally with * and ? globs.", bad);
         return r;
 }
 
-int tracefs_error(Peer *c, int r, const char *what) {
-        return peer_errorf(c, TPD_ERROR_TRACEFS_UNAVAILABLE, "reason", strerror(-r), "Failed to %s: %s",
+int tracefs_error(Peer *p, int r, const char *what) {
+        return peer_errorf(p, TPD_ERROR_TRACEFS_UNAVAILABLE, "reason", strerror(-r), "Failed to %s: %s",
                            what, strerror(-r));
 }
 
@@ -106,7 +106,7 @@ int tracefs_error(Peer *c, int r, const char *what) {
  * kernel on every hit, and enabling it costs a tracefs write on the loop. Events that Enable calls
  * still being answered will enable count as enabled. On error the reply is queued and a positive
  * value returned. */
-static int check_enabled_limit(Manager *m, Peer *c, char *const *names, size_t n) {
+static int check_enabled_limit(Manager *m, Peer *p, char *const *names, size_t n) {
         unsigned now = tracing_n_enabled(m->tracing) + m->n_enabling, more = 0;
         int r;
 
@@ -119,27 +119,27 @@ static int check_enabled_limit(Manager *m, Peer *c, char *const *names, size_t n
         if (more == 0 || m->config.max_enabled_events == 0 || now + more <= m->config.max_enabled_events)
                 return 0;
         r = peer_errorf(
-                c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "enabled_events",
+                p, TPD_ERROR_LIMIT_EXCEEDED, "limit", "enabled_events",
                 "tpd has %u events enabled and enables at most %u (MaxEnabledEvents=); this call would "
                 "add %u.",
                 now, m->config.max_enabled_events, more);
         return r < 0 ? r : 1;
 }
 
-int check_call_events(Manager *m, Peer *c, size_t n) {
-        bool root = access_peer_is_root(c);
-        unsigned max = access_max_call_events(&m->access, c, API_EVENTS_MAX);
+int check_call_events(Manager *m, Peer *p, size_t n) {
+        bool root = access_peer_is_root(p);
+        unsigned max = access_max_call_events(&m->access, p, API_EVENTS_MAX);
         int r;
 
         if (n <= max)
                 return 0;
-        r = peer_errorf(c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "call_events",
+        r = peer_errorf(p, TPD_ERROR_LIMIT_EXCEEDED, "limit", "call_events",
                         "The call selects %zu events; at most %u may be selected in one call%s.", n, max,
                         root ? "" : " (MaxCallEvents=)");
         return r < 0 ? r : 1;
 }
 
-int resolve_names(Manager *m, Peer *c, char *const *names, size_t n, bool enable, char ***ret) {
+int resolve_names(Manager *m, Peer *p, char *const *names, size_t n, bool enable, char ***ret) {
         _cleanup_strv_free_ char **resolved = NULL;
         const char *bad = NULL;
         size_t count = 0;
@@ -148,28 +148,28 @@ int resolve_names(Manager *m, Peer *c, char *const *names, size_t n, bool enable
         /* Bounded work: distinct patterns per call for everyone; broad globs and large selections
          * are root's. */
         r = tracing_resolve_limited(m->tracing, names, n, API_PATTERNS_MAX,
-                                    access_max_glob_events(&m->access, c), &resolved, &bad, &count);
+                                    access_max_glob_events(&m->access, p), &resolved, &bad, &count);
         if (r < 0) {
                 if (r == -E2BIG)
                         r = peer_errorf(
-                                c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "patterns",
+                                p, TPD_ERROR_LIMIT_EXCEEDED, "limit", "patterns",
                                 "The call names %zu distinct patterns; at most %u are allowed in one call.",
                                 count, API_PATTERNS_MAX);
                 else if (r == -EPERM)
                         r = peer_errorf(
-                                c, TPD_ERROR_LIMIT_EXCEEDED, "limit", "glob_events",
+                                p, TPD_ERROR_LIMIT_EXCEEDED, "limit", "glob_events",
                                 "'%s' matches %zu events; only root may use a glob that matches more "
                                 "than %u (MaxGlobEvents=).",
                                 bad, count, m->config.max_glob_events);
                 else
-                        r = resolve_error(c, r, bad);
+                        r = resolve_error(p, r, bad);
                 return r < 0 ? r : 1;
         }
-        r = check_call_events(m, c, strv_length(resolved));
+        r = check_call_events(m, p, strv_length(resolved));
         if (r != 0)
                 return r;
         if (enable) {
-                r = check_enabled_limit(m, c, resolved, strv_length(resolved));
+                r = check_enabled_limit(m, p, resolved, strv_length(resolved));
                 if (r != 0)
                         return r;
         }
@@ -177,14 +177,14 @@ int resolve_names(Manager *m, Peer *c, char *const *names, size_t n, bool enable
         return 0;
 }
 
-int resolve_events(Manager *m, Peer *c, char *const *names, size_t n, bool enable, TracingEvent ***ret,
+int resolve_events(Manager *m, Peer *p, char *const *names, size_t n, bool enable, TracingEvent ***ret,
                    size_t *ret_n) {
         _cleanup_strv_free_ char **resolved = NULL;
         _cleanup_free_ TracingEvent **events = NULL;
         size_t k;
         int r;
 
-        r = resolve_names(m, c, names, n, enable, &resolved);
+        r = resolve_names(m, p, names, n, enable, &resolved);
         if (r != 0)
                 return r;
         k = strv_length(resolved);
@@ -194,7 +194,7 @@ int resolve_events(Manager *m, Peer *c, char *const *names, size_t n, bool enabl
         for (size_t i = 0; i < k; i++) {
                 r = tracing_event_get(m->tracing, resolved[i], &events[i]);
                 if (r < 0) {
-                        r = peer_errorf(c, TPD_ERROR_NO_SUCH_EVENT, "event", resolved[i],
+                        r = peer_errorf(p, TPD_ERROR_NO_SUCH_EVENT, "event", resolved[i],
                                         "The format of '%s' could not be loaded: %s", resolved[i],
                                         strerror(-r));
                         return r < 0 ? r : 1;
@@ -205,7 +205,7 @@ int resolve_events(Manager *m, Peer *c, char *const *names, size_t n, bool enabl
         return 0;
 }
 
-bool client_holds(const Peer *k, const TracingEvent *e) {
+bool peer_holds(const Peer *k, const TracingEvent *e) {
         if (!k->stream)
                 return false;
         /* A stream that named no event takes every enabled one: a kernel filter changes it too. */
@@ -241,7 +241,7 @@ int event_held_by_others(Manager *m, const TracingEvent *e, uid_t uid, char **re
         FILE *f;
 
         for (Peer *k = m->peers; k; k = k->next)
-                if (k->uid != uid && client_holds(k, e) && uids_add(&streams, &n_streams, k->uid) < 0)
+                if (k->uid != uid && peer_holds(k, e) && uids_add(&streams, &n_streams, k->uid) < 0)
                         return -ENOMEM;
 
         f = open_memstream(&who, &size);

@@ -71,7 +71,7 @@ int resolve_events(Manager *m, Peer *p, char *const *names, size_t n, bool enabl
 int check_call_events(Manager *m, Peer *p, size_t n);
 
 /* Whether k's stream gets e's records (a stream that named no event gets every enabled one). */
-bool client_holds(const Peer *k, const TracingEvent *e);
+bool peer_holds(const Peer *k, const TracingEvent *e);
 /* Adds uid to a set of uids. */
 int uids_add(uid_t **l, size_t *n, uid_t uid);
 /* Whether anyone but uid holds e: a pin of another uid, or a stream of another uid that gets the

@@ -97,9 +97,9 @@ int manager_counting_start(Manager *m, Peer *p) {
                         return r;
                 (void) sd_event_now(m->event, CLOCK_MONOTONIC, &m->counting_usec);
                 manager_kernel_losses(m, &m->counting_overrun, &m->counting_dropped);
-                for (Peer *c = m->peers; c; c = c->next)
-                        if (c->stream)
-                                c->stream->counters = m->counters;
+                for (Peer *peer = m->peers; peer; peer = peer->next)
+                        if (peer->stream)
+                                peer->stream->counters = m->counters;
         }
         p->counting = true;
         m->n_counting++;
@@ -112,9 +112,9 @@ int manager_counting_start(Manager *m, Peer *p) {
 void manager_counting_stop(Manager *m) {
         if (--m->n_counting > 0)
                 return;
-        for (Peer *c = m->peers; c; c = c->next)
-                if (c->stream)
-                        c->stream->counters = NULL;
+        for (Peer *p = m->peers; p; p = p->next)
+                if (p->stream)
+                        p->stream->counters = NULL;
         m->counters = counters_free(m->counters);
         m->counters_reply = mfree(m->counters_reply);
 }

@@ -58,13 +58,13 @@ static void manager_check_instance(Manager *m) {
                         if (m->readers[i])
                                 (void) reader_flush(m->readers[i]);
                 ts = manager_trace_clock_now_ns(m);
-                for (Peer *c = m->peers; c; c = c->next)
-                        if (c->stream &&
-                            (c->recording
-                                     ? recording_queue_notice(c->recording, ts, "instance-changed", report)
-                                     : stream_queue_notice(c->stream, ts, "instance-changed", report)) < 0)
-                                log_debug("Peer %d: failed to queue a notice.", (int) c->pid);
-                manager_flush_clients(m);
+                for (Peer *p = m->peers; p; p = p->next)
+                        if (p->stream &&
+                            (p->recording
+                                     ? recording_queue_notice(p->recording, ts, "instance-changed", report)
+                                     : stream_queue_notice(p->stream, ts, "instance-changed", report)) < 0)
+                                log_debug("Peer %d: failed to queue a notice.", (int) p->pid);
+                manager_flush_peers(m);
         }
 }
 
@@ -204,7 +204,7 @@ static void manager_on_clear(void *userdata, bool done) {
                 cpu_account_cleared(&m->accounts[cpu], r >= 0 ? &st : NULL);
         }
         if (!done)
-                manager_flush_clients(m);
+                manager_flush_peers(m);
 }
 
 int manager_setup_instance(Manager *m) {

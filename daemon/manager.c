@@ -127,12 +127,12 @@ static void manager_offer(Manager *m, Batch *b) {
         int r;
 
         b->plain_end = b->buf.len;
-        for (Peer *c = m->peers; c; c = c->next) {
-                if (!c->stream || c->recording)
+        for (Peer *p = m->peers; p; p = p->next) {
+                if (!p->stream || p->recording)
                         continue;
-                r = stream_offer_batch(c->stream, m->decoder, b);
+                r = stream_offer_batch(p->stream, m->decoder, b);
                 if (r < 0)
-                        log_warning_errno(r, "Peer %d: failed to queue records: %m", (int) c->pid);
+                        log_warning_errno(r, "Peer %d: failed to queue records: %m", (int) p->pid);
         }
 }
 
@@ -164,12 +164,12 @@ static void manager_report_kernel_losses(Manager *m) {
                         uint64_t now = 0;
 
                         (void) sd_event_now(m->event, CLOCK_BOOTTIME, &now);
-                        for (Peer *c = m->peers; c; c = c->next)
-                                if (c->recording) {
-                                        recording_note_kernel_losses(c->recording, cpu, st.overrun,
+                        for (Peer *p = m->peers; p; p = p->next)
+                                if (p->recording) {
+                                        recording_note_kernel_losses(p->recording, cpu, st.overrun,
                                                                      st.dropped, now * 1000);
                                         if (cpu == 0)
-                                                (void) recording_resolve_comms(c->recording, m->decoder);
+                                                (void) recording_resolve_comms(p->recording, m->decoder);
                                 }
                 }
                 if (m->n_streams == m->n_recordings)
@@ -206,13 +206,13 @@ static void manager_report_kernel_losses(Manager *m) {
         }
 }
 
-void manager_flush_clients(Manager *m) {
-        Peer *c, *next;
+void manager_flush_peers(Manager *m) {
+        Peer *p, *next;
 
-        for (c = m->peers; c; c = next) {
-                next = c->next;
-                if (c->stream && !queue_is_empty(&c->stream->queue))
-                        (void) peer_flush(c);
+        for (p = m->peers; p; p = next) {
+                next = p->next;
+                if (p->stream && !queue_is_empty(&p->stream->queue))
+                        (void) peer_flush(p);
         }
 }
 
@@ -221,9 +221,9 @@ void manager_flush_clients(Manager *m) {
 static uint8_t manager_inline_variant(Manager *m) {
         bool any = false;
 
-        for (Peer *c = m->peers; c; c = c->next)
-                if (c->stream && !c->recording) {
-                        if (!c->stream->symbolic)
+        for (Peer *p = m->peers; p; p = p->next)
+                if (p->stream && !p->recording) {
+                        if (!p->stream->symbolic)
                                 return 0;
                         any = true;
                 }
@@ -274,12 +274,12 @@ void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_
                         .userdata = m,
                 };
 
-                for (Peer *c = m->peers; c; c = c->next)
-                        if (c->recording) {
-                                r = recording_offer_pages(c->recording, m->decoder, &src, pages, n_pages);
+                for (Peer *p = m->peers; p; p = p->next)
+                        if (p->recording) {
+                                r = recording_offer_pages(p->recording, m->decoder, &src, pages, n_pages);
                                 if (r < 0)
                                         log_warning_errno(r, "Peer %d: failed to queue pages: %m",
-                                                          (int) c->pid);
+                                                          (int) p->pid);
                         }
         }
 
@@ -287,7 +287,7 @@ void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_
          * records, and there is nothing to decode them for; only counted, when someone asks. */
         if (m->n_streams == m->n_recordings) {
                 if (m->n_recordings > 0)
-                        manager_flush_clients(m);
+                        manager_flush_peers(m);
                 manager_count_pages(m, pages, n_pages, page_size);
                 return;
         }
@@ -355,7 +355,7 @@ void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_
                 }
 
         manager_offer(m, b);
-        manager_flush_clients(m);
+        manager_flush_peers(m);
         /* Queues hold lines of it: keep only what they were charged for. */
         if (b->refs > 1)
                 batch_trim(b);
@@ -372,14 +372,14 @@ static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
         if (m->n_streams > 0) {
                 manager_report_kernel_losses(m);
                 /* No page may follow to push out what was just queued. */
-                manager_flush_clients(m);
+                manager_flush_peers(m);
         }
         /* Streams whose drops were not reported yet get their lost records now that there may be
          * room. */
-        for (Peer *c = m->peers, *next; c; c = next) {
-                next = c->next;
-                if (c->stream && c->stream->drops_pending)
-                        (void) peer_flush(c);
+        for (Peer *p = m->peers, *next; p; p = next) {
+                next = p->next;
+                if (p->stream && p->stream->drops_pending)
+                        (void) peer_flush(p);
         }
         /* Without streams nothing waits for a partial page: sleep until one starts (or counting
          * does: counts must be as fresh as a stream's records). */
@@ -394,9 +394,9 @@ void manager_stream_started(Manager *m) {
         bool first, recording;
 
         /* The new stream is the one without its base yet. */
-        for (Peer *c = m->peers; c; c = c->next)
-                if (c->stream && !c->stream->has_base)
-                        new_stream = c;
+        for (Peer *p = m->peers; p; p = p->next)
+                if (p->stream && !p->stream->has_base)
+                        new_stream = p;
         recording = new_stream && new_stream->recording;
 
         /* Pages are decoded only while a stream wants records, and their losses counted only then:
@@ -418,16 +418,16 @@ void manager_stream_started(Manager *m) {
                         m->overrun_reported[cpu] = st.overrun;
                         m->dropped_reported[cpu] = st.dropped;
                 }
-                for (Peer *c = m->peers; c; c = c->next)
-                        if (c->recording && !c->stream->has_base)
-                                (void) recording_set_base(c->recording, cpu, st.overrun, st.dropped);
-                        else if (c->stream && !c->stream->has_base)
-                                (void) stream_set_base(c->stream, cpu, st.overrun, st.dropped);
+                for (Peer *p = m->peers; p; p = p->next)
+                        if (p->recording && !p->stream->has_base)
+                                (void) recording_set_base(p->recording, cpu, st.overrun, st.dropped);
+                        else if (p->stream && !p->stream->has_base)
+                                (void) stream_set_base(p->stream, cpu, st.overrun, st.dropped);
         }
-        for (Peer *c = m->peers; c; c = c->next)
-                if (c->stream) {
-                        c->stream->has_base = true;
-                        c->stream->counters = m->counters;
+        for (Peer *p = m->peers; p; p = p->next)
+                if (p->stream) {
+                        p->stream->has_base = true;
+                        p->stream->counters = m->counters;
                 }
         if (sd_event_source_get_enabled(m->flush_timer, &enabled) >= 0 && enabled == SD_EVENT_OFF)
                 (void) loop_rearm(m->flush_timer, (uint64_t) m->config.flush_interval_ms * 1000);
@@ -635,7 +635,7 @@ int manager_run(Manager *m) {
         for (unsigned i = 0; i < m->n_cpus; i++)
                 if (m->readers[i])
                         (void) reader_flush(m->readers[i]);
-        manager_flush_clients(m);
+        manager_flush_peers(m);
 
         /* A save still pending (a change less than the debounce delay ago, or a failed one) is
          * done now: the pins must survive this stop. */

@@ -136,7 +136,7 @@ void manager_stream_started(Manager *m);
 int manager_cpu_stats(Manager *m, unsigned cpu, TracingCpuStats *ret);
 
 /* Writes what every stream has queued; used after records were offered. */
-void manager_flush_clients(Manager *m);
+void manager_flush_peers(Manager *m);
 
 /* A reader's pages (its ReaderHandler): streams get them, as pages or records. */
 void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_pages, size_t page_size);

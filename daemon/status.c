@@ -20,12 +20,12 @@ static json_object *json_u64(uint64_t v) {
 }
 
 /* Checks a run of json_set()/json_push() into p, and queues p as the reply. */
-static int status_reply(Peer *c, json_object *p, int r) {
+static int status_reply(Peer *peer, json_object *p, int r) {
         if (r < 0) {
                 json_object_put(p);
                 return r;
         }
-        return peer_reply(c, p);
+        return peer_reply(peer, p);
 }
 
 /* Who holds an event: the uids of its pins, of the streams that named it, and of its filter. */
@@ -38,7 +38,7 @@ static void status_add_holders(Manager *m, const TracingEvent *e, json_object *o
         for (size_t i = 0; i < e->n_pin_uids; i++)
                 json_push(&r, pins, json_object_new_int64(e->pin_uids[i]));
         for (Peer *k = m->peers; k; k = k->next)
-                if (k->stream && k->n_held > 0 && client_holds(k, e))
+                if (k->stream && k->n_held > 0 && peer_holds(k, e))
                         if (uids_add(&uids, &n, k->uid) < 0)
                                 r = -ENOMEM;
         for (size_t i = 0; i < n; i++)
@@ -168,7 +168,7 @@ static json_object *status_loop(Manager *m, int *r) {
         return loop;
 }
 
-int status_method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
+int status_method_get_status(Manager *m, Peer *peer, const VarlinkCall *call) {
         static const char *const keys[] = { NULL };
         _cleanup_free_ char *clock = NULL;
         ManagerCounters counters;
@@ -177,7 +177,7 @@ int status_method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
         uint64_t dropped = 0;
         int r = 0;
 
-        if (check_keys(c, call, keys) < 0)
+        if (check_keys(peer, call, keys) < 0)
                 return 0;
 
         (void) tracing_get_clock(m->tracing, &clock);
@@ -210,7 +210,7 @@ int status_method_get_status(Manager *m, Peer *c, const VarlinkCall *call) {
                 json_set(&r, p, "state_error", json_object_new_string(strerror(-m->state_error)));
         json_set(&r, p, "settings", settings);
         json_set(&r, p, "loop", status_loop(m, &r));
-        return status_reply(c, p, r);
+        return status_reply(peer, p, r);
 }
 
 /* Room for a key and a number of a counters reply. */
@@ -325,21 +325,21 @@ static int counters_build(Manager *m, char **ret, size_t *ret_len) {
         return 0;
 }
 
-int status_method_get_counters(Manager *m, Peer *c, const VarlinkCall *call) {
+int status_method_get_counters(Manager *m, Peer *p, const VarlinkCall *call) {
         static const char *const keys[] = { NULL };
         uint64_t now;
         bool fresh;
         int r;
 
-        if (check_keys(c, call, keys) < 0)
+        if (check_keys(p, call, keys) < 0)
                 return 0;
         now = now_usec(CLOCK_MONOTONIC);
         fresh = m->counters_reply && now < m->counters_reply_usec + STATUS_COUNTERS_REUSE_USEC;
 
         /* A reply built less than STATUS_COUNTERS_REUSE_USEC ago is the answer ("usec" says when it
          * was built): reading the partial pages again would count nothing it shows. */
-        if (!fresh || !c->counting) {
-                r = manager_counting_start(m, c);
+        if (!fresh || !p->counting) {
+                r = manager_counting_start(m, p);
                 if (r < 0)
                         return r;
         }
@@ -350,5 +350,5 @@ int status_method_get_counters(Manager *m, Peer *c, const VarlinkCall *call) {
                         return r;
                 m->counters_reply_usec = now;
         }
-        return peer_reply_text(c, m->counters_reply, m->counters_reply_len);
+        return peer_reply_text(p, m->counters_reply, m->counters_reply_len);
 }

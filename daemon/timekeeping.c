@@ -67,10 +67,10 @@ void manager_check_realtime(Manager *m, bool stepped) {
                 return;
         m->realtime_offset_ns = offset;
         ts = manager_trace_clock_now_ns(m);
-        for (Peer *c = m->peers; c; c = c->next)
-                if (c->stream && c->stream->realtime && stream_queue_clock(c->stream, ts, clock, offset) < 0)
-                        log_debug("Peer %d: failed to queue a clock record.", (int) c->pid);
-        manager_flush_clients(m);
+        for (Peer *p = m->peers; p; p = p->next)
+                if (p->stream && p->stream->realtime && stream_queue_clock(p->stream, ts, clock, offset) < 0)
+                        log_debug("Peer %d: failed to queue a clock record.", (int) p->pid);
+        manager_flush_peers(m);
 }
 
 static int manager_arm_clock_watch(Manager *m) {
