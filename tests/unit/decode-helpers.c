@@ -177,6 +177,7 @@ void page_free(uint8_t *p, size_t size) {
 }
 
 void append_records(JsonBuf *out, const Batch *b, size_t from) {
+        ASSERT_INT_EQ(jsonbuf_reserve(out, 1), 0); /* room for the NUL when b has no record */
         for (size_t i = from; i < b->n_records; i++) {
                 ASSERT_INT_EQ(jsonbuf_reserve(out, b->records[i].length + 1), 0);
                 jsonbuf_put(out, b->buf.data + b->records[i].offset, b->records[i].length);

@@ -9,117 +9,17 @@
  *   test-decode-record DATADIR
  */
 
-#include <dirent.h>
-#include <limits.h>
-
-#include <traceevent/event-parse.h>
 #include <traceevent/kbuffer.h>
 
-#include "core/decode.h"
-#include "core/encode.h"
-#include "tpd-test.h"
-
-#define PAGE 4096U
-#define MAX_CPUS 8
+#include "decode-helpers.h"
 
 static const char *const dataset_names[] = {
         "sched_switch", "getppid", "print", "exec", "signed", "arrays", "overrun",
 };
 
-typedef struct Dataset {
-        char dir[PATH_MAX];
-        struct tep_handle *tep;
-        uint64_t overrun[MAX_CPUS];
-        uint8_t *pages[MAX_CPUS];
-        size_t n_pages[MAX_CPUS];
-} Dataset;
-
-/* As test-decode: a stored count wins, else the recorded overrun. */
-static uint64_t dataset_missed(void *userdata, unsigned cpu, const uint64_t *stored) {
-        Dataset *ds = userdata;
-        if (stored)
-                return *stored;
-        return cpu < MAX_CPUS ? ds->overrun[cpu] : 0;
-}
-
-static void tep_load(struct tep_handle *tep, const char *path, const char *system) {
-        size_t len;
-        char *buf = test_read_file(path, &len);
-
-        if (!buf)
-                TEST_FAIL("cannot read %s: %m", path);
-        if (system ? tep_parse_event(tep, buf, len, system) != TEP_ERRNO__SUCCESS
-                   : tep_parse_header_page(tep, buf, len, 8) < 0)
-                TEST_FAIL("cannot parse %s", path);
-        free(buf);
-}
-
-static void dataset_load(Dataset *ds, const char *datadir, const char *name, bool formats) {
-        char path[PATH_MAX + 300], *text, *line, *save = NULL;
-        struct dirent *de;
-        int cpu = -1;
-        DIR *d;
-
-        *ds = (Dataset){};
-        snprintf(ds->dir, sizeof(ds->dir), "%s/%s", datadir, name);
-        ds->tep = tep_alloc();
-        ASSERT(ds->tep);
-        tep_set_long_size(ds->tep, 8);
-        tep_set_page_size(ds->tep, PAGE);
-        snprintf(path, sizeof(path), "%s/header_page", ds->dir);
-        tep_load(ds->tep, path, NULL);
-
-        d = opendir(ds->dir);
-        ASSERT(d);
-        while (formats && (de = readdir(d))) {
-                size_t n = strlen(de->d_name);
-                char system[256];
-
-                if (n < 8 || strcmp(de->d_name + n - 7, ".format") != 0)
-                        continue;
-                snprintf(system, sizeof(system), "%.*s", (int) (strchr(de->d_name, '.') - de->d_name),
-                         de->d_name);
-                snprintf(path, sizeof(path), "%s/%s", ds->dir, de->d_name);
-                tep_load(ds->tep, path, system);
-        }
-        closedir(d);
-
-        snprintf(path, sizeof(path), "%s/stats.txt", ds->dir);
-        text = test_read_file(path, NULL);
-        if (!text)
-                TEST_FAIL("cannot read %s: %m", path);
-        for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-                unsigned long long v;
-                if (sscanf(line, "cpu%d", &cpu) == 1)
-                        continue;
-                if (sscanf(line, " overrun: %llu", &v) == 1 && cpu >= 0 && cpu < MAX_CPUS)
-                        ds->overrun[cpu] = v;
-        }
-        free(text);
-
-        for (cpu = 0; cpu < MAX_CPUS; cpu++) {
-                size_t len = 0;
-
-                snprintf(path, sizeof(path), "%s/cpu%d.pages", ds->dir, cpu);
-                ds->pages[cpu] = (uint8_t *) test_read_file(path, &len);
-                if (!ds->pages[cpu])
-                        continue;
-                ASSERT(len > 0 && len % PAGE == 0);
-                ds->n_pages[cpu] = len / PAGE;
-        }
-}
-
-static void dataset_done(Dataset *ds) {
-        for (int cpu = 0; cpu < MAX_CPUS; cpu++)
-                free(ds->pages[cpu]);
-        tep_free(ds->tep);
-}
-
-static void append_records(JsonBuf *out, Batch *b) {
-        for (size_t i = 0; i < b->n_records; i++) {
-                ASSERT_INT_EQ(jsonbuf_reserve(out, b->records[i].length + 1), 0);
-                jsonbuf_put(out, b->buf.data + b->records[i].offset, b->records[i].length);
-        }
+/* Appends b's lines to out and empties b. */
+static void take_records(JsonBuf *out, Batch *b) {
+        append_records(out, b, 0);
         batch_reset(b);
 }
 
@@ -160,18 +60,20 @@ static void test_dataset(const char *datadir, const char *name, bool formats) {
         Dataset ds;
 
         ASSERT(kbuf && b);
-        dataset_load(&ds, datadir, name, formats);
-        ASSERT_INT_EQ(
-                decoder_new(ds.tep, &(DecoderCallbacks){ .missed = dataset_missed, .userdata = &ds }, &d),
-                0);
+        dataset_load(&ds, datadir, name);
+        if (!formats) {
+                tep_free(ds.tep);
+                ds.tep = tep_from_dir(ds.dir, false);
+        }
+        d = dataset_decoder(&ds, true);
         for (unsigned cpu = 0; cpu < MAX_CPUS; cpu++)
                 for (size_t i = 0; i < ds.n_pages[cpu]; i++) {
                         uint8_t *page = ds.pages[cpu] + i * PAGE;
 
                         ASSERT(decoder_decode_page(d, page, PAGE, cpu, b) >= 0);
-                        append_records(&by_page, b);
+                        take_records(&by_page, b);
                         records += decode_by_records(d, kbuf, page, cpu, b);
-                        append_records(&by_record, b);
+                        take_records(&by_record, b);
                 }
 
         ASSERT(records > 0);
