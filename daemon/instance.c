@@ -69,11 +69,14 @@ static void manager_check_instance(Manager *m) {
 }
 
 static int manager_open_cpu(Manager *m, unsigned cpu) {
-        int fd = tracing_open_cpu(m->tracing, cpu);
+        int fd = tracing_open_cpu(m->tracing, cpu), r;
         if (fd < 0)
                 return fd;
-        return reader_new(m->event, fd, cpu, tracing_page_size(m->tracing), manager_on_pages, m,
-                          &m->readers[cpu]);
+        r = reader_new(m->event, fd, cpu, tracing_page_size(m->tracing), manager_on_pages, m,
+                       &m->readers[cpu]);
+        if (r >= 0 && m->quiet)
+                (void) reader_set_partial(m->readers[cpu], true);
+        return r;
 }
 
 /* Brings one CPU's reader in line with whether the CPU is online now. */

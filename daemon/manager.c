@@ -265,6 +265,10 @@ void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_
         Batch *b;
         int r;
 
+        m->pages_seen += n_pages;
+        if (m->quiet)
+                manager_quiet_leave(m);
+
         /* Recordings take the pages as they are, before (and without) any decoding. */
         if (m->n_recordings > 0) {
                 PageSource src = {
@@ -361,6 +365,54 @@ void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_
                 batch_trim(b);
 }
 
+/* Flushes in a row that found no page before tpd goes quiet: long enough that a steady trickle
+ * keeps the timer, short enough that an idle tpd wakes about once a second (the check timer). */
+#define QUIET_AFTER_FLUSHES 3U
+
+static void manager_set_partial(Manager *m, bool partial) {
+        for (unsigned i = 0; i < m->n_cpus; i++)
+                if (m->readers[i])
+                        (void) reader_set_partial(m->readers[i], partial);
+}
+
+/* Ten flushes a second cost an idle tpd more than all else (each wake-up of a VM's vCPU is
+ * ≈ 0.2 ms here). buffer_percent 0 makes the kernel wake a reader at the first record instead:
+ * the flush timer can sleep, and that record arrives sooner than the timer would have read it. */
+static bool manager_quiet_enter(Manager *m) {
+        int r;
+
+        for (Peer *p = m->peers; p; p = p->next)
+                if (p->stream && p->stream->drops_pending)
+                        return false; /* the timer retries reporting them */
+        r = tracing_set_buffer_percent(m->tracing, 0);
+        if (r < 0) {
+                log_debug_errno(r, "Failed to set buffer_percent to 0, staying on the flush timer: %m");
+                return false;
+        }
+        m->quiet = true;
+        manager_set_partial(m, true);
+        /* A record written before the fds were polled again is in the buffer now: read it. */
+        for (unsigned i = 0; i < m->n_cpus; i++)
+                if (m->readers[i])
+                        (void) reader_flush(m->readers[i]);
+        log_debug("No records for %u flushes: waiting for the next one.", QUIET_AFTER_FLUSHES);
+        return m->quiet;
+}
+
+void manager_quiet_leave(Manager *m) {
+        int r;
+
+        m->quiet = false;
+        m->empty_flushes = 0;
+        manager_set_partial(m, false);
+        r = tracing_set_buffer_percent(m->tracing, m->config.buffer_percent);
+        if (r < 0)
+                log_warning_errno(r, "Failed to set buffer_percent back to %u: %m",
+                                  m->config.buffer_percent);
+        if (m->n_streams > 0 || m->n_counting > 0)
+                (void) loop_rearm(m->flush_timer, (uint64_t) m->config.flush_interval_ms * 1000);
+}
+
 static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
 
@@ -384,6 +436,15 @@ static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
         /* Without streams nothing waits for a partial page: sleep until one starts (or counting
          * does: counts must be as fresh as a stream's records). */
         if (m->n_streams == 0 && m->n_counting == 0)
+                return 0;
+        if (m->pages_seen != m->pages_flushed)
+                m->empty_flushes = 0;
+        else if (m->empty_flushes < QUIET_AFTER_FLUSHES)
+                m->empty_flushes++;
+        m->pages_flushed = m->pages_seen;
+        if (m->empty_flushes >= QUIET_AFTER_FLUSHES && !m->quiet && manager_quiet_enter(m))
+                return 0;
+        if (m->quiet)
                 return 0;
         return loop_rearm(s, (uint64_t) m->config.flush_interval_ms * 1000);
 }

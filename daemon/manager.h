@@ -47,6 +47,12 @@ typedef struct Manager {
         sd_event *event;
         LoopStats loop; /* the cost of each dispatch of the loop: GetStatus "loop" */
         sd_event_source *flush_timer;
+        /* No record for a few flushes: the flush timer sleeps and buffer_percent is 0, so that the
+         * first record wakes tpd (manager_quiet_enter()). */
+        bool quiet;
+        unsigned empty_flushes; /* flushes in a row that found no page */
+        uint64_t pages_seen;    /* pages handed over by the readers, ever */
+        uint64_t pages_flushed; /* pages_seen at the last flush */
         sd_event_source *status_timer;
         uint64_t status_usec;         /* when the last STATUS= was sent */
         uint64_t status_records;      /* records decoded until then */
@@ -140,6 +146,8 @@ void manager_flush_peers(Manager *m);
 
 /* A reader's pages (its ReaderHandler): streams get them, as pages or records. */
 void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_pages, size_t page_size);
+/* The first record after a quiet spell: buffer_percent as configured, the flush timer running. */
+void manager_quiet_leave(Manager *m);
 
 /* counting.c: tpd's totals, the STATUS= line, and the per-event counts of GetCounters. */
 

@@ -32,6 +32,7 @@ struct Reader {
 
         unsigned idle_wakeups;
         bool polling; /* the caller wants the fd watched */
+        bool partial; /* a wake-up with no full page reads the partial one (reader_set_partial()) */
         bool stalled; /* ... but the reader stopped watching it: it polled ready with nothing to read */
         bool warned_stall;
         bool warned_read;
@@ -229,12 +230,12 @@ static void reader_read_failed(Reader *r, int error) {
                 log_warning_errno(error, "Failed to read CPU %u: %m", r->cpu);
 }
 
-int reader_flush(Reader *r) {
+/* Reads the pages there are now, the partial one included; *moved counts the bytes. */
+static int reader_flush_moved(Reader *r, size_t *moved) {
         /* read() hands out full pages and, unlike splice(), the one the kernel is still writing; it
          * returns EAGAIN when the buffer is empty, so an idle flush costs one syscall per CPU. */
         for (unsigned round = 0; round < READER_BATCH_PAGES; round++) {
-                size_t moved = 0;
-                int k = reader_read_page(r, &moved);
+                int k = reader_read_page(r, moved);
 
                 if (k == -EAGAIN)
                         break;
@@ -245,6 +246,11 @@ int reader_flush(Reader *r) {
         }
         r->warned_read = false;
         return 0;
+}
+
+int reader_flush(Reader *r) {
+        size_t moved = 0;
+        return reader_flush_moved(r, &moved);
 }
 
 int reader_drain_all(Reader *r, size_t max_pages) {
@@ -286,6 +292,9 @@ static int reader_on_io(sd_event_source *s, int fd, uint32_t revents, void *user
         size_t moved = 0;
 
         (void) reader_drain_moved(r, &moved);
+        /* Woken for less than a page, as asked for (buffer_percent 0): that part is what is wanted. */
+        if (moved == 0 && r->partial)
+                (void) reader_flush_moved(r, &moved);
         if (moved > 0) {
                 r->idle_wakeups = 0;
                 r->warned_stall = false;
@@ -312,6 +321,20 @@ int reader_set_polling(Reader *r, bool polling) {
         r->stalled = false;
         r->idle_wakeups = 0;
         return 0;
+}
+
+int reader_set_partial(Reader *r, bool partial) {
+        int k;
+
+        r->partial = partial;
+        if (!partial || !r->polling || r->stalled)
+                return 0;
+        /* The kernel takes buffer_percent when the fd is polled, that is when it is added to the
+         * epoll set and after each wake-up: add it again so that the change applies now. */
+        k = sd_event_source_set_enabled(r->source, SD_EVENT_OFF);
+        if (k < 0)
+                return k;
+        return sd_event_source_set_enabled(r->source, SD_EVENT_ON);
 }
 
 bool reader_is_polling(Reader *r) {

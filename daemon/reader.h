@@ -51,4 +51,9 @@ int reader_drain_all(Reader *r, size_t max_pages);
 int reader_set_polling(Reader *r, bool polling);
 bool reader_is_polling(Reader *r);
 
+/* With partial, a wake-up that finds no full page reads the partially filled one: for a quiet
+ * tpd, which sets buffer_percent to 0 so that the first record wakes it instead of a timer. Call
+ * after changing buffer_percent: the fd is polled again under the new value. */
+int reader_set_partial(Reader *r, bool partial);
+
 const ReaderStats *reader_stats(Reader *r);

@@ -58,6 +58,15 @@ def parse(line):
     return T.parse_record(line)
 
 
+# tpd's BufferPercent= here (the default). A quiet tpd sets 0, so that the first record wakes it
+# (docs/design.md): both are tpd's own value, anything else was written behind its back.
+BUFFER_PERCENT = '10'
+
+
+def buffer_percent_state(text):
+    return "tpd's" if text in ('0', BUFFER_PERCENT) else text
+
+
 def instance_state(tpd, full=True):
     d = tpd.instance_dir
     evdir = os.path.join(d, 'events', *EVENT.split(':'))
@@ -66,7 +75,7 @@ def instance_state(tpd, full=True):
         'filter': T.read_text(os.path.join(evdir, 'filter')).strip(),
         'tracing_on': T.read_text(os.path.join(d, 'tracing_on')).strip(),
         'set_event': T.read_text(os.path.join(d, 'set_event')),
-        'buffer_percent': T.read_text(os.path.join(d, 'buffer_percent')).strip(),
+        'buffer_percent': buffer_percent_state(T.read_text(os.path.join(d, 'buffer_percent')).strip()),
         'trace_clock': T.read_text(os.path.join(d, 'trace_clock')).strip(),
         'snapshot': T.tracefs_snapshot(d) if full else None,
     }

@@ -13,7 +13,11 @@ Fluent Bit); both must see every marker within the bound.
 
 Idle: with an event enabled whose kernel filter matches nothing, 2 s pass without a single output
 line, the daemon stays alive and answers, and neither tpd nor tpctl burns CPU (a busy loop, e.g. a
-blocking splice with buffer_percent=0, would cost ~2 s of CPU here; the bound is 0.2 s).
+blocking splice with buffer_percent=0, would cost ~2 s of CPU here; the bound is 0.2 s). tpd goes
+quiet: its flush timer sleeps and the first record wakes it (docs/design.md), so it wakes about
+once a second (the instance check), not eleven times: at most IDLE_WAKEUPS_PER_S, counted as its
+voluntary context switches. The single writes then come at random phases up to 1 s apart, so that
+some wake a quiet tpd and some meet the flush timer.
 """
 
 import os
@@ -26,12 +30,23 @@ from tpdtest import check, log
 LATENCY_MAX_S = 1.0
 IDLE_S = 2.0
 IDLE_CPU_MAX_S = 0.2
+# The check timer once a second, plus slack for a status call; the flush timer alone would be 10.
+IDLE_WAKEUPS_PER_S = 3
 
 
 def proc_cpu_seconds(pid):
     with open(f'/proc/{pid}/stat') as f:
         fields = f.read().rsplit(')', 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def wakeups(pid):
+    """Voluntary context switches of all of pid's threads: each is a sleep, so one per wake-up."""
+    total = 0
+    for tid in os.listdir(f'/proc/{pid}/task'):
+        with open(f'/proc/{pid}/task/{tid}/status') as f:
+            total += next(int(line.split()[1]) for line in f if line.startswith('voluntary_ctxt_switches'))
+    return total
 
 
 def main(ctx):
@@ -54,13 +69,18 @@ def main(ctx):
         s.lines.clear()
     cpu0_tpd = tpd.cpu_seconds()
     cpu0_ctl = {k: proc_cpu_seconds(s.pid) for k, s in streams.items()}
+    wakeups0 = wakeups(tpd.process.pid)
     time.sleep(IDLE_S)
+    n_wakeups = wakeups(tpd.process.pid) - wakeups0
     cpu_tpd = tpd.cpu_seconds() - cpu0_tpd
     cpu_ctl = {k: proc_cpu_seconds(s.pid) - cpu0_ctl[k] for k, s in streams.items()}
     log(f'idle {IDLE_S} s: tpd used {cpu_tpd:.3f} s CPU, tpctl ' +
         ', '.join(f'{v:.3f} s ({k})' for k, v in cpu_ctl.items()))
     check(tpd.running(), f'tpd died while idle; log:\n{tpd.log()}')
     check(cpu_tpd <= IDLE_CPU_MAX_S, f'tpd used {cpu_tpd:.3f} s of CPU in {IDLE_S} s idle (busy loop?)')
+    log(f'idle {IDLE_S} s: tpd woke {n_wakeups} times')
+    check(n_wakeups <= IDLE_WAKEUPS_PER_S * IDLE_S, f'tpd woke {n_wakeups} times in {IDLE_S} s idle (bound '
+                                                    f'{IDLE_WAKEUPS_PER_S * IDLE_S:.0f}): not quiet')
     for k, s in streams.items():
         s.poll()
         check(not s.lines, f'output while idle (nothing was traced): {s.lines[:3]}')
@@ -73,7 +93,7 @@ def main(ctx):
     latencies = {k: [] for k in streams}
     for i in range(5):
         # A random phase against the flush timer, and a fresh (partial) page each time.
-        time.sleep(random.uniform(0.15, 0.4))
+        time.sleep(random.uniform(0.15, 1.0))
         msg = f'tpdtest-live {ctx.rand} {i}'
         b0 = T.boottime_ns()
         t0 = time.monotonic()
