@@ -46,7 +46,14 @@ BUILD_PROGRAMS = {
     'GEN_PINGPONG': 'tests/integration/gen-pingpong',
     'NATS_CONSUME': 'tests/integration/nats-consume',
 }
-TRACERS = ('tpd1', 'tpdsym', 'tpd8', 'tpdcount', 'tpdtop', 'tpd-record', 'tc-record', 'tc-stream', 'perf')
+# What a plain run measures on getppid and pingpong, in this order (tpd8 is tpd with --streams streams).
+TRACERS = ('tpd1', 'tpdsym', 'tpd8', 'tpdtop', 'tpdcount', 'tpd-record', 'tc-record', 'tc-stream', 'perf')
+# tpdN: tpd with N `tpctl stream > /dev/null`; tpdNsel: N streams with a filter each, which pass half
+# of the records on average (N even); tpdNpy: N streams and a Python client speaking plain Varlink.
+TPD_STREAMS = re.compile(r'tpd([1-9][0-9]*)(sel|py)?$')
+FANOUT_TRACERS = ('tpd1', 'tpd2', 'tpd4', 'tpd8', 'tpd32', 'tpd8sel', 'tpd8py')
+FANOUT_WORKLOADS = ('getppid', 'pingpong')
+VARLINK_STREAM = os.path.join(HERE, 'varlink-stream.py')
 WORKLOADS = ('getppid', 'pingpong', 'latency', 'idle', 'startup', 'export')
 CLK_TCK = os.sysconf('SC_CLK_TCK')
 NS = 1_000_000_000
@@ -284,15 +291,18 @@ def percentiles(samples):
 # the counting consumer
 
 class LineCounter:
-    """Reads a tpctl stream's stdout in a thread: counts lines and lost records, and samples the
-    latency from each record's ts (boot clock) to its arrival here (CLOCK_BOOTTIME after read()).
+    """Reads a stream's NDJSON in a thread (a tpctl stream's stdout, or the socket after a Stream call
+    with "upgrade", whose first bytes may have come with the reply: initial): counts lines and lost
+    records, and samples the latency from each record's ts (boot clock) to its arrival here
+    (CLOCK_BOOTTIME after read()).
 
     every_line: a sample per record (low rates). Otherwise the first and the last complete line of
     each read() (the oldest and the newest record that arrived together): parsing millions of lines
     in Python would make the consumer the bottleneck."""
 
-    def __init__(self, fd, every_line):
+    def __init__(self, fd, every_line, initial=b''):
         self.fd = fd
+        self.initial = initial
         self.every_line = every_line
         self.lines = 0
         self.lost_records = 0
@@ -310,13 +320,18 @@ class LineCounter:
                 self.errors.append(f'line without a leading "ts": {line[:200]!r}')
 
     def _run(self):
-        partial = b''
+        partial = self.initial
+        # One buffer for every read: os.read() would allocate (and the kernel map) a fresh MiB for
+        # each, which costs more than the records of a small read.
+        buf = bytearray(1 << 20)
+        view = memoryview(buf)
         while True:
             try:
-                chunk = os.read(self.fd, 1 << 20)
+                n = os.readv(self.fd, [buf])
             except OSError:
-                chunk = b''
+                n = 0
             now = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+            chunk = view[:n].tobytes()
             if not chunk:
                 return
             data = partial + chunk
@@ -522,14 +537,24 @@ class Bench:
 
     # --- tpd on a bulk load
 
-    def tpd_bulk(self, load, tracer, k, counting, extra=(), top=False):
+    def tpd_bulk(self, load, tracer, k, counting, extra=(), top=False, selective=False, python=False):
+        """tpd with k `tpctl stream`s of the load's event. selective: stream i filters with
+        load.selections[i % 2] (k even: each pair passes every record once); python: one more
+        stream, the Python Varlink client (varlink-stream.py)."""
         tpd = self.new_tpd()
         gen, flt = load.spawn(self.ctx)
         tpd.tpctl_ok('enable', load.event, '--filter', flt)
-        streams = [start_stream(self.ctx, tpd, ['-e', load.event, *extra], counting) for _ in range(k)]
+        streams = [start_stream(self.ctx, tpd, ['-e', load.event, *extra,
+                                                *(('--filter', load.selections[i % 2]) if selective else ())],
+                                counting) for i in range(k)]
         procs = [p for p, _ in streams]
         counter = streams[0][1]
-        tpd.wait_streams(k, procs)
+        py = Child(self.ctx, 'varlink-stream', [sys.executable, VARLINK_STREAM, tpd.socket, load.event],
+                   stdout=subprocess.PIPE) if python else None
+        if py:
+            procs.append(py)
+        n = len(procs)
+        tpd.wait_streams(n, procs)
         # `tpctl top` keeps tpd's per-event counters on: what they cost tpd is the difference to the
         # run without it.
         top_proc = T.Process(self.ctx, 'tpctl-top', [T.env_program('TPCTL'), '--socket', tpd.socket, 'top'],
@@ -539,7 +564,7 @@ class Bench:
 
         stats0, st0 = tpd.stats(), tpd.status()
         cpu0, stat0 = tpd.cpu_ns(), tpd.stat_cpu_ns()
-        clients0 = sum(tree_cpu_ns(p.pid) for p in procs)
+        clients0 = [tree_cpu_ns(p.pid) for p in procs]
         elapsed = load.run(gen)
 
         def sample():
@@ -551,11 +576,11 @@ class Bench:
         stats1, st1 = tpd.stats(), tpd.status()
         hwm = proc_status(tpd.process.pid, 'VmHWM')
         stop_profile()
-        clients = sum(p.finish(signal.SIGTERM, 10, 'tpctl stream') for p in procs) - clients0
+        clients = [p.finish(signal.SIGTERM, 10, p.name) - c0 for p, c0 in zip(procs, clients0)]
         if top_proc:
             top_proc.terminate()
         for p in procs:
-            check(p.proc.returncode == 0, f'tpctl stream exited with {p.proc.returncode}: {p.stderr_text()!r}')
+            check(p.proc.returncode == 0, f'{p.name} exited with {p.proc.returncode}: {p.stderr_text()!r}')
         if counter:
             counter.thread.join(10)
         tpd.stop(clear_pins=False)
@@ -568,14 +593,18 @@ class Bench:
                 'client': st1['lost']['client'] - st0['lost']['client']}
         row = self.row(load, tracer, written, elapsed, settled)
         row.update({
-            'streams': k,
-            'delivered': counter.records() if counter else queued / k,
+            'streams': n,
+            'fanout': counting is None and not extra and not top,
+            'selective': selective,
+            'selections': list(load.selections) if selective else None,
+            'delivered': counter.records() if counter else queued / (k if selective else n),
             'delivered_source': 'lines read by the counting consumer' if counter else 'GetStatus delivered / streams',
-            'lost': lost['kernel_overrun'] + lost['client'] / k,
+            'delivered_all_streams': queued,
+            'lost': lost['kernel_overrun'] + lost['client'] / n,
             'lost_detail': lost,
             'tracer_cpu_ns': cpu1 - cpu0,
             'tracer_cpu_ns_proc_stat': stat1 - stat0,
-            'client_cpu_ns': clients,
+            'client_cpu_ns': sum(clients),
             'peak_rss_kb': hwm,
         })
         if counter:
@@ -585,16 +614,52 @@ class Bench:
             row['latency_sampling'] = 'first and last record of each read()'
             if counter.errors:
                 row['warnings'].append('; '.join(counter.errors))
-        accounted = row['delivered'] + lost['kernel_overrun'] + lost['client'] / k
-        if counter or not lost['client']:
+        if py:
+            self.python_client(row, py, clients[-1])
+        self.check_bulk_counts(row, counter, k, n)
+        self.add(row)
+
+    def python_client(self, row, py, cpu):
+        """What varlink-stream.py counted, in the row's notes; a count short of the load is a warning."""
+        try:
+            got = json.loads(py.proc.stdout.read() or b'{}')
+        except ValueError as e:
+            got = {'errors': [f'varlink-stream.py printed no JSON: {e}']}
+        row['python_client'] = dict(got, cpu_ns=cpu)
+        lost = row['lost_detail']
+        records = got.get('records')
+        lat = got.get('latency')
+        row['notes'].append(f'Python Varlink client: {fmt(records)} records, lost {got.get("lost")}, '
+                            f'{fmt(cpu / row["generated"] if row["generated"] else None)} ns per record'
+                            + (f', latency p50 {lat["p50_ms"]:.1f} ms, p99 {lat["p99_ms"]:.1f} ms' if lat else ''))
+        row['warnings'] += got.get('errors') or []
+        if records is None or records + lost['kernel_overrun'] + got['lost']['client'] != row['generated']:
+            row['warnings'].append(f'COUNT MISMATCH: the Python client read {records} + lost {got.get("lost")} '
+                                   f'+ kernel overrun {lost["kernel_overrun"]} != written {row["generated"]}')
+
+    def check_bulk_counts(self, row, counter, k, n):
+        """delivered + lost == written for every stream; a selective pair of streams passes every record
+        once, so k selective streams get k / 2 × what the kernel kept."""
+        lost, written = row['lost_detail'], row['generated']
+        if row['selective']:
+            row['expected_all_streams'] = k // 2 * (written - lost['kernel_overrun'])
+            row['notes'].append(f'{k} streams with a filter each ({" / ".join(row["selections"])}, alternately): '
+                                f'delivered is per stream on average, ns/ev per generated record')
+        else:
+            row['expected_all_streams'] = n * (written - lost['kernel_overrun'])
+        if counter:
+            accounted = row['delivered'] + lost['kernel_overrun'] + lost['client'] / k
             if accounted != written:
                 row['warnings'].append(f'COUNT MISMATCH: delivered {row["delivered"]} + lost {lost} '
                                        f'!= written {written}')
+        elif not lost['client']:
+            if row['delivered_all_streams'] != row['expected_all_streams']:
+                row['warnings'].append(f'COUNT MISMATCH: delivered {row["delivered_all_streams"]} to {n} streams, '
+                                       f'expected {row["expected_all_streams"]} (written {written}, lost {lost})')
         else:
             # GetStatus counts a stream's lost records among its delivered ones: only a count read from the
             # stream separates them.
             row['notes'].append('delivered includes the "lost" records (GetStatus counts them as delivered)')
-        self.add(row)
 
     def tpd_record(self, load):
         """`tpctl record` into a trace-cmd data file: raw pages, nothing decoded by tpd."""
@@ -646,7 +711,8 @@ class Bench:
     def add(self, row):
         # Per delivered record: what a record that reaches the user costs. A tool that drops most of the
         # load (trace-cmd stream) would otherwise look cheap. Without losses it is per generated event.
-        g = row.get('delivered') or 0
+        # Selective streams pass part of the load each: their cost is per generated record.
+        g = row['generated'] if row.get('selective') else row.get('delivered') or 0
         for key in ('tracer', 'client'):
             v = row.get(f'{key}_cpu_ns')
             row[f'{key}_ns_per_event'] = v / g if v is not None and g else None
@@ -941,8 +1007,13 @@ def load_run_paced(gen, n):
 
 
 class Load:
+    """A generated load. spawn() starts its generator and returns it with the kernel filter that keeps
+    its records; a bulk load also sets selections then: two stream filters that split those records
+    between them, each record passing exactly one."""
+
     def __init__(self, key, title, event):
         self.key, self.title, self.event = key, title, event
+        self.selections = None
 
 
 class GetppidLoad(Load):
@@ -955,6 +1026,8 @@ class GetppidLoad(Load):
     def spawn(self, ctx):
         gen = ctx.gen('GEN_GETPPID', '--count', self.n, '--cpu', GEN_CPU)
         pid, = gen.pids()
+        # One process on one CPU: a stream filter passes all of it or nothing.
+        self.selections = (f'common_pid == {pid}', f'common_pid != {pid}')
         return gen, f'common_pid == {pid}'
 
     def run(self, gen):
@@ -975,6 +1048,8 @@ class PingpongLoad(Load):
     def spawn(self, ctx):
         gen = ctx.gen('GEN_PINGPONG', '--count', self.n, '--cpu', GEN_CPU)
         parent, child = gen.pids()
+        # Each switch away from one of the two: the pair of filters passes every record once.
+        self.selections = (f'prev_pid == {parent}', f'prev_pid == {child}')
         return gen, f'common_pid == {parent} || common_pid == {child}'
 
     def run(self, gen):
@@ -1049,6 +1124,7 @@ def render(result):
                      f'{lat["p50_ms"]:.1f} / {lat["p99_ms"]:.1f} / {lat["max_ms"]:.1f}' if lat else '-'])
         last = r['load']
     lines.append(table(body, headers, aligns))
+    lines += render_fanout(result['runs'])
     notes = [f'  {r["load"]}, {r["tracer"]}: {n}' for r in result['runs'] for n in r['warnings'] + r['notes']]
     if notes:
         lines.append('notes:\n' + '\n'.join(notes))
@@ -1070,6 +1146,32 @@ def render(result):
     if result['errors']:
         lines.append('runs that failed:\n' + '\n'.join(f'  {e}' for e in result['errors']))
     return '\n'.join(lines)
+
+
+def render_fanout(runs):
+    """The tpd rows of plain, selective and Python streams side by side, per generated record (= per
+    delivered record of each stream when the streams pass everything and nothing is lost)."""
+    rows = [r for r in runs if r.get('fanout')]
+    if not any(r['streams'] > 1 for r in rows):
+        return []
+    base = {r['workload']: r['tracer_ns_per_generated_event'] for r in rows
+            if r['tracer'] == 'tpd, 1 × tpctl stream' and r['tracer_ns_per_generated_event']}
+    body, last = [], None
+    for r in rows:
+        tpd, clients = r['tracer_ns_per_generated_event'], r['client_ns_per_generated_event']
+        total = (tpd or 0) + (clients or 0)
+        ratio = tpd / base[r['workload']] if tpd and r['workload'] in base else None
+        body.append([r['load'] if r['load'] != last else '', r['tracer'], r['streams'], fmt(r['generated']),
+                     fmt(r['delivered_all_streams']), fmt(r['expected_all_streams']), fmt(r.get('lost')), fmt(tpd),
+                     fmt(clients), fmt(total or None), fmt(total / r['streams'] if total else None),
+                     f'{ratio:.2f}' if ratio else '-'])
+        last = r['load']
+    headers = ['workload', 'tracer', 'consumers', 'generated', 'delivered (all)', 'expected (all)', 'lost',
+               'tpd ns/rec', 'clients ns/rec', 'total ns/rec', 'per consumer', 'tpd × tpd1']
+    return ['fan-out, CPU per generated record: tpd; all consumers together; the total; the total per consumer; '
+            'tpd against tpd with one stream.\ndelivered (all): GetStatus delivered to all streams; expected: '
+            'what the kernel kept × the streams (selective: × half of them). lost: per stream.',
+            table(body, headers, '<<>>>>>>>>>>')]
 
 
 def aggregate(rows):
@@ -1188,7 +1290,8 @@ def parse_args():
     ap.add_argument('--round-trips', type=int, help='ping-pong round trips (default 500,000; --quick 100,000)')
     ap.add_argument('--repeat', type=int, help='runs of each bulk measurement, interleaved; the table shows the '
                     'run with the median total cost (default 3; --quick 1)')
-    ap.add_argument('--streams', type=int, default=8, help='concurrent streams of the fan-out run (default 8)')
+    ap.add_argument('--streams', type=int, default=8, help='concurrent streams of the default fan-out run, tpd8, '
+                    'and of its bound (default 8)')
     ap.add_argument('--marker-rate', type=int, default=100, help='trace_marker writes per second (default 100)')
     ap.add_argument('--latency-seconds', type=float, help='length of the latency run (default 10; --quick 5)')
     ap.add_argument('--idle-seconds', type=float, help='length of the idle measurement (default 30; --quick 5)')
@@ -1199,9 +1302,19 @@ def parse_args():
     ap.add_argument('--export-rate', type=int, default=100_000, help='getppid calls per second of the export runs '
                     '(default 100,000)')
     ap.add_argument('--export-seconds', type=float, help='length of the export runs (default 10; --quick 5)')
-    ap.add_argument('--workloads', default=','.join(WORKLOADS), help=f'subset of {",".join(WORKLOADS)}')
-    ap.add_argument('--tracers', default=','.join(TRACERS), help=f'subset of {",".join(TRACERS)}')
+    ap.add_argument('--workloads', help=f'subset of {",".join(WORKLOADS)} (default: all)')
+    ap.add_argument('--tracers', help=f'on getppid and pingpong, in this order: {",".join(TRACERS)} (the default), '
+                    'or tpdN (N streams), tpdNsel (N streams with a filter each, N even), tpdNpy (N streams and a '
+                    'Python Varlink client)')
+    ap.add_argument('--fanout', action='store_true', help=f'the fan-out comparison: --workloads '
+                    f'{",".join(FANOUT_WORKLOADS)} --tracers {",".join(FANOUT_TRACERS)}')
     o = ap.parse_args()
+    if o.fanout:
+        if o.workloads or o.tracers:
+            ap.error('--fanout chooses the workloads and tracers itself')
+        o.workloads, o.tracers = ','.join(FANOUT_WORKLOADS), ','.join(FANOUT_TRACERS)
+    o.workloads = o.workloads or ','.join(WORKLOADS)
+    o.tracers = o.tracers or ','.join(t if t != 'tpd8' else f'tpd{o.streams}' for t in TRACERS)
     q = o.quick
     o.events = o.events or (1_000_000 if q else 5_000_000)
     o.round_trips = o.round_trips or (100_000 if q else 500_000)
@@ -1211,11 +1324,16 @@ def parse_args():
     o.export_seconds = o.export_seconds or (5 if q else 10)
     o.repeat = max(1, o.repeat or (1 if q else 3))
     o.workloads = o.workloads.split(',')
-    o.tracers = o.tracers.split(',')
-    for name, given, known in (('workload', o.workloads, WORKLOADS), ('tracer', o.tracers, TRACERS)):
-        bad = set(given) - set(known)
-        if bad:
-            ap.error(f'unknown {name} {", ".join(sorted(bad))}; known: {", ".join(known)}')
+    o.tracers = list(dict.fromkeys(o.tracers.split(',')))
+    bad = set(o.workloads) - set(WORKLOADS)
+    if bad:
+        ap.error(f'unknown workload {", ".join(sorted(bad))}; known: {", ".join(WORKLOADS)}')
+    bad = {t for t in o.tracers if t not in TRACERS and not TPD_STREAMS.match(t)}
+    if bad:
+        ap.error(f'unknown tracer {", ".join(sorted(bad))}; known: {", ".join(TRACERS)}, tpdN, tpdNsel, tpdNpy')
+    odd = [t for t in o.tracers if t.endswith('sel') and int(TPD_STREAMS.match(t)[1]) % 2]
+    if odd:
+        ap.error(f'{", ".join(odd)}: selective streams come in pairs, N must be even')
     return o
 
 
@@ -1230,6 +1348,40 @@ def setup_programs(build):
                      f'`meson setup DIR && meson compile -C DIR`, or run `meson test -C DIR --benchmark`')
 
 
+def run_tracer(bench, load, tracer):
+    """One measurement of a tracer (TRACERS, TPD_STREAMS) on a bulk load."""
+    m = TPD_STREAMS.match(tracer)
+    if m:
+        k, kind = int(m[1]), m[2]
+        label = f'tpd, {k} × tpctl stream' + {None: '', 'sel': ' -f (selective)', 'py': ' + Python client'}[kind]
+        what = f'tpd, {k} stream{"s" if k > 1 else ""}' + {None: '', 'sel': ', selective',
+                                                             'py': ' and a Python Varlink client'}[kind]
+        bench.guarded(f'{load.title}: {what}', bench.tpd_bulk, load, label, k, None, (), False, kind == 'sel',
+                      kind == 'py')
+    elif tracer == 'tpdsym':
+        bench.guarded(f'{load.title}: tpd, 1 stream --symbolic', bench.tpd_bulk, load,
+                      'tpd, 1 × tpctl stream --symbolic', 1, None, ('--symbolic',))
+    elif tracer == 'tpdtop':
+        bench.guarded(f'{load.title}: tpd, 1 stream and tpctl top', bench.tpd_bulk, load,
+                      'tpd, 1 × tpctl stream + tpctl top', 1, None, (), True)
+    elif tracer == 'tpdcount':
+        bench.guarded(f'{load.title}: tpd, counting consumer', bench.tpd_bulk, load,
+                      'tpd, 1 × counting consumer', 1, 'sampled')
+    elif tracer == 'tpd-record':
+        bench.guarded(f'{load.title}: tpd, tpctl record', bench.tpd_record, load)
+    elif tracer in ('tc-record', 'tc-stream'):
+        if bench.machine['trace_cmd_version'] != 'missing':
+            mode = tracer.removeprefix('tc-')
+            bench.guarded(f'{load.title}: trace-cmd {mode}', bench.trace_cmd, load, mode)
+        else:
+            bench.missing.add('trace-cmd is not installed (Debian package trace-cmd)')
+    elif tracer == 'perf':
+        if bench.machine['perf_version'] != 'missing':
+            bench.guarded(f'{load.title}: perf', bench.perf, load)
+        else:
+            bench.missing.add('perf is not installed (Debian package linux-perf)')
+
+
 def run_all(bench, o):
     loads = []
     if 'getppid' in o.workloads:
@@ -1238,37 +1390,10 @@ def run_all(bench, o):
         loads.append(PingpongLoad(o.round_trips))
     if loads:
         bench.guarded('warm-up (not reported)', bench.warm_up)
-    have_tc = bench.machine['trace_cmd_version'] != 'missing'
-    have_perf = bench.machine['perf_version'] != 'missing'
     for rep, load in ((r, load) for r in range(o.repeat) for load in loads):
         bench.rep = rep
-        if 'tpd1' in o.tracers:
-            bench.guarded(f'{load.title}: tpd, 1 stream', bench.tpd_bulk, load, 'tpd, 1 × tpctl stream', 1, None)
-        if 'tpdsym' in o.tracers:
-            bench.guarded(f'{load.title}: tpd, 1 stream --symbolic', bench.tpd_bulk, load,
-                          'tpd, 1 × tpctl stream --symbolic', 1, None, ('--symbolic',))
-        if 'tpd8' in o.tracers:
-            bench.guarded(f'{load.title}: tpd, {o.streams} streams', bench.tpd_bulk, load,
-                          f'tpd, {o.streams} × tpctl stream', o.streams, None)
-        if 'tpdtop' in o.tracers:
-            bench.guarded(f'{load.title}: tpd, 1 stream and tpctl top', bench.tpd_bulk, load,
-                          'tpd, 1 × tpctl stream + tpctl top', 1, None, (), True)
-        if 'tpdcount' in o.tracers:
-            bench.guarded(f'{load.title}: tpd, counting consumer', bench.tpd_bulk, load,
-                          'tpd, 1 × counting consumer', 1, 'sampled')
-        if 'tpd-record' in o.tracers:
-            bench.guarded(f'{load.title}: tpd, tpctl record', bench.tpd_record, load)
-        for mode, key in (('record', 'tc-record'), ('stream', 'tc-stream')):
-            if key in o.tracers:
-                if have_tc:
-                    bench.guarded(f'{load.title}: trace-cmd {mode}', bench.trace_cmd, load, mode)
-                else:
-                    bench.missing.add('trace-cmd is not installed (Debian package trace-cmd)')
-        if 'perf' in o.tracers:
-            if have_perf:
-                bench.guarded(f'{load.title}: perf', bench.perf, load)
-            else:
-                bench.missing.add('perf is not installed (Debian package linux-perf)')
+        for tracer in o.tracers:
+            run_tracer(bench, load, tracer)
     bench.rep = None
     if 'latency' in o.workloads:
         bench.guarded(f'latency: trace_marker at {o.marker_rate}/s for {o.latency_seconds:g} s', bench.latency,
