@@ -3,6 +3,7 @@
 """tpd's side-by-side benchmark (docs/performance.md): one generated load through tpd, trace-cmd and perf.
 
     python3 tests/bench/bench.py --build build [--quick] [--json out.json] [--events N]
+    python3 tests/bench/bench.py --build build --fanout     (1 to 32 streams, selective, Python)
 
 or `meson test -C build --benchmark --verbose` (writes build/tests/bench/side-by-side.json). Needs
 root, tracefs and CPUs 0 and 1; builds nothing (run `meson compile -C build` first). A full run takes
@@ -46,7 +47,7 @@ BUILD_PROGRAMS = {
     'GEN_PINGPONG': 'tests/integration/gen-pingpong',
     'NATS_CONSUME': 'tests/integration/nats-consume',
 }
-# What a plain run measures on getppid and pingpong, in this order (tpd8 is tpd with --streams streams).
+# What a plain run measures on getppid and pingpong, in this order (with --streams N, tpdN for tpd8).
 TRACERS = ('tpd1', 'tpdsym', 'tpd8', 'tpdtop', 'tpdcount', 'tpd-record', 'tc-record', 'tc-stream', 'perf')
 # tpdN: tpd with N `tpctl stream > /dev/null`; tpdNsel: N streams with a filter each, which pass half
 # of the records on average (N even); tpdNpy: N streams and a Python client speaking plain Varlink.
@@ -331,10 +332,9 @@ class LineCounter:
             except OSError:
                 n = 0
             now = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
-            chunk = view[:n].tobytes()
-            if not chunk:
+            if not n:
                 return
-            data = partial + chunk
+            data = partial + view[:n]
             end = data.rfind(b'\n')
             if end < 0:
                 partial = data
