@@ -597,7 +597,7 @@ class Bench:
             'fanout': counting is None and not extra and not top,
             'selective': selective,
             'selections': list(load.selections) if selective else None,
-            'delivered': counter.records() if counter else queued / (k if selective else n),
+            'delivered': counter.records() if counter else queued / n,
             'delivered_source': 'lines read by the counting consumer' if counter else 'GetStatus delivered / streams',
             'delivered_all_streams': queued,
             'lost': lost['kernel_overrun'] + lost['client'] / n,
