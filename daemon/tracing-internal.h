@@ -46,6 +46,7 @@ struct Tracing {
         void *clear_userdata;
         char *saved_cmdlines;
         unsigned n_cpus;
+        int *stats_fd; /* per CPU: per_cpu/cpuN/stats once read, kept open: the flush timer reads them */
         size_t page_size;
 
         char **available; /* sorted "system:event" names the kernel has */
