@@ -390,9 +390,11 @@ int tracing_set_clock(Tracing *t, const char *clock) {
 }
 
 int tracing_get_clock(Tracing *t, char **ret) {
-        char *c = tracefs_get_clock(t->instance);
+        /* The clock tpd set and tracing_check() keeps: no read of trace_clock, which the check
+         * and every record tpd dates itself would otherwise cost. */
+        char *c = t->clock ? strdup(t->clock) : tracefs_get_clock(t->instance);
         if (!c)
-                return negative_errno();
+                return t->clock ? -ENOMEM : negative_errno();
         *ret = c;
         return 0;
 }

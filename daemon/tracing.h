@@ -73,6 +73,7 @@ int tracing_set_clock(Tracing *t, const char *clock);
 /* Sets the handler told of the buffer clears of tpd's own trace_clock writes (tracing_set_clock()
  * and tracing_check() putting the clock back). */
 void tracing_set_clear_handler(Tracing *t, TracingClearHandler handler, void *userdata);
+/* The trace clock: the one tpd set, which tracing_check() puts back within a second of a change. */
 int tracing_get_clock(Tracing *t, char **ret);
 int tracing_set_buffer_size_kb(Tracing *t, unsigned kb);
 int tracing_get_buffer_size_kb(Tracing *t, unsigned *ret);
