@@ -98,8 +98,8 @@ static void *read_thread(void *arg) {
                 /* The writer had finished before this read began, and it found nothing more. */
                 if (done && n == 0)
                         break;
-                if (rand_r(&rd->seed) % 64 == 0)
-                        usleep((useconds_t) (rand_r(&rd->seed) % 3000));
+                if (rand_r(&rd->seed) % 256 == 0)
+                        usleep((useconds_t) (rand_r(&rd->seed) % 1000));
         }
         return NULL;
 }
