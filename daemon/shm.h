@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stddef.h>
+
+/*
+ * Shared memory that tpd writes and its clients may only read: a memfd that tpd maps read-write,
+ * sealed so that nobody can write it, map it writable, grow, shrink or punch it through any fd
+ * (F_SEAL_FUTURE_WRITE leaves tpd's own mapping writable), owned by root with mode 0400, and
+ * handed out as a fresh read-only fd. A client can neither reopen such an fd for writing (the mode)
+ * nor make tpd fault (the size is sealed). The memory is tpd's: its pages count in tpd's RSS
+ * (RssShmem) as tpd first writes them.
+ */
+
+typedef struct ShmRegion {
+        int fd; /* tpd's, read-write; -1 when none */
+        void *mem;
+        size_t size;
+} ShmRegion;
+
+#define SHM_REGION_NULL ((ShmRegion){ .fd = -1 })
+
+/* A region of size bytes, zero-filled, mapped read-write at ret->mem. */
+int shm_region_new(ShmRegion *ret, const char *name, size_t size);
+/* A new fd for a reader: read-only, close-on-exec. */
+int shm_region_reader_fd(const ShmRegion *r);
+void shm_region_done(ShmRegion *r);
