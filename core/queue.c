@@ -2,17 +2,27 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "core/queue.h"
 #include "util.h"
 
 #define QUEUE_IOV_MAX 256U
 
+static void queue_fds_close(QueueFds *set) {
+        for (size_t i = 0; i < set->n_fds; i++)
+                safe_close(set->fds[i]);
+}
+
 void queue_done(Queue *q) {
         for (size_t i = 0; i < q->n; i++)
                 batch_unref(q->entries[(q->head + i) % q->cap].batch);
         free(q->entries);
+        for (size_t i = 0; i < q->n_fd_sets; i++)
+                queue_fds_close(&q->fd_sets[i]);
+        free(q->fd_sets);
         *q = (Queue){};
 }
 
@@ -153,6 +163,44 @@ int queue_push_text(Queue *q, char *text, size_t length) {
         return r;
 }
 
+int queue_push_text_fds(Queue *q, char *text, size_t length, const int *fds, size_t n_fds) {
+        QueueFds set = { .n_fds = n_fds }, *sets;
+        QueueEntry *tail;
+        int r;
+
+        if (n_fds == 0)
+                return queue_push_text(q, text, length);
+        /* Fds need a byte to travel with. */
+        if (n_fds > QUEUE_FDS_MAX || length == 0) {
+                r = -EINVAL;
+                goto fail;
+        }
+        memcpy(set.fds, fds, n_fds * sizeof(int));
+        sets = reallocarray(q->fd_sets, q->n_fd_sets + 1, sizeof(QueueFds));
+        if (!sets) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        q->fd_sets = sets;
+        r = queue_push_text(q, TAKE_PTR(text), length);
+        if (r < 0)
+                goto fail;
+
+        /* A batch of its own: never merged into an earlier entry, so the text starts the new tail. */
+        tail = queue_tail(q);
+        set.pos = q->popped + q->n - 1;
+        q->fd_sets[q->n_fd_sets++] = set;
+        tail->charge += sizeof(QueueFds);
+        q->held += sizeof(QueueFds);
+        return 0;
+
+fail:
+        free(text);
+        for (size_t i = 0; i < n_fds; i++)
+                safe_close(fds[i]);
+        return r;
+}
+
 int queue_push_copy(Queue *q, const void *data, size_t length) {
         char *text = malloc(MAX(length, (size_t) 1));
 
@@ -166,12 +214,52 @@ static const char *entry_data(const QueueEntry *e) {
         return e->batch ? e->batch->buf.data + e->offset : e->ptr;
 }
 
+/* Writes the head entry, not yet started, with its fds; closes them once they went out. */
+static ssize_t queue_send_fds(Queue *q, int fd, struct iovec *iov) {
+        QueueFds *set = &q->fd_sets[0];
+        union {
+                struct cmsghdr cmsg;
+                char buf[CMSG_SPACE(sizeof(int) * QUEUE_FDS_MAX)];
+        } control = {};
+        struct msghdr mh = {
+                .msg_iov = iov,
+                .msg_iovlen = 1,
+                .msg_control = &control,
+                .msg_controllen = CMSG_SPACE(sizeof(int) * set->n_fds),
+        };
+        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&mh);
+        ssize_t n;
+
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN(sizeof(int) * set->n_fds);
+        memcpy(CMSG_DATA(cmsg), set->fds, sizeof(int) * set->n_fds);
+
+        n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (n <= 0)
+                return n;
+        /* The fds went with the first bytes, even when the rest of the entry did not. */
+        queue_fds_close(set);
+        q->n_fd_sets--;
+        memmove(q->fd_sets, q->fd_sets + 1, q->n_fd_sets * sizeof(QueueFds));
+        return n;
+}
+
 int queue_write(Queue *q, int fd) {
         struct iovec iov[QUEUE_IOV_MAX];
 
         while (q->n > 0) {
                 size_t n_iov = MIN(q->n, (size_t) QUEUE_IOV_MAX);
+                bool with_fds = false;
                 ssize_t n;
+
+                /* An entry with fds starts a write of its own, and ends it: the fds belong to it. */
+                if (q->n_fd_sets > 0) {
+                        size_t k = q->fd_sets[0].pos - q->popped;
+
+                        with_fds = k == 0;
+                        n_iov = with_fds ? 1 : MIN(n_iov, k);
+                }
 
                 for (size_t i = 0; i < n_iov; i++) {
                         const QueueEntry *e = &q->entries[(q->head + i) % q->cap];
@@ -179,7 +267,7 @@ int queue_write(Queue *q, int fd) {
                         iov[i] = (struct iovec){ (void *) (entry_data(e) + skip), e->length - skip };
                 }
 
-                n = writev(fd, iov, (int) n_iov);
+                n = with_fds ? queue_send_fds(q, fd, iov) : writev(fd, iov, (int) n_iov);
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;

@@ -16,7 +16,13 @@
  * shared batch keeps the whole batch allocated, so the first slice of a batch charges the batch's
  * memory, and the charge is released when the last slice of that run has been written. Slices of a
  * buffer the stream owns (queue_push_own) charge their length.
+ *
+ * An entry can carry file descriptors (a reply that hands memory over): they go out by sendmsg(2)
+ * as one SCM_RIGHTS message with the entry's first byte, in a write of that entry alone, so the
+ * reader knows which message they came with; then the queue closes its copies.
  */
+
+#define QUEUE_FDS_MAX 2
 
 typedef struct QueueEntry {
         Batch *batch;    /* referenced; NULL for static text */
@@ -25,6 +31,13 @@ typedef struct QueueEntry {
         uint32_t length;
         size_t charge; /* memory released when this entry has been written */
 } QueueEntry;
+
+/* The fds of one entry. Rare, so kept beside the ring rather than in every entry. */
+typedef struct QueueFds {
+        size_t pos; /* the entry's position counted from the first entry ever queued */
+        int fds[QUEUE_FDS_MAX];
+        size_t n_fds;
+} QueueFds;
 
 typedef struct Queue {
         QueueEntry *entries; /* ring */
@@ -38,7 +51,9 @@ typedef struct Queue {
          * entry ever queued: its charge moves along as the run of that batch grows. */
         Batch *run_batch;
         size_t run_tail;
-        size_t popped; /* entries written and released so far */
+        size_t popped;     /* entries written and released so far */
+        QueueFds *fd_sets; /* fds not yet sent, in entry order */
+        size_t n_fd_sets;
 } Queue;
 
 void queue_done(Queue *q);
@@ -55,10 +70,13 @@ size_t queue_charge_for(const Queue *q, const Batch *b);
 void queue_charge_tail(Queue *q, const Batch *b, size_t n);
 /* Queues malloc()ed text, taking it over (also on failure) as the buffer of a batch of its own. */
 int queue_push_text(Queue *q, char *text, size_t length);
+/* As queue_push_text(), with n_fds (at most QUEUE_FDS_MAX) fds that go with the text's first byte;
+ * takes the fds over too (also on failure). */
+int queue_push_text_fds(Queue *q, char *text, size_t length, const int *fds, size_t n_fds);
 /* Copies data into a batch of its own and queues it. */
 int queue_push_copy(Queue *q, const void *data, size_t length);
-/* Writes as much as fd takes. Returns 0 when the queue is empty, 1 when fd would block with data
- * left, or a negative errno. */
+/* Writes as much as fd takes (a socket, once fds are queued). Returns 0 when the queue is empty, 1 when fd
+ * would block with data left, or a negative errno. */
 int queue_write(Queue *q, int fd);
 
 static inline bool queue_is_empty(const Queue *q) {

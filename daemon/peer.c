@@ -61,29 +61,38 @@ Peer *peer_free(Peer *p) {
         return NULL;
 }
 
-/* A reply (error NULL) or an error, built by include/varlink.c and queued; parameters are taken. */
-static int peer_send(Peer *p, const char *error, json_object *parameters, bool continues) {
+/* A reply (error NULL) or an error, built by include/varlink.c and queued with n_fds fds;
+ * parameters and fds are taken. */
+static int peer_send(Peer *p, const char *error, json_object *parameters, bool continues, const int *fds,
+                     size_t n_fds) {
         size_t len;
         char *text;
         int r;
 
-        if (!p) {
+        if (p) {
+                r = error ? varlink_error(error, parameters, &text, &len)
+                          : varlink_reply(parameters, continues, &text, &len);
+                if (r >= 0)
+                        return queue_push_text_fds(&p->out, text, len, fds, n_fds);
+        } else {
                 json_object_put(parameters);
-                return 0;
+                r = 0;
         }
-        r = error ? varlink_error(error, parameters, &text, &len)
-                  : varlink_reply(parameters, continues, &text, &len);
-        if (r < 0)
-                return r;
-        return queue_push_text(&p->out, text, len);
+        for (size_t i = 0; i < n_fds; i++)
+                safe_close(fds[i]);
+        return r;
 }
 
 int peer_reply(Peer *p, json_object *parameters) {
-        return peer_send(p, NULL, parameters, false);
+        return peer_send(p, NULL, parameters, false, NULL, 0);
+}
+
+int peer_reply_with_fds(Peer *p, json_object *parameters, const int *fds, size_t n_fds) {
+        return peer_send(p, NULL, parameters, false, fds, n_fds);
 }
 
 int peer_reply_more(Peer *p, json_object *parameters) {
-        return peer_send(p, NULL, parameters, true);
+        return peer_send(p, NULL, parameters, true, NULL, 0);
 }
 
 int peer_reply_text(Peer *p, const char *text, size_t len) {
@@ -93,7 +102,7 @@ int peer_reply_text(Peer *p, const char *text, size_t len) {
 }
 
 int peer_error(Peer *p, const char *error, json_object *parameters) {
-        return peer_send(p, error, parameters, false);
+        return peer_send(p, error, parameters, false, NULL, 0);
 }
 
 int peer_errorf(Peer *p, const char *error, const char *key, const char *value, const char *format, ...) {

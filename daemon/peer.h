@@ -94,6 +94,10 @@ int peer_refuse(Peer *p, const char *error, const char *message);
 /* Queues a reply or an error; takes ownership of parameters. A NULL p (a deferred call whose
  * connection has gone) takes nothing. */
 int peer_reply(Peer *p, json_object *parameters);
+/* A reply that hands n_fds fds (at most QUEUE_FDS_MAX) over: they travel with the reply's first
+ * byte, and the reply names them by index ("fd": 0). Takes ownership of parameters and fds (also
+ * on failure and for a NULL p); the queue closes its copies once they are sent, or with it. */
+int peer_reply_with_fds(Peer *p, json_object *parameters, const int *fds, size_t n_fds);
 /* Queues a copy of a serialized reply (NUL included in len). */
 int peer_reply_text(Peer *p, const char *text, size_t len);
 /* A reply with "continues": more replies follow (Stream with "more"). */
