@@ -23,9 +23,22 @@
 /* tpd's default access group (AccessGroup=), for a hint when the socket does not name another. */
 #define CONNECTION_GROUP_DEFAULT "tracing"
 
+static void connection_close_fds(Connection *c) {
+        for (size_t i = 0; i < c->n_fds; i++)
+                safe_close(c->fds[i]);
+        c->n_fds = 0;
+}
+
 void connection_done(Connection *c) {
         c->fd = safe_close(c->fd);
         varlink_buffer_done(&c->in);
+        connection_close_fds(c);
+}
+
+int connection_take_fd(Connection *c, size_t index) {
+        if (index >= c->n_fds || c->fds[index] < 0)
+                return -ENXIO;
+        return TAKE_FD(c->fds[index]);
 }
 
 /* What a user refused by tpd can do: join its access group, or start a session that has it. */
@@ -126,12 +139,58 @@ static int connection_send(Connection *c, const char *method, json_object *param
         return 0;
 }
 
-/* Reads one message; bytes after its NUL stay pending in c->in (stream data, after Stream). */
+/* Reads up to size bytes into p, keeping the fds that come along. They come with the reply's first
+ * byte, which is read only after the previous reply was handed out: those of the reply being read.
+ * Returns the bytes read, or a negative errno; -EBADMSG for more fds than one reply brings. */
+static ssize_t connection_read(Connection *c, char *p, size_t size) {
+        union {
+                struct cmsghdr cmsg;
+                char buf[CMSG_SPACE(sizeof(int) * CONNECTION_FDS_MAX)];
+        } control;
+        struct iovec iov = { p, size };
+        struct msghdr mh = {
+                .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control, .msg_controllen = sizeof(control)
+        };
+        size_t had = c->n_fds;
+        bool extra = false;
+        ssize_t n;
+
+        n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC);
+        if (n < 0)
+                return -errno;
+        for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&mh); cmsg; cmsg = CMSG_NXTHDR(&mh, cmsg)) {
+                size_t n_fds = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                const int *fds = (const int *) CMSG_DATA(cmsg);
+
+                if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS)
+                        continue;
+                for (size_t i = 0; i < n_fds; i++) {
+                        int fd;
+
+                        memcpy(&fd, fds + i, sizeof(fd));
+                        /* One set per reply. */
+                        if (had == 0 && c->n_fds < CONNECTION_FDS_MAX)
+                                c->fds[c->n_fds++] = fd;
+                        else {
+                                safe_close(fd);
+                                extra = true;
+                        }
+                }
+        }
+        /* Fds the control buffer had no room for were closed by the kernel. */
+        if (extra || (mh.msg_flags & MSG_CTRUNC))
+                return -EBADMSG;
+        return n;
+}
+
+/* Reads one message; bytes after its NUL stay pending in c->in (stream data, after Stream). Fds of
+ * the previous reply not taken are closed. */
 static int connection_recv(Connection *c, VarlinkReply *ret) {
         const char *msg;
         size_t len;
         int r;
 
+        connection_close_fds(c);
         for (;;) {
                 char *p;
                 ssize_t n;
@@ -145,13 +204,15 @@ static int connection_recv(Connection *c, VarlinkReply *ret) {
                 r = varlink_buffer_space(&c->in, CONNECTION_READ_SIZE, &p);
                 if (r < 0)
                         return log_oom();
-                n = read(c->fd, p, CONNECTION_READ_SIZE);
-                if (n < 0 && errno == EINTR)
+                n = connection_read(c, p, CONNECTION_READ_SIZE);
+                if (n == -EINTR)
                         continue;
-                if (n == 0 || (n < 0 && errno == ECONNRESET))
+                if (n == 0 || n == -ECONNRESET)
                         return connection_closed();
+                if (n == -EBADMSG)
+                        return log_error_errno(n, "tpd sent more file descriptors than expected");
                 if (n < 0)
-                        return log_error_errno(-errno, "cannot read from tpd: %m");
+                        return log_error_errno((int) n, "cannot read from tpd: %m");
                 varlink_buffer_advance(&c->in, (size_t) n);
         }
 

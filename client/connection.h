@@ -14,9 +14,15 @@
  * failure is printed here, once, with a hint where one helps.
  */
 
+/* File descriptors one reply can bring (SCM_RIGHTS with its first byte; the reply names them by
+ * index): as many as tpd sends with one (QUEUE_FDS_MAX). */
+#define CONNECTION_FDS_MAX 2
+
 typedef struct Connection {
         int fd;
-        VarlinkBuffer in; /* after the reply to Stream: the first stream bytes */
+        VarlinkBuffer in;            /* after the reply to Stream: the first stream bytes */
+        int fds[CONNECTION_FDS_MAX]; /* came with the last reply; -1 once taken */
+        size_t n_fds;
 } Connection;
 
 #define CONNECTION_NULL ((Connection){ .fd = -1 })
@@ -34,6 +40,10 @@ int connection_call(Connection *c, const char *socket_path, const char *method, 
 /* Another call on the connection connection_call() opened, once its previous reply was read: same
  * returns. */
 int connection_call_again(Connection *c, const char *method, json_object *params, VarlinkReply *ret_reply);
+
+/* Takes fd index of the last reply over (the reply's "fd": index), or -ENXIO when it brought no
+ * such fd or it was taken already. Fds not taken are closed with the next reply or the connection. */
+int connection_take_fd(Connection *c, size_t index);
 
 /* The exit status for a result of connection_call(): 0 success, 1 an error reply (printed),
  * TPD_EXIT_DAEMON_GONE when tpd cannot be reached or went away, 2 for a socket path too long. */
