@@ -12,9 +12,12 @@
   that connection only: a client connected before keeps working, new clients are served, a running
   stream keeps streaming. An unknown method is an error reply (MethodNotFound), not a close. A call
   split into one-byte writes and two pipelined calls are answered correctly.
+- Fds sent with a call (SCM_RIGHTS) are not taken: the call is answered, and tpd holds none of them
+  (its read() leaves them to the kernel, which closes them).
 """
 
 import os
+import socket
 import subprocess
 import time
 
@@ -37,6 +40,47 @@ BAD_NAMES = [
     'sched:sched_switch:x',
     'a' * 300 + ':b',
 ]
+
+
+def tpd_fds(tpd):
+    fd_dir = f'/proc/{tpd.process.pid}/fd'
+    links = []
+    for name in os.listdir(fd_dir):
+        try:
+            links.append(os.readlink(os.path.join(fd_dir, name)))
+        except FileNotFoundError:
+            pass
+    return links
+
+
+def fds_not_taken(tpd):
+    memfd = os.memfd_create('tpdtest-passed-fd')
+    r, w = os.pipe()
+    pipe_link = f'pipe:[{os.fstat(r).st_ino}]'
+    # Connections closed before are let go first.
+    before, settled = len(tpd_fds(tpd)), time.monotonic()
+    while time.monotonic() - settled < 0.5:
+        time.sleep(0.05)
+        if len(tpd_fds(tpd)) != before:
+            before, settled = len(tpd_fds(tpd)), time.monotonic()
+    with tpd.varlink() as v:
+        call = b'{"method":"org.varlink.service.GetInfo"}\x00'
+        socket.send_fds(v.sock, [call[:10]], [memfd, r])
+        v.send_raw(call[10:])
+        reply = v.recv()
+        check(reply is not None and 'interfaces' in reply.get('parameters', {}), f'call sent with fds: {reply}')
+        # Two pipelined calls, fds with the second.
+        socket.send_fds(v.sock, [call + call], [w])
+        check('error' not in v.recv() and 'error' not in v.recv(), 'pipelined calls sent with an fd')
+        held = [link for link in tpd_fds(tpd) if 'tpdtest-passed-fd' in link or link == pipe_link]
+        check(not held, f'tpd holds fds a client sent: {held}')
+    for fd in (memfd, r, w):
+        os.close(fd)
+    deadline = time.monotonic() + 3
+    while len(tpd_fds(tpd)) != before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    check(len(tpd_fds(tpd)) == before, f'tpd has {len(tpd_fds(tpd))} fds, {before} before fds were sent to it')
+    log('fds sent with calls are not taken')
 
 
 def main(ctx):
@@ -184,6 +228,7 @@ def main(ctx):
         check(r2 is not None and r2.get('parameters', {}).get('instance') == tpd.instance,
               f'second of two pipelined calls: {r2}')
     keeper.close()
+    fds_not_taken(tpd)
 
     # The witness stream lived through all of it.
     msg = f'tpdtest-after-errors {ctx.rand}'
