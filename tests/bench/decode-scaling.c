@@ -41,6 +41,7 @@ typedef struct Machine {
         size_t n_pages; /* per CPU */
         uint8_t **pages;
         uint64_t records; /* what one pass over all CPUs yields, from the first run */
+        uint64_t bytes;   /* of JSON lines, the same */
 } Machine;
 
 /* One cache line each: nothing of one worker shares a line with another's. */
@@ -51,13 +52,13 @@ typedef struct Worker {
         pthread_barrier_t *start;
         unsigned index, n_workers, batch_pages;
         int pin; /* the CPU it runs on, or -1 */
-        uint64_t records, cpu_ns;
+        uint64_t records, bytes, cpu_ns;
         uint64_t begin, end; /* CLOCK_MONOTONIC */
         long ivcsw;          /* involuntary context switches: another task took its CPU */
 } Worker;
 
 typedef struct Run {
-        uint64_t records, wall_ns, cpu_ns;
+        uint64_t records, bytes, wall_ns, cpu_ns;
         long ivcsw;
 } Run;
 
@@ -148,7 +149,7 @@ static void machine_done(Machine *m) {
 static void *worker_main(void *userdata) {
         Worker *w = userdata;
         const Machine *m = w->m;
-        uint64_t records = 0, cpu0;
+        uint64_t records = 0, bytes = 0, cpu0;
         long ivcsw0;
         Decoder *d;
         Dataset ds;
@@ -181,12 +182,14 @@ static void *worker_main(void *userdata) {
                                 if (decoder_decode_page(d, m->pages[cpu] + i * PAGE, PAGE, cpu, b) < 0)
                                         TEST_FAIL("%s: CPU %u page %zu did not decode", m->name, cpu, i);
                         records += b->n_records;
+                        bytes += b->buf.len;
                 }
         }
         w->cpu_ns = now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
         w->ivcsw = thread_ivcsw() - ivcsw0;
         w->end = now_ns(CLOCK_MONOTONIC);
         w->records = records;
+        w->bytes = bytes;
 
         batch_unref(b);
         decoder_free(d);
@@ -235,6 +238,7 @@ static Run machine_run(Machine *m, const char *datadir, unsigned n_workers, unsi
         for (unsigned i = 0; i < n_workers; i++) {
                 ASSERT_INT_EQ(pthread_join(w[i].thread, NULL), 0);
                 run.records += w[i].records;
+                run.bytes += w[i].bytes;
                 run.cpu_ns += w[i].cpu_ns;
                 run.ivcsw += w[i].ivcsw;
                 begin = MIN(begin, w[i].begin);
@@ -245,9 +249,12 @@ static Run machine_run(Machine *m, const char *datadir, unsigned n_workers, unsi
         free(w);
 
         /* Every configuration must decode the same records, or it measured something else. */
-        if (m->records == 0)
+        if (m->records == 0) {
                 m->records = run.records;
+                m->bytes = run.bytes;
+        }
         ASSERT_U64_EQ(run.records, m->records);
+        ASSERT_U64_EQ(run.bytes, m->bytes);
         return run;
 }
 
@@ -396,8 +403,10 @@ static void report(const Options *o, const Machine *m, Run runs[][MAX_REPEAT], R
         int cpus[MAX_WORKERS];
         unsigned n_allowed = allowed_cpus(cpus, MAX_WORKERS);
 
-        printf("\n%s: %u CPUs × %zu pages, %" PRIu64 " records a run, reads of %u pages, median of %u\n",
-               m->name, m->n_cpus, m->n_pages, m->records, o->batch_pages, o->repeat);
+        printf("\n%s: %u CPUs × %zu pages, %" PRIu64 " records a run (%.0f bytes of JSON each), reads of %u "
+               "pages, median of %u\n",
+               m->name, m->n_cpus, m->n_pages, m->records, (double) m->bytes / (double) m->records,
+               o->batch_pages, o->repeat);
         printf("%-7s %-14s %9s %19s %11s %7s %6s %8s\n", "workers", "pinned", "wall ms", "M rec/s (min-max)",
                "CPU ns/rec", "on-CPU", "ivcsw", "speed-up");
         for (unsigned k = 0; k < o->n_workers; k++) {
