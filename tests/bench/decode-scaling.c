@@ -262,6 +262,10 @@ static double rate(const Run *r) {
         return (double) r->records * 1e9 / (double) r->wall_ns;
 }
 
+static double cost(const Run *r) {
+        return (double) r->cpu_ns / (double) r->records;
+}
+
 static int cmp_rate(const void *a, const void *b) {
         double x = rate(a), y = rate(b);
         return (x > y) - (x < y);
@@ -407,20 +411,19 @@ static void report(const Options *o, const Machine *m, Run runs[][MAX_REPEAT], R
                "pages, median of %u\n",
                m->name, m->n_cpus, m->n_pages, m->records, (double) m->bytes / (double) m->records,
                o->batch_pages, o->repeat);
-        printf("%-7s %-14s %9s %19s %11s %7s %6s %8s\n", "workers", "pinned", "wall ms", "M rec/s (min-max)",
-               "CPU ns/rec", "on-CPU", "ivcsw", "speed-up");
+        printf("%-7s %-14s %9s %19s %11s %7s %6s %8s %6s\n", "workers", "pinned", "wall ms",
+               "M rec/s (min-max)", "CPU ns/rec", "on-CPU", "ivcsw", "speed-up", "cost");
         for (unsigned k = 0; k < o->n_workers; k++) {
                 Run *sorted = runs[k], *med = &medians[k];
                 unsigned w = o->workers[k];
 
                 qsort(sorted, o->repeat, sizeof(Run), cmp_rate);
                 *med = sorted[o->repeat / 2];
-                printf("%-7u %-14s %9.1f %5.2f (%5.2f-%5.2f) %11.1f %6.0f%% %6ld %7.2fx\n", w,
+                printf("%-7u %-14s %9.1f %5.2f (%5.2f-%5.2f) %11.1f %6.0f%% %6ld %7.2fx %6.2f\n", w,
                        w <= n_allowed ? "yes" : "oversubscribed", (double) med->wall_ns / 1e6,
                        rate(med) / 1e6, rate(&sorted[0]) / 1e6, rate(&sorted[o->repeat - 1]) / 1e6,
-                       (double) med->cpu_ns / (double) med->records,
-                       100.0 * (double) med->cpu_ns / ((double) med->wall_ns * w), med->ivcsw,
-                       rate(med) / rate(&medians[0]));
+                       cost(med), 100.0 * (double) med->cpu_ns / ((double) med->wall_ns * w), med->ivcsw,
+                       rate(med) / rate(&medians[0]), cost(med) / cost(&medians[0]));
         }
 }
 
@@ -430,8 +433,9 @@ int main(int argc, char **argv) {
         Options o;
 
         parse_options(&o, argc, argv);
-        printf("speed-up: records/s against the first worker count; on-CPU: CPU time of the workers over\n"
-               "wall time × workers (below 100%%: they waited for a CPU); ivcsw: involuntary switches\n");
+        printf("speed-up: records/s against the first worker count; cost: CPU time per record against it\n"
+               "(above 1: the threads slow each other down); on-CPU: CPU time of the workers over wall\n"
+               "time × workers (below 100%%: they waited for a CPU); ivcsw: involuntary switches\n");
         /* One machine at a time: hundreds of MiB each at the default size. */
         for (unsigned i = 0; i < o.n_datasets; i++) {
                 Machine m;
