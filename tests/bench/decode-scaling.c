@@ -17,7 +17,8 @@
  * an event's plan (the first record of an id: tep_find_event(), which writes the handle's
  * last_event cache) and for the "sym" and "print" variants; a plain record touches no tep. A shared
  * handle would be safe only once every plan was compiled before the threads start; one per worker
- * is what separate decoders need anyway (the formats parsed once each).
+ * is what separate decoders need anyway. The handles are filled before the workers start (see
+ * machine_run()).
  */
 
 #include <getopt.h>
@@ -48,7 +49,7 @@ typedef struct Machine {
 typedef struct Worker {
         _Alignas(64) pthread_t thread;
         const Machine *m;
-        const char *datadir;
+        Dataset ds; /* its own tep handle and comms */
         pthread_barrier_t *start;
         unsigned index, n_workers, batch_pages;
         int pin; /* the CPU it runs on, or -1 */
@@ -152,7 +153,6 @@ static void *worker_main(void *userdata) {
         uint64_t records = 0, bytes = 0, cpu0;
         long ivcsw0;
         Decoder *d;
-        Dataset ds;
         Batch *b;
 
         if (w->pin >= 0) {
@@ -162,10 +162,7 @@ static void *worker_main(void *userdata) {
                 CPU_SET(w->pin, &set);
                 ASSERT_INT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(set), &set), 0);
         }
-        /* Its own tep handle, comms and decoder (see the top of the file); the pages it loads too
-         * are not used. */
-        dataset_load(&ds, w->datadir, m->name);
-        d = dataset_decoder(&ds, false);
+        d = dataset_decoder(&w->ds, false);
         b = batch_new();
         ASSERT(b);
 
@@ -193,7 +190,6 @@ static void *worker_main(void *userdata) {
 
         batch_unref(b);
         decoder_free(d);
-        dataset_done(&ds);
         return NULL;
 }
 
@@ -223,13 +219,17 @@ static Run machine_run(Machine *m, const char *datadir, unsigned n_workers, unsi
         for (unsigned i = 0; i < n_workers; i++) {
                 w[i] = (Worker){
                         .m = m,
-                        .datadir = datadir,
                         .start = &start,
                         .index = i,
                         .n_workers = n_workers,
                         .batch_pages = batch_pages,
                         .pin = n_workers <= n_allowed ? cpus[i] : -1,
                 };
+                /* Here, one after the other: libtraceevent's format parser keeps its input in
+                 * static variables, so tep_parse_event() must not run on two threads at once, not
+                 * even into separate handles (helgrind shows the race). The pages it loads too are
+                 * not used. */
+                dataset_load(&w[i].ds, datadir, m->name);
                 ASSERT_INT_EQ(pthread_create(&w[i].thread, NULL, worker_main, &w[i]), 0);
         }
         pthread_barrier_wait(&start);
@@ -243,6 +243,7 @@ static Run machine_run(Machine *m, const char *datadir, unsigned n_workers, unsi
                 run.ivcsw += w[i].ivcsw;
                 begin = MIN(begin, w[i].begin);
                 end = MAX(end, w[i].end);
+                dataset_done(&w[i].ds);
         }
         run.wall_ns = end - begin;
         pthread_barrier_destroy(&start);
