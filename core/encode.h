@@ -77,6 +77,16 @@ typedef struct Record {
         uint64_t lost_base;
 } Record;
 
+/* Of lost records counted by the kernel from lost_base on, the part after its counter stood at base
+ * (a stream's start). */
+static inline uint64_t loss_after_base(uint64_t lost, uint64_t lost_base, uint64_t base) {
+        uint64_t end = lost_base + lost;
+
+        if (end <= base)
+                return 0;
+        return lost_base < base ? end - base : lost;
+}
+
 /* Encoded records of one read, shared by reference among the client queues that carry them.
  * Offsets rather than pointers, since the data may move while the batch is being filled. */
 #define BATCH_IDS_MAX 8

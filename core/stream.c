@@ -30,6 +30,7 @@ void stream_done(Stream *s) {
         free(s->carried_ts);
         free(s->base);
         free(s->sel);
+        free(s->sel_count);
         batch_unref(s->own);
 }
 
@@ -311,17 +312,12 @@ static bool stream_needs_variant(const Stream *s, const Batch *b) {
         return (stream_variant(s) & ~(unsigned) b->variant) != 0;
 }
 
-/* The part of a kernel's loss record that falls after the stream's start. */
-static uint64_t stream_loss_share(const Stream *s, const Record *rec) {
-        uint64_t base, end = rec->lost_base + rec->lost;
-
+uint64_t stream_loss_share(const Stream *s, const Record *rec) {
         if (!s->has_base || (rec->kind != TPD_LOST_OVERRUN && rec->kind != TPD_LOST_DROPPED) ||
             rec->cpu >= s->n_cpus)
                 return rec->lost;
-        base = s->base[rec->cpu * 2 + (rec->kind == TPD_LOST_DROPPED)];
-        if (end <= base)
-                return 0;
-        return rec->lost_base < base ? end - base : rec->lost;
+        return loss_after_base(rec->lost, rec->lost_base,
+                               s->base[rec->cpu * 2 + (rec->kind == TPD_LOST_DROPPED)]);
 }
 
 /* Queues a record the stream selected, or counts it as lost. */
@@ -384,15 +380,12 @@ int stream_offer(Stream *s, Decoder *d, Batch *b, size_t index) {
         return stream_take(s, d, b, index, false);
 }
 
-/* Whether the stream selects every record of the batch without looking at each; with variant_ok,
- * also when it wants a variant of each line. */
-static bool stream_takes_all(const Stream *s, const Batch *b, bool variant_ok) {
+/* Whether the stream selects every record of the batch, each loss at its whole count, without
+ * looking at each (the batch's event ids). */
+static bool stream_selects_all(const Stream *s, const Batch *b) {
         const Selection *sel = &s->selection;
 
-        if (s->mode != STREAM_RAW || (stream_needs_variant(s, b) && !variant_ok) || sel->filter ||
-            sel->n_pids > 0 || s->drops_pending)
-                return false;
-        if (!selection_has_cpu(sel, b->records[0].cpu))
+        if (sel->filter || sel->n_pids > 0 || !selection_has_cpu(sel, b->records[0].cpu))
                 return false;
         if (sel->events) {
                 if (b->many_ids)
@@ -407,6 +400,69 @@ static bool stream_takes_all(const Stream *s, const Batch *b, bool variant_ok) {
                     stream_loss_share(s, &b->records[i]) != b->records[i].lost)
                         return false;
         return true;
+}
+
+/* Whether the stream can take the whole batch at once: it selects every record and wants the lines
+ * as they are (with variant_ok, also when it wants a variant of each), with nothing pending. */
+static bool stream_takes_all(const Stream *s, const Batch *b, bool variant_ok) {
+        if (s->mode != STREAM_RAW || (stream_needs_variant(s, b) && !variant_ok) || s->drops_pending)
+                return false;
+        return stream_selects_all(s, b);
+}
+
+/* Lists in s->sel the records of the batch the stream selects, a loss whatever its share, and
+ * returns how many: the one per-record decision of stream_offer_batch() and stream_count_batch().
+ * -ENOMEM without room for the list. */
+static int stream_select(Stream *s, Decoder *d, const Batch *b, size_t *ret_n) {
+        size_t n = 0;
+
+        if (s->sel_cap < b->n_records) {
+                uint32_t *sel = reallocarray(s->sel, b->n_records, sizeof(uint32_t));
+                uint64_t *count = reallocarray(s->sel_count, b->n_records, sizeof(uint64_t));
+
+                if (sel)
+                        s->sel = sel;
+                if (count)
+                        s->sel_count = count;
+                if (!sel || !count)
+                        return -ENOMEM;
+                s->sel_cap = b->n_records;
+        }
+        for (size_t i = 0; i < b->n_records; i++)
+                if (selection_matches(&s->selection, d, &b->records[i]))
+                        s->sel[n++] = (uint32_t) i;
+        *ret_n = n;
+        return 0;
+}
+
+int stream_count_batch(Stream *s, Decoder *d, const Batch *b, StreamCount *ret) {
+        size_t n, m = 0;
+        int r;
+
+        *ret = (StreamCount){};
+        if (b->n_records == 0)
+                return 0;
+        if (stream_selects_all(s, b)) {
+                ret->all = true;
+                return 0;
+        }
+        r = stream_select(s, d, b, &n);
+        if (r < 0)
+                return r;
+        /* What stream_take() queues: an event, or a loss with its share, none for a share of 0. */
+        for (size_t k = 0; k < n; k++) {
+                const Record *rec = &b->records[s->sel[k]];
+                uint64_t count = rec->kind == RECORD_EVENT ? 1 : stream_loss_share(s, rec);
+
+                if (count == 0)
+                        continue;
+                s->sel[m] = s->sel[k];
+                s->sel_count[m++] = count;
+        }
+        ret->index = s->sel;
+        ret->count = s->sel_count;
+        ret->n = m;
+        return 0;
 }
 
 /* A stream that takes every record of the batch in a variant (--symbolic, --print): the variants,
@@ -468,38 +524,29 @@ int stream_offer_batch(Stream *s, Decoder *d, Batch *b) {
                         return r;
         }
 
-        if (s->sel_cap < b->n_records) {
-                uint32_t *sel = reallocarray(s->sel, b->n_records, sizeof(uint32_t));
-                if (!sel) {
-                        /* Not even room to look: every record this stream would take is lost. */
-                        for (size_t i = 0; i < b->n_records; i++)
-                                if (selection_matches(&s->selection, d, &b->records[i]))
-                                        stream_drop(s, &b->records[i],
-                                                    b->records[i].kind == RECORD_EVENT
-                                                            ? 1
-                                                            : stream_loss_share(s, &b->records[i]));
-                        return 0;
-                }
-                s->sel = sel;
-                s->sel_cap = b->n_records;
+        if (stream_select(s, d, b, &n_sel) < 0) {
+                /* Not even room to look: every record this stream would take is lost. */
+                for (size_t i = 0; i < b->n_records; i++)
+                        if (selection_matches(&s->selection, d, &b->records[i]))
+                                stream_drop(s, &b->records[i],
+                                            b->records[i].kind == RECORD_EVENT
+                                                    ? 1
+                                                    : stream_loss_share(s, &b->records[i]));
+                return 0;
         }
 
         /* Select first, then decide: share the batch when the selection makes a large part of it
          * and its memory fits the queue's limit, else copy the selected lines. */
-        for (size_t i = 0; i < b->n_records; i++) {
-                const Record *rec = &b->records[i];
+        for (size_t k = 0; k < n_sel; k++) {
+                size_t i = s->sel[k];
 
-                if (!selection_matches(&s->selection, d, rec))
-                        continue;
-                if (stream_needs_variant(s, b) && rec->kind == RECORD_EVENT) {
+                if (stream_needs_variant(s, b) && b->records[i].kind == RECORD_EVENT) {
                         r = decoder_encode_variant(d, b, i, stream_variant(s));
                         if (r < 0)
                                 return r;
-                        rec = &b->records[i];
-                        sel_bytes += rec->print_length;
+                        sel_bytes += b->records[i].print_length;
                 } else
-                        sel_bytes += rec->length;
-                s->sel[n_sel++] = (uint32_t) i;
+                        sel_bytes += b->records[i].length;
         }
         if (n_sel == 0)
                 return 0;

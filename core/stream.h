@@ -56,7 +56,8 @@ typedef struct Stream {
         /* Lines copied out of batches of which the stream selects little, so that a slow stream
          * keeps alive only what it selected (see stream_offer_batch()); a recording's frames. */
         Batch *own;
-        uint32_t *sel; /* scratch: the selected records of the batch being offered */
+        uint32_t *sel; /* scratch: the selected records of the batch being offered or counted */
+        uint64_t *sel_count;
         size_t sel_cap;
 
         uint64_t delivered; /* event records queued; lost records are not counted */
@@ -102,6 +103,25 @@ int stream_offer(Stream *s, Decoder *d, Batch *b, size_t index);
  * large part of it shares the batch too (charged for all of it); one that selects little copies
  * its lines into a buffer of its own. Returns the number of records queued, or a negative errno. */
 int stream_offer_batch(Stream *s, Decoder *d, Batch *b);
+
+/* What stream_offer_batch() delivers of a batch when its queue has room: every record (all), each
+ * loss at its whole count, or the records index[0..n), each counting for count[k] records (1 for
+ * an event, the stream's share of a loss). Both point into the stream's scratch, valid until its
+ * next offer or count. */
+typedef struct StreamCount {
+        bool all;
+        size_t n;
+        const uint32_t *index;
+        const uint64_t *count;
+} StreamCount;
+
+/* Decides what the stream takes of a batch, as stream_offer_batch() does, without queueing or
+ * counting anything: the marks and counts of a shared-memory reader (ring.h). 0 or -ENOMEM. */
+int stream_count_batch(Stream *s, Decoder *d, const Batch *b, StreamCount *ret);
+
+/* The part of a kernel's loss record (overrun, dropped) that falls after the stream's start (its
+ * base); all of any other loss. */
+uint64_t stream_loss_share(const Stream *s, const Record *rec);
 
 /* Queues a notice record ({"ts":…,"notice":"instance-changed","message":"…"}), even when the
  * queue is full: notices are rare (at most one a second) and small (a recording's: see
