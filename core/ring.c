@@ -68,17 +68,6 @@ int ring_writer_init(RingWriter *w, void *mem, size_t size, uint32_t variant, ui
         return 0;
 }
 
-/* Makes the header's changing fields odd, then even again: a reader that saw the same even gen
- * before and after its loads read them all from one update. */
-static void gen_begin(RingHeader *h) {
-        ring_store(&h->gen, ring_load(&h->gen) + 1);
-        __atomic_thread_fence(__ATOMIC_RELEASE);
-}
-
-static void gen_end(RingHeader *h) {
-        __atomic_store_n(&h->gen, ring_load(&h->gen) + 1, __ATOMIC_RELEASE);
-}
-
 /* The padding an entry of size needs before it at position pos: the rest of the data area when
  * it does not fit there. */
 static uint64_t pad_before(const RingWriter *w, uint64_t pos, uint64_t size) {
@@ -104,10 +93,10 @@ static void make_room(RingWriter *w, uint64_t end) {
         }
         if (!moved)
                 return;
-        gen_begin(w->header);
+        ring_gen_begin(&w->header->gen);
         ring_store(&w->header->oldest, w->oldest);
         ring_store(&w->header->oldest_seq, w->oldest_seq);
-        gen_end(w->header);
+        ring_gen_end(&w->header->gen);
         /* (A): the new oldest is visible before the bytes it freed change. */
         __atomic_thread_fence(__ATOMIC_RELEASE);
 }
@@ -150,14 +139,14 @@ static void publish(RingWriter *w, uint64_t start, uint64_t start_seq) {
         RingHeader *h = w->header;
 
         w->publish++;
-        gen_begin(h);
+        ring_gen_begin(&h->gen);
         /* (B): the entries are visible before the head that covers them. */
         __atomic_store_n(&h->head, w->head, __ATOMIC_RELEASE);
         ring_store(&h->head_seq, w->head_seq);
         ring_store(&h->last_batch, start);
         ring_store(&h->last_batch_seq, start_seq);
         ring_store(&h->publish, w->publish);
-        gen_end(h);
+        ring_gen_end(&h->gen);
 }
 
 typedef void (*ItemAtFn)(const void *src, size_t i, RingItem *ret);
@@ -167,7 +156,7 @@ static size_t append_some(RingWriter *w, const void *src, size_t i, size_t n, It
                           size_t *refused) {
         uint64_t max = ring_entry_max(w->data_size), start = w->head, start_seq = w->head_seq;
         uint64_t end = start;
-        size_t j, k;
+        size_t j, k, n_refused = 0;
         RingItem it;
 
         /* Sized first, so that oldest moves once, before anything is written. */
@@ -192,7 +181,7 @@ static size_t append_some(RingWriter *w, const void *src, size_t i, size_t n, It
                 at(src, k, &it);
                 size = entry_size(&it);
                 if (size > max) {
-                        (*refused)++;
+                        n_refused++;
                         continue;
                 }
                 pad = pad_before(w, w->head, size);
@@ -205,8 +194,19 @@ static size_t append_some(RingWriter *w, const void *src, size_t i, size_t n, It
                 w->head_seq++;
                 (*written)++;
         }
-        if (end > start)
+        *refused += n_refused;
+        if (end > start) {
+                if (w->on_publish)
+                        w->on_publish(w->userdata, &(RingPublish){
+                                                           .publish = w->publish + 1,
+                                                           .seq = start_seq,
+                                                           .end_seq = w->head_seq,
+                                                           .first = i,
+                                                           .end = j,
+                                                           .refused = n_refused,
+                                                   });
                 publish(w, start, start_seq);
+        }
         return j;
 }
 
@@ -250,6 +250,13 @@ size_t ring_append_batch(RingWriter *w, const Batch *b, size_t *ret_refused) {
         return append_items(w, b, b->n_records, item_of_batch, ret_refused);
 }
 
+bool ring_batch_entry_fits(uint64_t data_size, const Batch *b, size_t i) {
+        RingItem it;
+
+        item_of_batch(b, i, &it);
+        return entry_size(&it) <= ring_entry_max(data_size);
+}
+
 void ring_writer_set_state(RingWriter *w, uint32_t state) {
         __atomic_store_n(&w->header->state, state, __ATOMIC_RELEASE);
 }
@@ -257,7 +264,7 @@ void ring_writer_set_state(RingWriter *w, uint32_t state) {
 /* ---- reader ---- */
 
 typedef struct Snapshot {
-        uint64_t head, head_seq, oldest, last_batch, last_batch_seq;
+        uint64_t head, head_seq, oldest, last_batch, last_batch_seq, publish;
 } Snapshot;
 
 /* The header's changing fields from one update (gen even and unchanged around the loads). */
@@ -273,6 +280,7 @@ static int snapshot(const RingHeader *h, Snapshot *ret) {
                         .oldest = ring_load(&h->oldest),
                         .last_batch = ring_load(&h->last_batch),
                         .last_batch_seq = ring_load(&h->last_batch_seq),
+                        .publish = ring_load(&h->publish),
                 };
                 __atomic_thread_fence(__ATOMIC_ACQUIRE);
                 if (ring_load(&h->gen) == gen)
@@ -312,6 +320,10 @@ int ring_reader_init(RingReader *r, const void *mem, size_t size) {
 void ring_reader_done(RingReader *r) {
         free(r->buf);
         *r = (RingReader){};
+}
+
+void ring_reader_set_page(RingReader *r, RingPageReader *page) {
+        r->page = page;
 }
 
 void ring_reader_seek(RingReader *r, uint64_t pos, uint64_t seq) {
@@ -354,6 +366,14 @@ int ring_copy(RingReader *r, const void *mem) {
                 }
                 if (e.type == RING_PAD) {
                         p += e.size;
+                        continue;
+                }
+                /* Read before ring_validate()'s fence, as the entry: a bit reused for a newer
+                 * entry means this one was overwritten. */
+                if (r->page && (e.type == RING_EVENT || e.type == RING_LOST) &&
+                    !ring_page_selected(r->page, e.seq)) {
+                        p += e.size;
+                        seq++;
                         continue;
                 }
                 if (out + sizeof(p) + e.size > r->buf_size)
@@ -399,6 +419,7 @@ int ring_deliver(RingReader *r, RingDeliverFn deliver, void *userdata) {
         while (o < r->copied) {
                 const RingEntry *e = (const RingEntry *) (r->buf + o + sizeof(uint64_t));
                 const uint8_t *after = (const uint8_t *) (e + 1);
+                uint64_t count = 0;
                 RingItem it = {
                         .type = e->type,
                         .kind = e->kind,
@@ -421,6 +442,18 @@ int ring_deliver(RingReader *r, RingDeliverFn deliver, void *userdata) {
                         after += sizeof(l);
                 }
                 it.line = (const char *) after;
+                if (r->page && (e->type == RING_EVENT || e->type == RING_LOST)) {
+                        count = ring_page_share(r->page, &it);
+                        if (count == 0) {
+                                o += sizeof(uint64_t) + e->size;
+                                continue;
+                        }
+                        if (e->type == RING_LOST && count != it.lost) {
+                                it.lost = count;
+                                it.line = NULL;
+                                it.line_len = 0;
+                        }
+                }
                 k = deliver(userdata, &it);
                 if (k < 0) {
                         /* Not consumed: a later read starts with it. */
@@ -429,6 +462,8 @@ int ring_deliver(RingReader *r, RingDeliverFn deliver, void *userdata) {
                         r->copied = 0;
                         return k;
                 }
+                if (r->page && (e->type == RING_EVENT || e->type == RING_LOST))
+                        ring_page_got(r->page, &it, count);
                 o += sizeof(uint64_t) + e->size;
                 n++;
         }
@@ -455,12 +490,28 @@ int ring_read(RingReader *r, const void *mem, RingDeliverFn deliver, void *userd
         return 0;
 }
 
+/* The header from one update and, with a page, the page's counts of the same publish. */
+static int resync_snapshot(RingReader *r, const void *mem, Snapshot *ret) {
+        for (unsigned i = 0; i < RING_SNAPSHOT_TRIES; i++) {
+                int k = snapshot(mem, ret);
+
+                if (k < 0 || !r->page)
+                        return k;
+                /* The page is written before the header shows the publish: a page of a later one
+                 * means the header moved on meanwhile. */
+                k = ring_page_read(r->page, ret->publish);
+                if (k != -EAGAIN)
+                        return k;
+        }
+        return -EAGAIN;
+}
+
 int64_t ring_resync(RingReader *r, const void *mem) {
         uint64_t skipped;
         Snapshot s;
         int k;
 
-        k = snapshot(mem, &s);
+        k = resync_snapshot(r, mem, &s);
         if (k < 0)
                 return k;
         /* The newest publish is whole (at most half the ring, written after the one before) and
@@ -469,6 +520,11 @@ int64_t ring_resync(RingReader *r, const void *mem) {
             s.head - s.last_batch > r->data_size || s.last_batch < s.oldest || s.last_batch <= r->pos ||
             s.last_batch_seq > s.head_seq || s.last_batch_seq < r->seq)
                 return -EBADMSG;
+        if (r->page) {
+                k = ring_page_commit(r->page);
+                if (k < 0)
+                        return k;
+        }
         skipped = s.last_batch_seq - r->seq;
         r->pos = s.last_batch;
         r->seq = s.last_batch_seq;
