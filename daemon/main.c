@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <systemd/sd-daemon.h>
 
@@ -175,6 +176,15 @@ static int run(int argc, char *argv[]) {
                 config.state_dir = mfree(config.state_dir);
 
         tracing_setup_logging();
+
+        /* Four fds per possible CPU (its trace_pipe_raw, a pipe, its stats) and two per peer: the
+         * usual soft limit of 1024 would run out near 250 CPUs. tpd uses no select(), so it takes
+         * the hard limit, as systemd advises such programs to. */
+        struct rlimit nofile;
+        if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+                nofile.rlim_cur = nofile.rlim_max;
+                (void) setrlimit(RLIMIT_NOFILE, &nofile);
+        }
 
         /* sd-event takes signals through a signalfd, which needs them blocked. */
         sigset_t mask;

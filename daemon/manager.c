@@ -381,12 +381,20 @@ static void manager_set_partial(Manager *m, bool partial) {
 static bool manager_quiet_enter(Manager *m) {
         int r;
 
+        if (m->quiet_unsupported)
+                return false;
         for (Peer *p = m->peers; p; p = p->next)
                 if (p->stream && p->stream->drops_pending)
                         return false; /* the timer retries reporting them */
         r = tracing_set_buffer_percent(m->tracing, 0);
         if (r < 0) {
+                /* -ERANGE: the kernel kept 1 for 0 (before 6.2), which would wait for a full page
+                 * where the timer no longer reads the partial one. */
                 log_debug_errno(r, "Failed to set buffer_percent to 0, staying on the flush timer: %m");
+                if (r == -ERANGE) {
+                        m->quiet_unsupported = true;
+                        (void) tracing_set_buffer_percent(m->tracing, m->config.buffer_percent);
+                }
                 return false;
         }
         m->quiet = true;
@@ -402,13 +410,22 @@ static bool manager_quiet_enter(Manager *m) {
 void manager_quiet_leave(Manager *m) {
         int r;
 
+        /* Until buffer_percent is back, the readers must go on reading partial pages: with 0 the
+         * kernel wakes them for any data, which splice() alone would not move. Tried again with
+         * the next pages. */
+        r = tracing_set_buffer_percent(m->tracing, m->config.buffer_percent);
+        if (r < 0) {
+                if (!m->quiet_leave_failed)
+                        log_warning_errno(
+                                r, "Failed to set buffer_percent back to %u, reading partial pages: %m",
+                                m->config.buffer_percent);
+                m->quiet_leave_failed = true;
+                return;
+        }
+        m->quiet_leave_failed = false;
         m->quiet = false;
         m->empty_flushes = 0;
         manager_set_partial(m, false);
-        r = tracing_set_buffer_percent(m->tracing, m->config.buffer_percent);
-        if (r < 0)
-                log_warning_errno(r, "Failed to set buffer_percent back to %u: %m",
-                                  m->config.buffer_percent);
         if (m->n_streams > 0 || m->n_counting > 0)
                 (void) loop_rearm(m->flush_timer, (uint64_t) m->config.flush_interval_ms * 1000);
 }

@@ -50,6 +50,8 @@ typedef struct Manager {
         /* No record for a few flushes: the flush timer sleeps and buffer_percent is 0, so that the
          * first record wakes tpd (manager_quiet_enter()). */
         bool quiet;
+        bool quiet_unsupported; /* the kernel keeps 1 for a buffer_percent of 0 */
+        bool quiet_leave_failed;
         unsigned empty_flushes; /* flushes in a row that found no page */
         uint64_t pages_seen;    /* pages handed over by the readers, ever */
         uint64_t pages_flushed; /* pages_seen at the last flush */

@@ -245,6 +245,9 @@ static int reader_flush_moved(Reader *r, size_t *moved) {
                 }
         }
         r->warned_read = false;
+        /* The fd had data: a wake-up that found it taken was no sign of a broken fd. */
+        if (*moved > 0)
+                r->idle_wakeups = 0;
         return 0;
 }
 
@@ -332,9 +335,12 @@ int reader_set_partial(Reader *r, bool partial) {
         /* The kernel takes buffer_percent when the fd is polled, that is when it is added to the
          * epoll set and after each wake-up: add it again so that the change applies now. */
         k = sd_event_source_set_enabled(r->source, SD_EVENT_OFF);
+        if (k >= 0)
+                k = sd_event_source_set_enabled(r->source, SD_EVENT_ON);
+        /* Not watched now: as a stalled reader, the check timer watches it again. */
         if (k < 0)
-                return k;
-        return sd_event_source_set_enabled(r->source, SD_EVENT_ON);
+                r->stalled = true;
+        return k;
 }
 
 bool reader_is_polling(Reader *r) {

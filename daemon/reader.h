@@ -53,7 +53,9 @@ bool reader_is_polling(Reader *r);
 
 /* With partial, a wake-up that finds no full page reads the partially filled one: for a quiet
  * tpd, which sets buffer_percent to 0 so that the first record wakes it instead of a timer. Call
- * after changing buffer_percent: the fd is polled again under the new value. */
+ * with true after setting buffer_percent to 0: the fd is polled again under the new value. (Back
+ * to false, the fd stays on the kernel's wait for any data until its next wake-up; the kernel
+ * wakes that wait too when the new watermark is reached.) */
 int reader_set_partial(Reader *r, bool partial);
 
 const ReaderStats *reader_stats(Reader *r);

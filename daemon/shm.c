@@ -9,11 +9,19 @@
 #include "shm.h"
 #include "util.h"
 
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
+
 int shm_region_new(ShmRegion *ret, const char *name, size_t size) {
         _cleanup_close_ int fd = -1;
         void *mem;
 
-        fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        /* Never executable (and no warning from kernels since 6.3, nor a refusal under
+         * vm.memfd_noexec=2); older kernels do not know the flag. */
+        fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
+        if (fd < 0 && errno == EINVAL)
+                fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
         if (fd < 0)
                 return -errno;
         if (ftruncate(fd, (off_t) size) < 0)

@@ -45,9 +45,7 @@ static char *escape_dup(const char *s) {
         return strdup(escape_text(s, buf, sizeof(buf)));
 }
 
-/* The whole text of an instance file kept open, read from its start with pread(2), where a read by
- * path also costs an open and a close. Falls back to the path when the file is not open. */
-static char *read_instance_file(Tracing *t, int fd, const char *file) {
+char *tracing_read_instance_file(Tracing *t, int fd, const char *file) {
         _cleanup_free_ char *buf = NULL;
         size_t len = 0, cap = 0;
 
@@ -87,7 +85,8 @@ static void check_file(Tracing *t, size_t i, CheckReport *rep) {
 
         if (!t->watched[i])
                 return;
-        now = tracing_strip_newline(read_instance_file(t, t->watched_fd[i], tracing_watched_files[i]));
+        now = tracing_strip_newline(
+                tracing_read_instance_file(t, t->watched_fd[i], tracing_watched_files[i]));
         if (!now || streq(now, t->watched[i]))
                 return;
         esc = escape_dup(now);
@@ -109,7 +108,7 @@ static void check_clock(Tracing *t, CheckReport *rep) {
 
         if (!t->clock)
                 return;
-        text = read_instance_file(t, t->clock_fd, "trace_clock");
+        text = tracing_read_instance_file(t, t->clock_fd, "trace_clock");
         now = tracing_clock_from_text(text);
         if (!now || streq(now, t->clock))
                 return;
@@ -156,7 +155,7 @@ static void check_events(Tracing *t, CheckReport *rep) {
         int r;
 
         /* set_event lists the instance's enabled events, one "system:event" a line. */
-        text = read_instance_file(t, t->hold_fd, "set_event");
+        text = tracing_read_instance_file(t, t->hold_fd, "set_event");
         if (!text)
                 return;
         for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {

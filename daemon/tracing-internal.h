@@ -69,6 +69,11 @@ char *tracing_strip_newline(char *s);
 /* The selected clock of trace_clock's "local [boot] mono …". */
 char *tracing_clock_from_text(const char *text);
 
+/* tracing-check.c */
+/* The whole text of an instance file kept open, read from its start with pread(2), where a read by
+ * path also costs an open and a close. Falls back to the path when the file is not open. */
+char *tracing_read_instance_file(Tracing *t, int fd, const char *file);
+
 /* tracing-events.c */
 /* Reads the kernel's list of events; events already loaded keep their state. */
 int tracing_load_available(Tracing *t);

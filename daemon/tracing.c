@@ -418,28 +418,36 @@ static int watched_index(const char *file) {
         return -1;
 }
 
-/* Writes an instance file tracing_check() watches, and makes value the one it expects there. */
+/* Writes an instance file tracing_check() watches, and makes what the kernel kept of value (read
+ * back: it may store another) the one it expects there. */
 static int set_watched(Tracing *t, const char *file, const char *value) {
         int i = watched_index(file);
-        char *copy;
+        char *kept;
         int r;
 
         r = tracing_file_write(t, file, value);
         if (r < 0)
                 return r;
-        copy = strdup(value);
-        if (!copy)
+        kept = tracing_strip_newline(tracing_read_instance_file(t, t->watched_fd[i], file));
+        if (!kept)
+                kept = strdup(value);
+        if (!kept)
                 return -ENOMEM;
         free(t->watched[i]);
-        t->watched[i] = copy;
+        t->watched[i] = kept;
         return 0;
 }
 
 int tracing_set_buffer_percent(Tracing *t, unsigned percent) {
         char buf[16];
+        int r;
 
         snprintf(buf, sizeof(buf), "%u", percent);
-        return set_watched(t, "buffer_percent", buf);
+        r = set_watched(t, "buffer_percent", buf);
+        if (r < 0)
+                return r;
+        /* Kernels before 6.2 keep 1 for 0. */
+        return streq(t->watched[watched_index("buffer_percent")], buf) ? 0 : -ERANGE;
 }
 
 int tracing_set_overwrite(Tracing *t, bool overwrite) {
@@ -481,7 +489,7 @@ int tracing_cpu_stats(Tracing *t, unsigned cpu, TracingCpuStats *ret) {
                 snprintf(file, sizeof(file), "per_cpu/cpu%u/stats", cpu);
                 fd = tracefs_instance_file_open(t->instance, file, O_RDONLY | O_CLOEXEC);
                 if (fd < 0)
-                        return -ENOENT;
+                        return errno > 0 ? -errno : -ENOENT;
                 t->stats_fd[cpu] = fd;
         }
         /* The kernel writes the whole text in one read: seven short lines. */
