@@ -53,7 +53,7 @@
         do {                                                                                          \
                 const void *_a = (a), *_b = (b);                                                      \
                 size_t _al = (alen), _bl = (blen);                                                    \
-                if (_al != _bl || memcmp(_a, _b, _al) != 0) {                                         \
+                if (_al != _bl || (_al > 0 && memcmp(_a, _b, _al) != 0)) {                            \
                         fprintf(stderr, "%s:%d: %s != %s\n  got:      ", __FILE__, __LINE__, #a, #b); \
                         test_print_escaped(stderr, _a, _al);                                          \
                         fprintf(stderr, "\n  expected: ");                                            \
