@@ -489,7 +489,7 @@ int tracing_cpu_stats(Tracing *t, unsigned cpu, TracingCpuStats *ret) {
                 snprintf(file, sizeof(file), "per_cpu/cpu%u/stats", cpu);
                 fd = tracefs_instance_file_open(t->instance, file, O_RDONLY | O_CLOEXEC);
                 if (fd < 0)
-                        return errno > 0 ? -errno : -ENOENT;
+                        return negative_errno();
                 t->stats_fd[cpu] = fd;
         }
         /* The kernel writes the whole text in one read: seven short lines. */
