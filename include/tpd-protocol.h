@@ -75,5 +75,27 @@ enum {
         TPD_FRAME_NOTICE = 5,
 };
 
+/*
+ * A stream with "transport":"shm" (see the Stream method): after the reply the records are in a
+ * shared ring (core/ring.h) that the client maps read-only, and the connection carries only these
+ * frames, each a TpdFrame header with length 8 and a u64 payload, cpu and arg 0. A client that has
+ * read everything sends WAIT with the seq of the next entry it wants; tpd answers with WAKE, with
+ * the ring's head_seq, as soon as that entry is published (at once if it already is). One WAKE
+ * answers one WAIT. Anything else from the client ends the stream; tpd's end of the stream is the
+ * end of the connection (EOF), after which the ring still holds everything tpd published.
+ */
+enum {
+        TPD_FRAME_WAIT = 6,
+        TPD_FRAME_WAKE = 7,
+};
+
+/* A WAIT or WAKE frame, header and payload. */
+typedef struct TpdSeqFrame {
+        TpdFrame header;
+        uint64_t seq;
+} TpdSeqFrame;
+
+_Static_assert(sizeof(TpdSeqFrame) == 24, "seq frame");
+
 /* A frame larger than this is a broken stream. */
 #define TPD_FRAME_MAX (64U * 1024U * 1024U)
