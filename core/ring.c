@@ -250,6 +250,21 @@ size_t ring_append_batch(RingWriter *w, const Batch *b, size_t *ret_refused) {
         return append_items(w, b, b->n_records, item_of_batch, ret_refused);
 }
 
+static void item_of_batch_variant(const void *src, size_t i, RingItem *ret) {
+        const Batch *b = src;
+        const Record *rec = &b->records[i];
+
+        item_of_batch(src, i, ret);
+        if (rec->kind == RECORD_EVENT && rec->print_length > 0) {
+                ret->line = b->buf.data + rec->print_offset;
+                ret->line_len = rec->print_length;
+        }
+}
+
+size_t ring_append_batch_variant(RingWriter *w, const Batch *b, size_t *ret_refused) {
+        return append_items(w, b, b->n_records, item_of_batch_variant, ret_refused);
+}
+
 bool ring_batch_entry_fits(uint64_t data_size, const Batch *b, size_t i) {
         RingItem it;
 

@@ -9,7 +9,7 @@
 #include "core/stream.h"
 
 /*
- * The shared-memory ring of the planned local transport (not used yet): one writer appends
+ * The shared-memory ring of the local transport (daemon/rings.c, client/shm.c): one writer appends
  * entries (NDJSON lines with a binary header) over memory it maps read-write; each reader maps
  * the same memory read-only, keeps its own position and copies entries out, then checks that the
  * writer had not yet overwritten what it copied. The writer never waits for a reader: one that
@@ -181,6 +181,9 @@ size_t ring_append(RingWriter *w, const RingItem *items, size_t n_items, size_t 
 /* The same for a batch's records, with their plain lines (offset, length): a lost record becomes
  * a LOST entry of its cause. */
 size_t ring_append_batch(RingWriter *w, const Batch *b, size_t *ret_refused);
+/* The same with each event's variant line (decoder_encode_variant(): print_offset), where it has
+ * one. */
+size_t ring_append_batch_variant(RingWriter *w, const Batch *b, size_t *ret_refused);
 /* Whether record i of b fits an entry of a ring of data_size (ring_append_batch() refuses it if
  * not). */
 bool ring_batch_entry_fits(uint64_t data_size, const Batch *b, size_t i);

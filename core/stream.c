@@ -203,19 +203,27 @@ static int stream_line_start(uint64_t ts, const char *key, const char *value, Ba
         return 0;
 }
 
-/* Ends the line and queues it, whatever the queue holds: such lines are rare and small. */
-static int stream_line_queue(Stream *s, Batch *b) {
+/* Ends the line of a batch made by stream_line_start(). */
+static int stream_line_end(Batch *b) {
         int r = jsonbuf_reserve(&b->buf, 2);
 
-        if (r >= 0) {
-                jsonbuf_put(&b->buf, "}\n", 2);
-                r = stream_queue(s, b, 0, (uint32_t) b->buf.len, true);
+        if (r < 0) {
+                batch_unref(b);
+                return r;
         }
+        jsonbuf_put(&b->buf, "}\n", 2);
+        return 0;
+}
+
+/* Queues a whole line, whatever the queue holds: such lines are rare and small. */
+static int stream_line_queue(Stream *s, Batch *b) {
+        int r = stream_queue(s, b, 0, (uint32_t) b->buf.len, true);
+
         batch_unref(b);
         return r;
 }
 
-int stream_queue_clock(Stream *s, uint64_t ts, const char *clock, int64_t offset_ns) {
+int stream_clock_line(uint64_t ts, const char *clock, int64_t offset_ns, Batch **ret) {
         static const char key_offset[] = ",\"realtime_offset_ns\":";
         Batch *b;
         int r;
@@ -230,6 +238,19 @@ int stream_queue_clock(Stream *s, uint64_t ts, const char *clock, int64_t offset
         }
         jsonbuf_put(&b->buf, key_offset, sizeof(key_offset) - 1);
         json_put_i64(&b->buf, offset_ns);
+        r = stream_line_end(b);
+        if (r >= 0)
+                *ret = b;
+        return r;
+}
+
+int stream_queue_clock(Stream *s, uint64_t ts, const char *clock, int64_t offset_ns) {
+        Batch *b;
+        int r;
+
+        r = stream_clock_line(ts, clock, offset_ns, &b);
+        if (r < 0)
+                return r;
         return stream_line_queue(s, b);
 }
 
@@ -254,11 +275,23 @@ int stream_notice_object(uint64_t ts, const char *notice, const char *message, B
         return 0;
 }
 
-int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *message) {
+int stream_notice_line(uint64_t ts, const char *notice, const char *message, Batch **ret) {
         Batch *b;
         int r;
 
         r = stream_notice_object(ts, notice, message, &b);
+        if (r >= 0)
+                r = stream_line_end(b);
+        if (r >= 0)
+                *ret = b;
+        return r;
+}
+
+int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *message) {
+        Batch *b;
+        int r;
+
+        r = stream_notice_line(ts, notice, message, &b);
         if (r < 0)
                 return r;
         return stream_line_queue(s, b);

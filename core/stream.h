@@ -123,6 +123,11 @@ int stream_count_batch(Stream *s, Decoder *d, const Batch *b, StreamCount *ret);
  * base); all of any other loss. */
 uint64_t stream_loss_share(const Stream *s, const Record *rec);
 
+/* A notice's line, and a clock record's (as the two below queue them), '\n' included: the whole
+ * of b's buffer. */
+int stream_notice_line(uint64_t ts, const char *notice, const char *message, Batch **ret);
+int stream_clock_line(uint64_t ts, const char *clock, int64_t offset_ns, Batch **ret);
+
 /* Queues a notice record ({"ts":…,"notice":"instance-changed","message":"…"}), even when the
  * queue is full: notices are rare (at most one a second) and small (a recording's: see
  * recording_queue_notice()). */

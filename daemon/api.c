@@ -206,6 +206,7 @@ typedef struct StreamParams {
         bool print;
         bool symbolic;
         bool realtime;
+        const char *transport; /* "socket" or "shm"; NULL: socket */
 } StreamParams;
 
 #define STREAM_PARAM(f) offsetof(StreamParams, f)
@@ -218,6 +219,7 @@ static const CallParam stream_params[] = {
         { "print", CALL_PARAM_BOOL, STREAM_PARAM(print) },
         { "symbolic", CALL_PARAM_BOOL, STREAM_PARAM(symbolic) },
         { "realtime", CALL_PARAM_BOOL, STREAM_PARAM(realtime) },
+        { "transport", CALL_PARAM_STRING, STREAM_PARAM(transport), 0, 16 },
 };
 
 static void stream_params_done(StreamParams *p) {
@@ -235,6 +237,8 @@ typedef struct StreamSetup {
         size_t n_events;
         bool filtered;
         bool print;
+        bool transport; /* the call named one */
+        bool shm;       /* and it was "shm" */
 } StreamSetup;
 
 static void stream_setup_done(Manager *m, StreamSetup *st, bool release) {
@@ -374,6 +378,11 @@ static int stream_setup(Manager *m, Peer *peer, const VarlinkCall *call, const c
         r = call_params_parse(m, peer, call, stream_params, ELEMENTSOF(stream_params), &p);
         if (r != 0)
                 return r;
+        if (p.transport && !streq(p.transport, "socket") && !streq(p.transport, "shm"))
+                return peer_errorf(peer, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "transport",
+                                   "Unknown transport '%s': \"socket\" or \"shm\".", p.transport) < 0
+                               ? -ENOMEM
+                               : 1;
         r = access_check_stream(&m->access, m->peers, m->n_streams, peer);
         if (r != 0)
                 return r < 0 ? r : 1;
@@ -400,6 +409,8 @@ static int stream_setup(Manager *m, Peer *peer, const VarlinkCall *call, const c
         }
         st.filtered = p.filter != NULL;
         st.print = p.print;
+        st.transport = p.transport != NULL;
+        st.shm = p.transport && streq(p.transport, "shm");
         *ret = st;
         return 0;
 }
@@ -414,11 +425,58 @@ static void stream_setup_commit(Manager *m, Peer *p, StreamSetup *st, bool upgra
         manager_stream_started(m);
 }
 
+/* A stream that asked for the shared-memory transport gets a ring's reader when tpd can make one;
+ * else it streams over its socket, and the reply says so. */
+static ShmReader *stream_setup_shm(Manager *m, Peer *peer, const VarlinkCall *call, StreamSetup *st,
+                                   ShmReply *ret) {
+        ShmReader *rd = NULL;
+        int r;
+
+        if (!st->shm || !call->upgrade || !m->config.shm_transport)
+                return NULL;
+        r = shm_reader_new(&m->rings, st->stream, peer, &rd);
+        if (r >= 0) {
+                r = shm_reader_reply(rd, ret);
+                if (r < 0)
+                        rd = shm_reader_free(rd);
+        }
+        if (r < 0)
+                log_warning_errno(r,
+                                  "Peer %d: cannot hand out a shared-memory ring, streaming over the "
+                                  "socket: %m",
+                                  (int) peer->pid);
+        return rd;
+}
+
+/* The reply's "transport", "ring" and "page": the fds go with the reply, by index. */
+static void stream_reply_transport(json_object *p, const StreamSetup *st, const ShmReader *rd,
+                                   const ShmReply *sr, int *r) {
+        json_object *ring, *page;
+
+        if (!st->transport)
+                return;
+        json_set(r, p, "transport", json_object_new_string(rd ? "shm" : "socket"));
+        if (!rd)
+                return;
+        ring = json_object_new_object();
+        json_set(r, ring, "fd", json_object_new_int(0));
+        json_set(r, ring, "size", json_object_new_int64((int64_t) sr->ring_size));
+        json_set(r, ring, "start", json_object_new_int64((int64_t) sr->start));
+        json_set(r, ring, "start_seq", json_object_new_int64((int64_t) sr->start_seq));
+        json_set(r, p, "ring", ring);
+        page = json_object_new_object();
+        json_set(r, page, "fd", json_object_new_int(1));
+        json_set(r, page, "size", json_object_new_int64((int64_t) sr->page_size));
+        json_set(r, p, "page", page);
+}
+
 static int method_stream(Manager *m, Peer *peer, const VarlinkCall *call) {
-        static const char *const keys[] = { "events", "pids",     "cpus",     "filter",
-                                            "print",  "symbolic", "realtime", NULL };
+        static const char *const keys[] = { "events",   "pids",     "cpus",      "filter", "print",
+                                            "symbolic", "realtime", "transport", NULL };
         _cleanup_free_ char *clock = NULL;
         StreamSetup st = {};
+        ShmReply sr = { .fds = { -1, -1 } };
+        ShmReader *rd;
         json_object *p;
         int64_t offset;
         size_t n_pids;
@@ -442,14 +500,25 @@ static int method_stream(Manager *m, Peer *peer, const VarlinkCall *call) {
         json_set(&r, p, "flush_interval_ms", json_object_new_int((int) m->config.flush_interval_ms));
         json_set(&r, p, "cpus", json_object_new_int((int) m->n_cpus));
         json_set(&r, p, "ts", json_object_new_int64((int64_t) manager_trace_clock_now_ns(m)));
-        if (r >= 0)
+        rd = stream_setup_shm(m, peer, call, &st, &sr);
+        stream_reply_transport(p, &st, rd, &sr, &r);
+        if (r >= 0 && rd)
+                r = peer_reply_with_fds(peer, p, sr.fds, 2);
+        else if (r >= 0)
                 r = call->upgrade ? peer_reply(peer, p) : peer_reply_more(peer, p);
-        else
+        else {
                 json_object_put(p);
+                if (rd) {
+                        safe_close(sr.fds[0]);
+                        safe_close(sr.fds[1]);
+                }
+        }
         if (r < 0) {
+                shm_reader_free(rd);
                 stream_setup_done(m, &st, true);
                 return r;
         }
+        peer->shm = rd;
 
         n_pids = st.stream->selection.n_pids;
         log_debug("Peer %d: stream started (%zu events, %zu pids%s).", (int) peer->pid, st.n_events, n_pids,

@@ -34,6 +34,8 @@ typedef struct Config {
         char *access_group;
         unsigned max_clients;              /* MaxStreams= */
         unsigned client_queue_kb;          /* StreamQueueKB= */
+        bool shm_transport;                /* streams may ask for the shared-memory rings */
+        unsigned shm_ring_kb;              /* each ring's data (rounded down to a power of two) */
         unsigned max_connections_per_user; /* not for root, who also keeps the last slots */
         unsigned max_streams_per_user;
         unsigned max_glob_events;    /* a member's glob may match at most this many events */

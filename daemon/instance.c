@@ -58,8 +58,9 @@ static void manager_check_instance(Manager *m) {
                         if (m->readers[i])
                                 (void) reader_flush(m->readers[i]);
                 ts = manager_trace_clock_now_ns(m);
+                manager_publish_notice(m, ts, "instance-changed", report);
                 for (Peer *p = m->peers; p; p = p->next)
-                        if (p->stream &&
+                        if (p->stream && !p->shm &&
                             (p->recording
                                      ? recording_queue_notice(p->recording, ts, "instance-changed", report)
                                      : stream_queue_notice(p->stream, ts, "instance-changed", report)) < 0)

@@ -6,6 +6,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "core/clock.h"
 #include "core/page.h"
 #include "log.h"
 #include "loss.h"
@@ -19,7 +20,9 @@ Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
 
-        /* Peers first: their streams hold event references in tracing. */
+        /* The rings close first: their readers see "closed", not "retired", when their streams
+         * end. Then peers: their streams hold event references in tracing. */
+        shm_rings_done(&m->rings);
         while (m->peers)
                 peer_free(m->peers);
         server_free(m->server);
@@ -127,8 +130,10 @@ static void manager_offer(Manager *m, Batch *b) {
         int r;
 
         b->plain_end = b->buf.len;
+        /* Once for every stream that reads a ring, then each other stream gets its share. */
+        shm_rings_publish_batch(&m->rings, m->decoder, b);
         for (Peer *p = m->peers; p; p = p->next) {
-                if (!p->stream || p->recording)
+                if (!p->stream || p->recording || p->shm)
                         continue;
                 r = stream_offer_batch(p->stream, m->decoder, b);
                 if (r < 0)
@@ -499,8 +504,11 @@ void manager_stream_started(Manager *m) {
                 for (Peer *p = m->peers; p; p = p->next)
                         if (p->recording && !p->stream->has_base)
                                 (void) recording_set_base(p->recording, cpu, st.overrun, st.dropped);
-                        else if (p->stream && !p->stream->has_base)
+                        else if (p->stream && !p->stream->has_base) {
                                 (void) stream_set_base(p->stream, cpu, st.overrun, st.dropped);
+                                if (p->shm)
+                                        shm_reader_set_base(p->shm, cpu, st.overrun, st.dropped);
+                        }
         }
         for (Peer *p = m->peers; p; p = p->next)
                 if (p->stream) {
@@ -545,6 +553,7 @@ static void manager_on_peer_free(Peer *p, void *userdata) {
                 m->delivered += p->stream->delivered;
                 m->lost_client += p->stream->lost_client;
         }
+        p->shm = shm_reader_free(p->shm);
         for (size_t i = 0; i < p->n_held; i++) {
                 int r = tracing_event_unref(m->tracing, p->held[i]);
                 if (r < 0)
@@ -576,6 +585,7 @@ static const PeerHandler manager_peer_handler = {
         .on_call = manager_on_call,
         .on_free = manager_on_peer_free,
         .on_hangup = manager_on_hangup,
+        .on_stream_input = manager_on_stream_input,
 };
 
 static int manager_add_peer(Manager *m, int fd, const struct ucred *cred, Peer **ret) {
@@ -643,6 +653,8 @@ int manager_start(Manager *m, int listen_fd, ManagerDispatch dispatch) {
         r = manager_setup_instance(m);
         if (r >= 0)
                 r = manager_setup_decoding(m);
+        if (r >= 0)
+                manager_setup_rings(m);
         if (r >= 0)
                 r = manager_open_cpus(m);
         if (r < 0) {

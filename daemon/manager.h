@@ -14,6 +14,7 @@
 #include "core/decode.h"
 #include "loop.h"
 #include "reader.h"
+#include "rings.h"
 #include "tracing.h"
 #include "varlink.h"
 
@@ -21,9 +22,9 @@
  * The manager owns the daemon's parts and the data flow between them: readers hand it pages, the
  * decoder turns them into a batch, and the manager offers each record of the batch to every
  * stream, then lets the peers write. It also carries the settings and the daemon-wide counters.
- * Its work is split by concern over manager.c, counting.c, timekeeping.c, instance.c and
- * persist.c; this header declares them all, grouped by file, as the API's methods and each other
- * use them.
+ * Its work is split by concern over manager.c, counting.c, timekeeping.c, transport.c,
+ * instance.c and persist.c; this header declares them all, grouped by file, as the API's methods and each
+ * other use them.
  */
 
 typedef struct Peer Peer;
@@ -88,7 +89,8 @@ typedef struct Manager {
         unsigned n_recordings; /* of n_streams, recordings: they take pages, never decoded */
         Access access;         /* who may connect, and the limits of each */
 
-        Batch *batch; /* reused while no peer holds a part of it */
+        Batch *batch;   /* reused while no peer holds a part of it */
+        ShmRings rings; /* the shared-memory rings of streams that read them (rings.h) */
 
         /* A CLOCK_REALTIME timerfd that fires when the wall clock is set (TFD_TIMER_CANCEL_ON_SET):
          * streams that asked get the new offset of the trace clock to the wall clock. */
@@ -143,6 +145,10 @@ void manager_stream_started(Manager *m);
  * entries is what the buffer holds now. */
 int manager_cpu_stats(Manager *m, unsigned cpu, TracingCpuStats *ret);
 
+/* Publishes a notice ({"ts":…,"notice":…,"message":…}) to the streams that read rings; the others
+ * get it queued by the caller. */
+void manager_publish_notice(Manager *m, uint64_t ts, const char *notice, const char *message);
+
 /* Writes what every stream has queued; used after records were offered. */
 void manager_flush_peers(Manager *m);
 
@@ -184,6 +190,15 @@ uint64_t manager_trace_clock_now_ns(Manager *m);
 int manager_watch_clock(Manager *m);
 /* Sends the streams that asked a clock record when the offset moved (stepped: whatever it is). */
 void manager_check_realtime(Manager *m, bool stepped);
+
+/* transport.c: the shared-memory rings' glue. */
+
+/* Sets the rings up as the settings say. */
+void manager_setup_rings(Manager *m);
+/* A ring reader's client wrote: WAIT frames. */
+ssize_t manager_on_stream_input(Peer *p, const void *data, size_t size, void *userdata);
+/* Queues a WAKE frame to a ring reader's client (owner: its Peer). */
+void manager_shm_wake(void *owner, uint64_t head_seq);
 
 /* instance.c: the instance and its readers, set up at start and checked once a second. */
 

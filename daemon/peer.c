@@ -371,7 +371,18 @@ static int peer_on_io(sd_event_source *s, int fd, uint32_t revents, void *userda
                                 p->handler->on_hangup(p, p->userdata);
                         p->read_closed = true;
                 }
-                if (n > 0) {
+                if (n > 0 && p->stream && p->handler->on_stream_input) {
+                        ssize_t taken;
+
+                        varlink_buffer_advance(&p->in, (size_t) n);
+                        taken = p->handler->on_stream_input(p, p->in.data + p->in.consumed,
+                                                            varlink_buffer_pending(&p->in), p->userdata);
+                        if (taken < 0) {
+                                peer_free(p);
+                                return 0;
+                        }
+                        p->in.consumed += (size_t) taken;
+                } else if (n > 0) {
                         if (p->stream)
                                 /* Nothing is expected from a streaming peer: discard it. */
                                 p->in.len = p->in.consumed;

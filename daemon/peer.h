@@ -43,6 +43,9 @@ typedef struct PeerHandler {
         /* A recording's peer shut its sending side (and still reads): queue the last frames. The
          * connection closes once they are out. Without it, such a peer is gone. */
         void (*on_hangup)(Peer *p, void *userdata);
+        /* Bytes a streaming peer sent: returns how many it took (the rest waits for more), or a
+         * negative errno to close the connection. Without it, they are discarded. */
+        ssize_t (*on_stream_input)(Peer *p, const void *data, size_t size, void *userdata);
 } PeerHandler;
 
 struct Peer {
@@ -63,9 +66,10 @@ struct Peer {
         VarlinkBuffer in;
         Queue out; /* replies; written before stream records */
 
-        Stream *stream;       /* a live stream, or the head of recording */
-        Recording *recording; /* a recording: frames of pages */
-        TracingEvent **held;  /* the owner's: events this stream enabled for its lifetime */
+        Stream *stream;        /* a live stream, or the head of recording */
+        struct ShmReader *shm; /* the stream reads a shared-memory ring; the socket carries frames */
+        Recording *recording;  /* a recording: frames of pages */
+        TracingEvent **held;   /* the owner's: events this stream enabled for its lifetime */
         size_t n_held;
         sd_event_source *stall_timer; /* armed while a call is half received */
         uint64_t n_calls;             /* calls received, to see progress */

@@ -111,6 +111,9 @@ static json_object *status_connections(Manager *m, int *r) {
                 if (k->stream) {
                         json_set(r, o, "delivered", json_u64(k->stream->delivered));
                         json_set(r, o, "lost_client", json_u64(k->stream->lost_client));
+                        if (!k->recording)
+                                json_set(r, o, "transport",
+                                         json_object_new_string(k->shm ? "shm" : "socket"));
                 }
                 json_push(r, conns, o);
         }

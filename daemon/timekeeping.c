@@ -67,8 +67,18 @@ void manager_check_realtime(Manager *m, bool stepped) {
                 return;
         m->realtime_offset_ns = offset;
         ts = manager_trace_clock_now_ns(m);
+        if (m->rings.n_readers > 0) {
+                Batch *b;
+
+                /* In every ring: each reader keeps it only if its stream asked for it. */
+                if (stream_clock_line(ts, clock, offset, &b) >= 0) {
+                        shm_rings_publish_line(&m->rings, RING_CLOCK, ts, b->buf.data, b->buf.len);
+                        batch_unref(b);
+                }
+        }
         for (Peer *p = m->peers; p; p = p->next)
-                if (p->stream && p->stream->realtime && stream_queue_clock(p->stream, ts, clock, offset) < 0)
+                if (p->stream && !p->shm && p->stream->realtime &&
+                    stream_queue_clock(p->stream, ts, clock, offset) < 0)
                         log_debug("Peer %d: failed to queue a clock record.", (int) p->pid);
         manager_flush_peers(m);
 }

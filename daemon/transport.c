@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The shared-memory transport's glue (rings.h): the rings' settings, the notices they carry, and
+ * the WAIT and WAKE frames on a ring reader's socket.
+ */
+#include <string.h>
+
+#include "core/clock.h"
+#include "log.h"
+#include "manager.h"
+#include "peer.h"
+#include "tpd-protocol.h"
+
+/* The rings' size is a power of two, the most ShmRingKB= holds. */
+void manager_setup_rings(Manager *m) {
+        uint64_t size = (uint64_t) m->config.shm_ring_kb * 1024, data_size = RING_DATA_SIZE_MIN;
+        _cleanup_free_ char *clock = NULL;
+        clockid_t id = (clockid_t) -1;
+
+        while (data_size * 2 <= size)
+                data_size *= 2;
+        (void) tracing_get_clock(m->tracing, &clock);
+        if (!clock || trace_clock_id(clock, &id) < 0)
+                id = (clockid_t) -1;
+        shm_rings_init(&m->rings, data_size, m->n_cpus, (uint32_t) id, manager_shm_wake);
+}
+
+void manager_publish_notice(Manager *m, uint64_t ts, const char *notice, const char *message) {
+        Batch *b;
+
+        if (m->rings.n_readers == 0)
+                return;
+        if (stream_notice_line(ts, notice, message, &b) < 0) {
+                log_debug("Failed to publish a notice to the rings.");
+                return;
+        }
+        shm_rings_publish_line(&m->rings, RING_NOTICE, ts, b->buf.data, b->buf.len);
+        batch_unref(b);
+}
+
+/* A ring's reader asks to be woken: WAIT frames, and nothing else. */
+ssize_t manager_on_stream_input(Peer *p, const void *data, size_t size, void *userdata) {
+        size_t taken = 0;
+
+        if (!p->shm)
+                return (ssize_t) size; /* nothing is expected from a socket stream: discarded */
+        for (; size - taken >= sizeof(TpdSeqFrame); taken += sizeof(TpdSeqFrame)) {
+                TpdSeqFrame f;
+
+                memcpy(&f, (const uint8_t *) data + taken, sizeof(f));
+                if (f.header.type != TPD_FRAME_WAIT || f.header.length != sizeof(f.seq) ||
+                    f.header.cpu != 0 || f.header.arg != 0) {
+                        log_debug("Peer %d: not a WAIT frame, closing.", (int) p->pid);
+                        return -EBADMSG;
+                }
+                shm_reader_wait(p->shm, f.seq);
+        }
+        return (ssize_t) taken;
+}
+
+/* Wakes a ring's reader with a WAKE frame. One is enough while it waits to be written: a reader
+ * that does not read its socket gets no more. */
+void manager_shm_wake(void *owner, uint64_t head_seq) {
+        Peer *p = owner;
+        TpdSeqFrame f = {
+                .header = { .type = TPD_FRAME_WAKE, .length = sizeof(f.seq) },
+                .seq = head_seq,
+        };
+
+        if (!p->stream || !queue_is_empty(&p->stream->queue))
+                return;
+        if (queue_push_copy(&p->stream->queue, &f, sizeof(f)) < 0)
+                log_debug("Peer %d: failed to queue a wake-up.", (int) p->pid);
+}
