@@ -36,7 +36,7 @@ typedef struct Fifo {
         size_t cap;
 } Fifo;
 
-typedef struct Lines {
+struct Lines {
         const LinesOptions *o;
         int out;
         char *obuf;
@@ -67,7 +67,7 @@ typedef struct Lines {
         uint64_t late;     /* records that came after a younger one had gone out */
         uint64_t delay_ns; /* the ordering delay now: the option's, or longer while records come late */
         uint64_t delay_decayed_ns; /* CLOCK_MONOTONIC of the last decay */
-} Lines;
+};
 
 static volatile sig_atomic_t lines_signalled;
 
@@ -276,11 +276,13 @@ static void release(Lines *l, bool force) {
         }
 }
 
-static int receive(Lines *l, const char *line, size_t n) {
+int lines_feed(Lines *l, const char *line, size_t n) {
         LineHead li;
         Fifo *f;
         Pending p;
 
+        if (l->done)
+                return 0;
         line_head_parse(line, n, &li);
         if (li.clock)
                 clock_record(l, line, n, li.ts);
@@ -318,7 +320,7 @@ static int receive_all(Lines *l, LineReader *reader) {
         int r = 0;
 
         while (!l->done && (r = line_reader_next(reader, &line, &n)) > 0) {
-                r = receive(l, line, n);
+                r = lines_feed(l, line, n);
                 if (r < 0)
                         return r;
         }
@@ -354,10 +356,11 @@ static void signals_take(sigset_t *ret_blocked, sigset_t *ret_old) {
         (void) sigaction(SIGTERM, &sa, NULL);
 }
 
-/* Waits for the socket until the deadline (0: none), or while lines are held back, at most until
- * the next look at them. 1: readable, 0: time to look again, -ETIME: the deadline passed. */
-static int wait_readable(Lines *l, int sock, uint64_t deadline, const sigset_t *mask) {
-        struct pollfd pfd = { .fd = sock, .events = POLLIN };
+/* Waits for the source's fd until the deadline (0: none), or while lines are held back, at most
+ * until the next look at them; not at all when the source has more at once. 1: readable, 0: time
+ * to look again, -ETIME: the deadline passed. */
+static int wait_readable(Lines *l, int fd, uint64_t deadline, bool more, const sigset_t *mask) {
+        struct pollfd pfd = { .fd = fd, .events = POLLIN };
         struct timespec timeout, *t = NULL;
         uint64_t wait_ns = UINT64_MAX, now = now_nsec(CLOCK_MONOTONIC);
 
@@ -368,6 +371,8 @@ static int wait_readable(Lines *l, int sock, uint64_t deadline, const sigset_t *
         }
         if (l->held > 0)
                 wait_ns = MIN(wait_ns, (uint64_t) LINES_ORDER_POLL_MSEC * 1000000ULL);
+        if (more)
+                wait_ns = 0;
         if (wait_ns != UINT64_MAX) {
                 timeout = (struct timespec){ (time_t) (wait_ns / 1000000000ULL),
                                              (long) (wait_ns % 1000000000ULL) };
@@ -378,35 +383,28 @@ static int wait_readable(Lines *l, int sock, uint64_t deadline, const sigset_t *
         return pfd.revents != 0;
 }
 
-/* Reads until tpd closes the stream (1), a bound is reached or a signal comes (0), or a failure. */
-static int copy_lines(Lines *l, LineReader *reader, uint64_t deadline, const sigset_t *mask) {
-        int r = receive_all(l, reader);
+/* Takes lines until the source ends (1), a bound is reached or a signal comes (0), or a failure. */
+static int copy_lines(Lines *l, const LinesSource *src, uint64_t deadline, const sigset_t *mask) {
+        int r = src->pull(src->userdata, l, false);
 
-        while (r >= 0 && !l->done && !lines_signalled && l->error == 0) {
-                ssize_t n;
+        while (r >= 0 && r != LINES_SOURCE_END && !l->done && !lines_signalled && l->error == 0) {
+                int w;
 
-                r = wait_readable(l, reader->fd, deadline, mask);
-                if (r == -ETIME)
-                        return 0;
-                if (r > 0) {
-                        n = line_reader_fill(reader);
-                        if (n == 0 || n == -ECONNRESET)
-                                return 1;
-                        if (n == -E2BIG)
-                                return log_error_errno(-E2BIG,
-                                                       "a line of the stream is longer than %u bytes",
-                                                       LINES_LINE_MAX);
-                        r = n == -EAGAIN ? 0 : (int) MIN(n, 0);
-                        if (r >= 0)
-                                r = receive_all(l, reader);
-                }
                 release(l, false);
                 out_flush(l);
+                w = wait_readable(l, src->fd, deadline, r == LINES_SOURCE_MORE, mask);
+                if (w == -ETIME)
+                        return 0;
+                if (w < 0)
+                        return w;
+                r = w > 0 || r == LINES_SOURCE_MORE ? src->pull(src->userdata, l, false) : LINES_SOURCE_WAIT;
         }
-        return r < 0 ? r : 0;
+        if (r < 0)
+                return r;
+        return r == LINES_SOURCE_END;
 }
 
-int lines_stream(int sock, int out, const char *head, size_t head_len, const LinesOptions *o) {
+int lines_run(const LinesSource *src, int out, const LinesOptions *o) {
         _cleanup_(lines_done) Lines l = { .o = o,
                                           .out = out,
                                           .have_offset = o->have_offset,
@@ -414,26 +412,29 @@ int lines_stream(int sock, int out, const char *head, size_t head_len, const Lin
                                           .have_start = o->start_ts > 0,
                                           .start_ts = o->start_ts,
                                           .delay_ns = o->order_delay_ns };
-        _cleanup_(line_reader_done) LineReader reader = {};
         uint64_t deadline = o->duration_usec > 0 ? now_nsec(CLOCK_MONOTONIC) + o->duration_usec * 1000 : 0;
         sigset_t blocked, old;
         bool eof = false;
         int r;
 
         l.obuf = malloc(LINES_OUT_SIZE);
-        if (!l.obuf || line_reader_init(&reader, sock, LINES_LINE_MAX, head, head_len) < 0)
+        if (!l.obuf)
                 return -ENOMEM;
-        /* Reads only after ppoll() said so, and without waiting once interrupted. */
-        (void) fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
 
         signals_take(&blocked, &old);
         sigdelset(&old, SIGINT);
         sigdelset(&old, SIGTERM);
-        r = copy_lines(&l, &reader, deadline, &old);
+        r = copy_lines(&l, src, deadline, &old);
         eof = r == 1;
         /* Interrupted: what tpd had already sent still goes out, with what is held back. */
-        while (r >= 0 && lines_signalled && !l.done && l.error == 0 && line_reader_fill(&reader) > 0)
-                r = receive_all(&l, &reader);
+        while (r >= 0 && lines_signalled && !l.done && l.error == 0) {
+                int k = src->pull(src->userdata, &l, true);
+
+                if (k < 0)
+                        r = k;
+                if (k != LINES_SOURCE_MORE)
+                        break;
+        }
         if (r >= 0)
                 release(&l, true);
         out_flush(&l);
@@ -447,4 +448,42 @@ int lines_stream(int sock, int out, const char *head, size_t head_len, const Lin
         if (l.error < 0)
                 return l.error;
         return eof && !l.done ? 0 : 1;
+}
+
+/* The socket as the source: tpd's NDJSON as it arrives. Only complete lines are taken; at the end
+ * of the stream a line cut short is not. */
+static int socket_pull(void *userdata, Lines *l, bool last) {
+        LineReader *reader = userdata;
+        ssize_t n;
+        int r;
+
+        r = receive_all(l, reader);
+        if (r < 0)
+                return r;
+        n = line_reader_fill(reader);
+        if (n == 0 || n == -ECONNRESET)
+                return LINES_SOURCE_END;
+        if (n == -EAGAIN)
+                return LINES_SOURCE_WAIT;
+        if (n == -E2BIG)
+                return log_error_errno(-E2BIG, "a line of the stream is longer than %u bytes",
+                                       LINES_LINE_MAX);
+        if (n < 0)
+                return (int) n;
+        r = receive_all(l, reader);
+        if (r < 0)
+                return r;
+        /* While streaming, ppoll() says whether more came; at the end, read until nothing has. */
+        return last ? LINES_SOURCE_MORE : LINES_SOURCE_WAIT;
+}
+
+int lines_stream(int sock, int out, const char *head, size_t head_len, const LinesOptions *o) {
+        _cleanup_(line_reader_done) LineReader reader = {};
+        LinesSource src = { .fd = sock, .pull = socket_pull, .userdata = &reader };
+
+        if (line_reader_init(&reader, sock, LINES_LINE_MAX, head, head_len) < 0)
+                return -ENOMEM;
+        /* Reads only after ppoll() said so, and without waiting once interrupted. */
+        (void) fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
+        return lines_run(&src, out, o);
 }

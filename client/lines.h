@@ -8,8 +8,9 @@
 
 /*
  * The stream's lines when tpctl has to look at them (--count, --duration, --time, --ordered);
- * without those options copy.c moves them untouched. Only the fixed start of each line is read
- * (linereader.h), so a line costs a few comparisons, not a JSON parse.
+ * without those options copy.c moves them untouched. The lines come from tpd's socket or, for a
+ * stream over shared memory, from the ring (shm.c), through one consumer. Only the fixed start of
+ * each line is read (linereader.h), so a line costs a few comparisons, not a JSON parse.
  */
 
 /* The longest line of a stream tpctl reads: tpd's lines are bounded by its records (16-bit lengths
@@ -38,8 +39,34 @@ typedef struct LinesOptions {
         unsigned n_cpus;         /* CPUs whose records are merged; 0: unknown */
 } LinesOptions;
 
-/* Reads the stream from sock until tpd closes it (returns 0), a bound of the options is reached or
+/* The line consumer: what lines_run() fills from a source. */
+typedef struct Lines Lines;
+
+/* Hands one line of the stream (its newline included) to l: 0, or -ENOMEM. Once a bound of the
+ * options is reached, lines are ignored. */
+int lines_feed(Lines *l, const char *line, size_t n);
+
+/* What a source's pull() returns, besides a negative errno. */
+enum {
+        LINES_SOURCE_WAIT, /* nothing more now: pull again once fd is readable */
+        LINES_SOURCE_MORE, /* more may be had at once */
+        LINES_SOURCE_END,  /* tpd ended the stream, and everything it sent was taken */
+};
+
+/* Where lines_run() takes the stream's lines from: tpd's socket (lines_stream()) or the shared ring
+ * (shm.h). */
+typedef struct LinesSource {
+        int fd; /* readable when pull() may find more */
+        /* Feeds what it has now to lines_feed(), without blocking. last: the stream is being
+         * ended by a signal: take only what tpd already sent, and ask tpd for nothing. */
+        int (*pull)(void *userdata, Lines *l, bool last);
+        void *userdata;
+} LinesSource;
+
+/* Takes lines from src until tpd ends the stream (returns 0), a bound of the options is reached or
  * SIGINT/SIGTERM arrives (returns 1; what is held back for ordering goes out first), stdout's
- * reader goes away (-EPIPE), or another failure (negative errno). head is what arrived with the
- * reply. */
+ * reader goes away (-EPIPE), or another failure (negative errno). */
+int lines_run(const LinesSource *src, int out, const LinesOptions *o);
+
+/* lines_run() on the socket: head is what arrived with the reply. */
 int lines_stream(int sock, int out, const char *head, size_t head_len, const LinesOptions *o);
