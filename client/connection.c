@@ -250,8 +250,7 @@ static void hint_events(const char *socket_path, const char *name) {
                 log_hint("Did you mean %s, %s or %s?", similar[0], similar[1], similar[2]);
 }
 
-/* socket_path: where to ask for the names near an unknown one; NULL for none. */
-static void print_error_reply(const char *socket_path, const VarlinkReply *reply) {
+void connection_print_error(const char *socket_path, const VarlinkReply *reply) {
         json_object *message = json_object_object_get(reply->parameters, "message");
 
         if (json_object_is_type(message, json_type_string) && json_object_get_string_len(message) > 0)
@@ -291,7 +290,8 @@ int connection_call(Connection *c, const char *socket_path, const char *method, 
                 return r;
 
         if (ret_reply->error) {
-                print_error_reply(socket_path, ret_reply);
+                if (!c->keep_error)
+                        connection_print_error(socket_path, ret_reply);
                 return 1;
         }
         return 0;
@@ -308,7 +308,7 @@ int connection_call_again(Connection *c, const char *method, json_object *params
 
         if (ret_reply->error) {
                 /* A later call of a connection: no socket path to ask for names with. */
-                print_error_reply(NULL, ret_reply);
+                connection_print_error(NULL, ret_reply);
                 return 1;
         }
         return 0;

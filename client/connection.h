@@ -23,6 +23,7 @@ typedef struct Connection {
         VarlinkBuffer in;            /* after the reply to Stream: the first stream bytes */
         int fds[CONNECTION_FDS_MAX]; /* came with the last reply; -1 once taken */
         size_t n_fds;
+        bool keep_error; /* connection_call() leaves an error reply to its caller to print */
 } Connection;
 
 #define CONNECTION_NULL ((Connection){ .fd = -1 })
@@ -36,6 +37,10 @@ void connection_done(Connection *c);
  */
 int connection_call(Connection *c, const char *socket_path, const char *method, json_object *params,
                     bool upgrade, VarlinkReply *ret_reply);
+
+/* Prints an error reply as connection_call() does (socket_path: where to ask for the names near
+ * an unknown event; NULL for none). */
+void connection_print_error(const char *socket_path, const VarlinkReply *reply);
 
 /* Another call on the connection connection_call() opened, once its previous reply was read: same
  * returns. */

@@ -11,22 +11,34 @@
 #include "core/clock.h"
 #include "lines.h"
 #include "message.h"
+#include "shm.h"
 #include "stream.h"
 #include "tpd-protocol.h"
 
+typedef enum StreamTransport {
+        STREAM_TRANSPORT_SOCKET,
+        STREAM_TRANSPORT_SHM,
+        STREAM_TRANSPORT_AUTO, /* shared memory where tpd agrees, else the socket */
+} StreamTransport;
+
+/* What --transport is without the option. */
+#define STREAM_TRANSPORT_DEFAULT STREAM_TRANSPORT_SOCKET
+
 static struct {
+        StreamTransport transport;
         int symbolic;   /* -1: tpd's default (Symbolic=) */
         uint64_t count; /* stop after this many records */
         LinesTime time;
         bool ordered;
         uint64_t order_delay_ms; /* 0: from tpd's flush interval */
-} opt = { .symbolic = -1 };
+} opt = { .transport = STREAM_TRANSPORT_DEFAULT, .symbolic = -1 };
 
 enum {
         ARG_SYMBOLIC,
         ARG_COUNT,
         ARG_TIME,
         ARG_ORDERED,
+        ARG_TRANSPORT,
 };
 
 static const OptionSpec stream_specs[] = {
@@ -34,6 +46,7 @@ static const OptionSpec stream_specs[] = {
         { "count", 0, required_argument, ARG_COUNT },
         { "time", 0, required_argument, ARG_TIME },
         { "ordered", 0, optional_argument, ARG_ORDERED },
+        { "transport", 0, required_argument, ARG_TRANSPORT },
 };
 
 static int stream_parse_option(const OptionSpec *spec, const char *arg) {
@@ -66,6 +79,16 @@ static int stream_parse_option(const OptionSpec *spec, const char *arg) {
                             opt.order_delay_ms > 3600 * 1000))
                         return log_usage("invalid --ordered delay '%s': milliseconds from 1", arg);
                 return 0;
+        case ARG_TRANSPORT:
+                if (streq(arg, "auto"))
+                        opt.transport = STREAM_TRANSPORT_AUTO;
+                else if (streq(arg, "shm"))
+                        opt.transport = STREAM_TRANSPORT_SHM;
+                else if (streq(arg, "socket"))
+                        opt.transport = STREAM_TRANSPORT_SOCKET;
+                else
+                        return log_usage("invalid --transport '%s': auto, shm or socket", arg);
+                return 0;
         }
         return -EINVAL;
 }
@@ -73,8 +96,9 @@ static int stream_parse_option(const OptionSpec *spec, const char *arg) {
 const OptionTable stream_option_table = OPTION_TABLE(stream_specs, stream_parse_option);
 
 static void stream_on_signal(int sig) {
-        /* Stream data never sits in stdio buffers, so nothing is lost by leaving right here; a flag
-         * checked between syscalls could miss a signal that arrives just before a blocking splice(). */
+        /* Stream data never sits in stdio buffers (nor in shm.c's while it waits), so nothing is lost by
+         * leaving right here; a flag checked between syscalls could miss a signal that arrives just before a
+         * blocking splice(). */
         _exit(EXIT_SUCCESS);
 }
 
@@ -114,59 +138,128 @@ static LinesOptions stream_lines_options(const CommonOptions *c, json_object *re
         return o;
 }
 
-static json_object *stream_params(const CommonOptions *c, char **args, size_t n) {
+static json_object *stream_params(const CommonOptions *c, char **args, size_t n, bool shm) {
         json_object *params = selection_params(c, args, n);
 
         if (params && ((opt.symbolic >= 0 &&
                         json_add(params, "symbolic", json_object_new_boolean(opt.symbolic)) < 0) ||
                        (opt.time == LINES_TIME_ISO &&
-                        json_add(params, "realtime", json_object_new_boolean(true)) < 0))) {
+                        json_add(params, "realtime", json_object_new_boolean(true)) < 0) ||
+                       (shm && json_add(params, "transport", json_object_new_string("shm")) < 0))) {
                 json_object_put(params);
                 return NULL;
         }
         return params;
 }
 
-int stream_verb(const CommonOptions *c, char **args, size_t n) {
-        _cleanup_(connection_done) Connection conn = CONNECTION_NULL;
-        _cleanup_(varlink_reply_done) VarlinkReply reply = {};
-        struct sigaction sa_exit = { .sa_handler = stream_on_signal };
-        struct sigaction sa_ignore = { .sa_handler = SIG_IGN };
-        json_object *params = stream_params(c, args, n);
+/* Whether an error reply is a tpd's that predates the "transport" key refusing it. */
+static bool stream_transport_refused(const VarlinkReply *reply) {
+        const char *p = json_object_get_string(json_object_object_get(reply->parameters, "parameter"));
+
+        return streq(reply->error, VARLINK_ERROR_INVALID_PARAMETER) && p && streq(p, "transport");
+}
+
+/* The Stream call, asking for shared memory unless --transport=socket; with auto, a tpd that does
+ * not know the key is asked again without it, on a new connection. Returns as connection_call(). */
+static int stream_call(Connection *conn, const CommonOptions *c, char **args, size_t n,
+                       VarlinkReply *reply) {
+        json_object *params = stream_params(c, args, n, opt.transport != STREAM_TRANSPORT_SOCKET);
         int r;
 
         if (!params)
-                return connection_exit_status(log_oom());
+                return log_oom();
+        conn->keep_error = opt.transport == STREAM_TRANSPORT_AUTO;
+        r = connection_call(conn, c->socket_path, TPD_METHOD("Stream"), params, true, reply);
+        if (r != 1 || !conn->keep_error)
+                return r;
+        if (!stream_transport_refused(reply)) {
+                connection_print_error(c->socket_path, reply);
+                return 1;
+        }
+        connection_done(conn);
+        *conn = CONNECTION_NULL;
+        varlink_reply_done(reply);
+        params = stream_params(c, args, n, false);
+        if (!params)
+                return log_oom();
+        return connection_call(conn, c->socket_path, TPD_METHOD("Stream"), params, true, reply);
+}
+
+/* Whether tpd agreed to stream over shared memory. */
+static bool stream_reply_shm(json_object *reply) {
+        json_object *v;
+
+        return json_object_object_get_ex(reply, "transport", &v) &&
+               json_object_is_type(v, json_type_string) && streq(json_object_get_string(v), "shm");
+}
+
+/* Whether tpctl looks at the lines (lines.c) rather than copying them. */
+static bool stream_uses_lines(const CommonOptions *c) {
+        return opt.count > 0 || c->duration_usec > 0 || opt.time != LINES_TIME_BOOT || opt.ordered;
+}
+
+static int stream_over_shm(Shm *shm, VarlinkReply *reply, const CommonOptions *c) {
+        if (stream_uses_lines(c)) {
+                LinesOptions o = stream_lines_options(c, reply->parameters);
+
+                varlink_reply_done(reply);
+                return shm_lines(shm, STDOUT_FILENO, &o);
+        }
+        varlink_reply_done(reply);
+        return shm_copy(shm, STDOUT_FILENO);
+}
+
+/* What came with the reply in the same read() is already stream data. */
+static int stream_over_socket(Connection *conn, VarlinkReply *reply, const CommonOptions *c) {
+        if (stream_uses_lines(c)) {
+                LinesOptions o = stream_lines_options(c, reply->parameters);
+
+                varlink_reply_done(reply);
+                return lines_stream(conn->fd, STDOUT_FILENO, conn->in.data + conn->in.consumed,
+                                    varlink_buffer_pending(&conn->in), &o);
+        }
+        varlink_reply_done(reply);
+        return copy_stream(conn->fd, STDOUT_FILENO, conn->in.data + conn->in.consumed,
+                           varlink_buffer_pending(&conn->in));
+}
+
+int stream_verb(const CommonOptions *c, char **args, size_t n) {
+        _cleanup_(connection_done) Connection conn = CONNECTION_NULL;
+        _cleanup_(varlink_reply_done) VarlinkReply reply = {};
+        _cleanup_(shm_done) Shm shm_reader = SHM_NULL;
+        struct sigaction sa_exit = { .sa_handler = stream_on_signal };
+        struct sigaction sa_ignore = { .sa_handler = SIG_IGN };
+        bool shm;
+        int r;
 
         /* A closed stdout (| head) must show up as EPIPE, to end quietly with 0. */
         (void) sigaction(SIGPIPE, &sa_ignore, NULL);
         (void) sigaction(SIGINT, &sa_exit, NULL);
         (void) sigaction(SIGTERM, &sa_exit, NULL);
 
-        r = connection_call(&conn, c->socket_path, TPD_METHOD("Stream"), params, true, &reply);
+        r = stream_call(&conn, c, args, n, &reply);
         if (r != 0)
                 return connection_exit_status(r);
 
-        /* What came with the reply in the same read() is already stream data. */
-        if (opt.count > 0 || c->duration_usec > 0 || opt.time != LINES_TIME_BOOT || opt.ordered) {
-                LinesOptions o = stream_lines_options(c, reply.parameters);
-
-                varlink_reply_done(&reply);
-                r = lines_stream(conn.fd, STDOUT_FILENO, conn.in.data + conn.in.consumed,
-                                 varlink_buffer_pending(&conn.in), &o);
-                if (r == 1 || r == -EPIPE)
-                        return EXIT_SUCCESS;
-        } else {
-                varlink_reply_done(&reply);
-                r = copy_stream(conn.fd, STDOUT_FILENO, conn.in.data + conn.in.consumed,
-                                varlink_buffer_pending(&conn.in));
+        shm = opt.transport != STREAM_TRANSPORT_SOCKET && stream_reply_shm(reply.parameters);
+        if (!shm && opt.transport == STREAM_TRANSPORT_SHM) {
+                log_error("tpd did not agree to stream over shared memory (--transport=shm)");
+                log_hint("Use --transport=auto or socket to stream over its socket.");
+                return EXIT_FAILURE;
         }
+        if (shm && shm_setup(&shm_reader, &conn, reply.parameters, opt.time == LINES_TIME_ISO) < 0)
+                return EXIT_FAILURE;
+        r = shm ? stream_over_shm(&shm_reader, &reply, c) : stream_over_socket(&conn, &reply, c);
+        /* lines.c's end by a bound or a signal. */
+        if (r == 1 || r == -EPIPE)
+                return EXIT_SUCCESS;
         if (r == 0 || r == -ECONNRESET) {
                 log_error("tpd closed the stream");
                 return TPD_EXIT_DAEMON_GONE;
         }
-        if (r == -EPIPE)
-                return EXIT_SUCCESS;
+        /* shm.c printed why the ring or tpd's frames made no sense. */
+        if (shm && r == -EBADMSG)
+                return EXIT_FAILURE;
         log_error_errno(r, "cannot copy the stream to standard output: %m");
         return EXIT_FAILURE;
 }

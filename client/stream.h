@@ -8,10 +8,11 @@
 /*
  * `tpctl stream`: one Stream call, its connection upgraded, and tpd's NDJSON copied to stdout. The
  * lines are copied untouched (copy.c) unless --count, --duration, --time or --ordered make tpctl
- * look at them (lines.c).
+ * look at them (lines.c). With --transport=shm or auto, tpd may hand over its shared ring instead
+ * and the lines are read from it (shm.c), into the same two paths.
  */
 
-/* --symbolic, --count, --time, --ordered. */
+/* --symbolic, --count, --time, --ordered, --transport. */
 extern const OptionTable stream_option_table;
 
 /* The shared options stream takes. */

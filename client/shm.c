@@ -1,0 +1,372 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/stream.h"
+#include "message.h"
+#include "shm.h"
+#include "tpd-protocol.h"
+#include "util.h"
+
+/* Of the plain path: lines gather here and go out in writes this large. */
+#define SHM_OUT_SIZE (1024U * 1024U)
+/* How often a resync is tried at once while tpd keeps the ring's header moving. */
+#define SHM_RESYNC_TRIES 16
+
+/* Maps size bytes of fd read-only, after checking that the file holds them: a mapping past its end
+ * reads SIGBUS. */
+static int shm_map(int fd, int64_t size, void **ret) {
+        struct stat st;
+        void *p;
+
+        if (size <= 0 || (uint64_t) size > SIZE_MAX)
+                return -EBADMSG;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (st.st_size < size)
+                return -EBADMSG;
+        p = mmap(NULL, (size_t) size, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED)
+                return -errno;
+        *ret = p;
+        return 0;
+}
+
+/* Takes fd index key.fd of the reply from c and maps key.size bytes of it. */
+static int shm_take(Connection *c, json_object *reply, const char *key, int *ret_fd, void **ret_mem,
+                    size_t *ret_size) {
+        json_object *o;
+        int64_t index, size;
+        bool has_index, has_size;
+        int r;
+
+        if (!json_object_object_get_ex(reply, key, &o) || !json_object_is_type(o, json_type_object))
+                return log_error_errno(-EBADMSG, "tpd's reply to a shared-memory stream has no '%s'", key);
+        index = reply_int(o, "fd", &has_index);
+        size = reply_int(o, "size", &has_size);
+        if (!has_index || !has_size || index < 0 || index >= CONNECTION_FDS_MAX)
+                return log_error_errno(-EBADMSG, "tpd's reply names no '%s' fd and size", key);
+        *ret_fd = connection_take_fd(c, (size_t) index);
+        if (*ret_fd < 0)
+                return log_error_errno(-EBADMSG, "tpd's reply brought no '%s' fd", key);
+        r = shm_map(*ret_fd, size, ret_mem);
+        if (r == -EBADMSG)
+                return log_error_errno(r, "the '%s' tpd handed over is smaller than its reply says", key);
+        if (r < 0)
+                return log_error_errno(r, "cannot map the '%s' tpd handed over: %m", key);
+        *ret_size = (size_t) size;
+        return 0;
+}
+
+int shm_setup(Shm *s, Connection *c, json_object *reply, bool realtime) {
+        json_object *ring = NULL;
+        int64_t start, start_seq;
+        bool has_start, has_seq;
+        int r;
+
+        *s = SHM_NULL;
+        s->sock = c->fd;
+        s->realtime = realtime;
+        if (varlink_buffer_pending(&c->in) > 0)
+                return log_error_errno(-EBADMSG, "tpd sent stream data on a shared-memory stream");
+        r = shm_take(c, reply, "ring", &s->ring_fd, &s->ring, &s->ring_size);
+        if (r >= 0)
+                r = shm_take(c, reply, "page", &s->page_fd, &s->page, &s->page_size);
+        if (r < 0)
+                return r;
+        (void) json_object_object_get_ex(reply, "ring", &ring);
+        start = reply_int(ring, "start", &has_start);
+        start_seq = reply_int(ring, "start_seq", &has_seq);
+        if (!has_start || !has_seq || start < 0 || start_seq < 0 || start % RING_ALIGN != 0)
+                return log_error_errno(-EBADMSG, "tpd's reply gives no start in the ring");
+
+        r = ring_reader_init(&s->r, s->ring, s->ring_size);
+        if (r == -EINVAL)
+                return log_error_errno(-EBADMSG, "the memory tpd handed over holds no ring of version %d",
+                                       RING_VERSION);
+        if (r < 0)
+                return log_oom();
+        ring_reader_seek(&s->r, (uint64_t) start, (uint64_t) start_seq);
+        r = ring_page_reader_init(&s->pr, s->page, s->page_size, s->r.data_size);
+        if (r == -EINVAL)
+                return log_error_errno(-EBADMSG,
+                                       "the memory tpd handed over holds no reader page of version %d",
+                                       RING_PAGE_VERSION);
+        if (r < 0)
+                return log_oom();
+        ring_reader_set_page(&s->r, &s->pr);
+        s->own = batch_new();
+        if (!s->own)
+                return log_oom();
+        return 0;
+}
+
+void shm_done(Shm *s) {
+        ring_reader_done(&s->r);
+        ring_page_reader_done(&s->pr);
+        if (s->ring)
+                (void) munmap(s->ring, s->ring_size);
+        if (s->page)
+                (void) munmap(s->page, s->page_size);
+        safe_close(s->ring_fd);
+        safe_close(s->page_fd);
+        batch_unref(s->own);
+        *s = SHM_NULL;
+}
+
+/* Where ring_read() delivers to. */
+typedef struct ShmOut {
+        Shm *s;
+        ShmLineFn fn;
+        void *userdata;
+} ShmOut;
+
+/* A lost line of the stream's own count, byte for byte the one tpd writes. */
+static int shm_lost_line(ShmOut *o, uint64_t ts, uint32_t cpu, uint64_t count, int kind) {
+        Batch *b = o->s->own;
+        int r;
+
+        batch_reset(b);
+        r = batch_add_lost(b, ts, cpu, count, kind);
+        if (r == -EINVAL)
+                return -EBADMSG; /* no cause of a loss */
+        if (r < 0)
+                return r;
+        return o->fn(o->userdata, b->buf.data + b->records[0].offset, b->records[0].length);
+}
+
+static int shm_deliver(void *userdata, const RingItem *it) {
+        ShmOut *o = userdata;
+
+        /* Clock records are the ring's, for the streams that asked for them. */
+        if (it->type == RING_CLOCK && !o->s->realtime)
+                return 0;
+        if (it->type == RING_LOST && !it->line)
+                return shm_lost_line(o, it->ts, it->cpu, it->lost, it->kind);
+        if (it->line_len == 0 || it->line[it->line_len - 1] != '\n')
+                return -EBADMSG;
+        return o->fn(o->userdata, it->line, it->line_len);
+}
+
+/* After the reader fell a ring behind: on at the newest publish, and a lost line for what the
+ * stream selected in the gap, by CPU and cause in the order tpd reports losses. 1, 0 when the
+ * ring never held still (the next step tries again), or a negative errno. */
+static int shm_resync(Shm *s, ShmOut *o) {
+        int64_t k;
+
+        for (unsigned i = 0;; i++) {
+                k = ring_resync(&s->r, s->ring);
+                if (k != -EAGAIN || i == SHM_RESYNC_TRIES)
+                        break;
+        }
+        if (k == -EAGAIN)
+                return 0;
+        if (k < 0)
+                return (int) k;
+        for (uint32_t cpu = 0; cpu < s->pr.n_cpus; cpu++)
+                for (size_t i = 0; i < STREAM_LOSS_KINDS; i++) {
+                        int kind = stream_loss_order[i];
+                        uint64_t n = s->pr.lost[(size_t) cpu * RING_PAGE_KINDS + kind];
+                        int r;
+
+                        if (n == 0)
+                                continue;
+                        r = shm_lost_line(o, s->pr.lost_ts[cpu], cpu, n, kind);
+                        if (r < 0)
+                                return r;
+                }
+        return 1;
+}
+
+/* Reads what was published since the last read: 1 when the reader moved, 0 when nothing was new,
+ * or a negative errno. */
+static int shm_read(Shm *s, ShmLineFn fn, void *userdata) {
+        ShmOut o = { s, fn, userdata };
+        uint64_t pos = s->r.pos;
+        size_t n;
+        int k;
+
+        k = ring_read(&s->r, s->ring, shm_deliver, &o, &n);
+        if (k == RING_READ_RESYNC)
+                k = shm_resync(s, &o);
+        else if (k == 0)
+                k = n > 0 || s->r.pos != pos;
+        if (k == -EBADMSG)
+                return log_error_errno(k,
+                                       "the ring tpd shares, or this stream's page of it, makes no sense");
+        return k;
+        return n > 0 || s->r.pos != pos;
+}
+
+/* Reads the ring up to the head it has now, after tpd ended the stream: what tpd published stays
+ * readable (the memfd lives while mapped), unless tpd retired the ring and cut it short. */
+static int shm_drain(Shm *s, ShmLineFn fn, void *userdata) {
+        uint64_t head = __atomic_load_n(&((const RingHeader *) s->ring)->head, __ATOMIC_ACQUIRE);
+        struct stat a, b;
+        int k;
+
+        if (fstat(s->ring_fd, &a) < 0 || fstat(s->page_fd, &b) < 0 || (size_t) a.st_size < s->ring_size ||
+            (size_t) b.st_size < s->page_size)
+                return LINES_SOURCE_END;
+        do
+                k = shm_read(s, fn, userdata);
+        while (k > 0 && s->r.pos < head);
+        return k < 0 ? k : LINES_SOURCE_END;
+}
+
+static int shm_send_wait(Shm *s) {
+        TpdSeqFrame f = {
+                .header = { .type = TPD_FRAME_WAIT, .length = sizeof(uint64_t) },
+                .seq = s->r.seq,
+        };
+        ssize_t n;
+
+        do
+                n = send(s->sock, &f, sizeof(f), MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return -errno;
+        /* 24 bytes into an empty socket buffer (one frame is out at most) go whole. */
+        if ((size_t) n != sizeof(f))
+                return -EIO;
+        s->waiting = true;
+        s->wait_seq = f.seq;
+        return 0;
+}
+
+/* Reads the WAKE that answers the WAIT, without waiting: 1 when it came, 0 when not yet, -ESHUTDOWN
+ * when tpd ended the stream, -EBADMSG when tpd sent something else. */
+static int shm_recv_wake(Shm *s) {
+        TpdSeqFrame f;
+        ssize_t n;
+
+        n = recv(s->sock, s->frame + s->n_frame, sizeof(s->frame) - s->n_frame, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        if (n < 0 && errno == ECONNRESET)
+                return -ESHUTDOWN;
+        if (n < 0)
+                return -errno;
+        if (n == 0)
+                return -ESHUTDOWN;
+        s->n_frame += (size_t) n;
+        if (s->n_frame < sizeof(s->frame))
+                return 0;
+        memcpy(&f, s->frame, sizeof(f));
+        s->n_frame = 0;
+        /* tpd answers a WAIT once the entry it names is published: with a head past it. */
+        if (f.header.type != TPD_FRAME_WAKE || f.header.length != sizeof(uint64_t) || f.header.cpu != 0 ||
+            f.header.arg != 0 || f.seq <= s->wait_seq)
+                return log_error_errno(-EBADMSG,
+                                       "tpd sent a frame that is no WAKE on a shared-memory stream");
+        s->waiting = false;
+        return 1;
+}
+
+int shm_step(Shm *s, ShmLineFn fn, void *userdata, bool last) {
+        int k;
+
+        if (s->waiting) {
+                k = shm_recv_wake(s);
+                if (k == -ESHUTDOWN)
+                        return shm_drain(s, fn, userdata);
+                if (k <= 0)
+                        return k;
+        }
+        k = shm_read(s, fn, userdata);
+        if (k != 0)
+                return k < 0 ? k : LINES_SOURCE_MORE;
+        if (last)
+                return LINES_SOURCE_WAIT;
+        k = shm_send_wait(s);
+        if (k == -EPIPE || k == -ECONNRESET)
+                return shm_drain(s, fn, userdata);
+        return k < 0 ? k : LINES_SOURCE_WAIT;
+}
+
+/* The plain path's private buffer. */
+typedef struct ShmWriter {
+        int out;
+        char *buf;
+        size_t len;
+} ShmWriter;
+
+static int writer_flush(ShmWriter *w) {
+        int r = write_all(w->out, w->buf, w->len);
+
+        w->len = 0;
+        return r;
+}
+
+static int writer_put(void *userdata, const char *line, size_t n) {
+        ShmWriter *w = userdata;
+        int r;
+
+        if (w->len + n > SHM_OUT_SIZE) {
+                r = writer_flush(w);
+                if (r < 0)
+                        return r;
+        }
+        if (n > SHM_OUT_SIZE)
+                return write_all(w->out, line, n);
+        memcpy(w->buf + w->len, line, n);
+        w->len += n;
+        return 0;
+}
+
+/* Waits until tpd sends something or ends the connection. */
+static int shm_poll(Shm *s) {
+        struct pollfd pfd = { .fd = s->sock, .events = POLLIN };
+
+        if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+                return -errno;
+        return 0;
+}
+
+int shm_copy(Shm *s, int out) {
+        _cleanup_free_ char *buf = malloc(SHM_OUT_SIZE);
+        ShmWriter w = { .out = out, .buf = buf };
+        int k;
+
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                k = shm_step(s, writer_put, &w, false);
+                if (k < 0)
+                        return k;
+                if (k == LINES_SOURCE_MORE)
+                        continue;
+                /* Everything read goes out before the wait, or at the end. */
+                if (w.len > 0) {
+                        int r = writer_flush(&w);
+
+                        if (r < 0)
+                                return r;
+                }
+                if (k == LINES_SOURCE_END)
+                        return 0;
+                k = shm_poll(s);
+                if (k < 0)
+                        return k;
+        }
+}
+
+static int shm_feed(void *userdata, const char *line, size_t n) {
+        return lines_feed(userdata, line, n);
+}
+
+static int shm_pull(void *userdata, Lines *l, bool last) {
+        return shm_step(userdata, shm_feed, l, last);
+}
+
+int shm_lines(Shm *s, int out, const LinesOptions *o) {
+        LinesSource src = { .fd = s->sock, .pull = shm_pull, .userdata = s };
+
+        return lines_run(&src, out, o);
+}
