@@ -117,9 +117,10 @@ class ShmStream:
                 return out
             check(ok, f'entry of size {size} at {self.pos}')
             check(seq == self.seq, f'entry seq {seq}, expected {self.seq}')
+            lost = struct.unpack_from(LOST_FMT, self.ring, off + ENTRY_SIZE)[0] if typ == RING_LOST else 0
             if sel:
                 out.append({'type': typ, 'kind': kind, 'cpu': cpu, 'pid': pid, 'seq': seq, 'ts': ts,
-                            'line': line})
+                            'line': line, 'lost': lost})
             self.pos += size
             self.seq += 1
         return out
