@@ -177,6 +177,8 @@ static int shm_resync(Shm *s, ShmOut *o) {
 
                         if (n == 0)
                                 continue;
+                        if (kind == TPD_LOST_CLIENT)
+                                s->lost_client += n;
                         r = shm_lost_line(o, s->pr.lost_ts[cpu], cpu, n, kind);
                         if (r < 0)
                                 return r;
@@ -201,7 +203,6 @@ static int shm_read(Shm *s, ShmLineFn fn, void *userdata) {
                 return log_error_errno(k,
                                        "the ring tpd shares, or this stream's page of it, makes no sense");
         return k;
-        return n > 0 || s->r.pos != pos;
 }
 
 /* Reads the ring up to the head it has now, after tpd ended the stream: what tpd published stays
@@ -220,23 +221,32 @@ static int shm_drain(Shm *s, ShmLineFn fn, void *userdata) {
         return k < 0 ? k : LINES_SOURCE_END;
 }
 
+/* STATS (what this stream delivered and lost, for tpd's GetStatus), then WAIT. */
 static int shm_send_wait(Shm *s) {
-        TpdSeqFrame f = {
-                .header = { .type = TPD_FRAME_WAIT, .length = sizeof(uint64_t) },
-                .seq = s->r.seq,
+        struct {
+                TpdStatsFrame stats;
+                TpdSeqFrame wait;
+        } f = {
+                .stats = { .header = { .type = TPD_FRAME_STATS, .length = 2 * sizeof(uint64_t) },
+                           .lost_client = s->lost_client },
+                .wait = { .header = { .type = TPD_FRAME_WAIT, .length = sizeof(uint64_t) },
+                          .seq = s->r.seq },
         };
         ssize_t n;
 
+        _Static_assert(sizeof(f) == sizeof(TpdStatsFrame) + sizeof(TpdSeqFrame), "frames back to back");
+        for (uint32_t cpu = 0; cpu < s->pr.n_cpus; cpu++)
+                f.stats.delivered += s->pr.got[(size_t) cpu * RING_PAGE_KINDS];
         do
                 n = send(s->sock, &f, sizeof(f), MSG_NOSIGNAL);
         while (n < 0 && errno == EINTR);
         if (n < 0)
                 return -errno;
-        /* 24 bytes into an empty socket buffer (one frame is out at most) go whole. */
+        /* 56 bytes into an empty socket buffer (one WAIT is out at most) go whole. */
         if ((size_t) n != sizeof(f))
                 return -EIO;
         s->waiting = true;
-        s->wait_seq = f.seq;
+        s->wait_seq = f.wait.seq;
         return 0;
 }
 

@@ -33,7 +33,8 @@ typedef struct Shm {
         uint64_t wait_seq;
         uint8_t frame[sizeof(TpdSeqFrame)]; /* the WAKE read so far */
         size_t n_frame;
-        Batch *own; /* the stream's own lost lines */
+        Batch *own;           /* the stream's own lost lines */
+        uint64_t lost_client; /* events lost by falling behind, in total (STATS) */
 } Shm;
 
 #define SHM_NULL ((Shm){ .sock = -1, .ring_fd = -1, .page_fd = -1 })

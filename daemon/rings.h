@@ -53,6 +53,8 @@ struct ShmReader {
         bool counted;      /* count is valid */
         bool armed;        /* asked to be woken once entry wait_seq is published */
         uint64_t wait_seq;
+        /* What the client says it delivered and lost (STATS frames), for GetStatus only. */
+        uint64_t reported_delivered, reported_lost;
 };
 
 /* What a Stream reply says of the transport. */

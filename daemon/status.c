@@ -8,6 +8,7 @@
 #include "build-config.h"
 #include "calls.h"
 #include "core/encode.h"
+#include "rings.h"
 #include "status.h"
 #include "tpd-protocol.h"
 
@@ -110,10 +111,13 @@ static json_object *status_connections(Manager *m, int *r) {
                 json_set(r, o, "streaming", json_object_new_boolean(k->stream != NULL));
                 if (k->stream) {
                         json_set(r, o, "delivered", json_u64(k->stream->delivered));
-                        json_set(r, o, "lost_client", json_u64(k->stream->lost_client));
+                        json_set(r, o, "lost_client",
+                                 json_u64(k->shm ? k->shm->reported_lost : k->stream->lost_client));
                         if (!k->recording)
                                 json_set(r, o, "transport",
                                          json_object_new_string(k->shm ? "shm" : "socket"));
+                        if (k->shm)
+                                json_set(r, o, "reader_delivered", json_u64(k->shm->reported_delivered));
                 }
                 json_push(r, conns, o);
         }

@@ -38,22 +38,37 @@ void manager_publish_notice(Manager *m, uint64_t ts, const char *notice, const c
         batch_unref(b);
 }
 
-/* A ring's reader asks to be woken: WAIT frames, and nothing else. */
+/* A ring's reader asks to be woken (WAIT) and tells what it delivered and lost (STATS): nothing
+ * else. */
 ssize_t manager_on_stream_input(Peer *p, const void *data, size_t size, void *userdata) {
+        const uint8_t *in = data;
         size_t taken = 0;
 
         if (!p->shm)
                 return (ssize_t) size; /* nothing is expected from a socket stream: discarded */
-        for (; size - taken >= sizeof(TpdSeqFrame); taken += sizeof(TpdSeqFrame)) {
-                TpdSeqFrame f;
+        while (size - taken >= sizeof(TpdFrame)) {
+                TpdFrame h;
+                uint64_t v[2];
 
-                memcpy(&f, (const uint8_t *) data + taken, sizeof(f));
-                if (f.header.type != TPD_FRAME_WAIT || f.header.length != sizeof(f.seq) ||
-                    f.header.cpu != 0 || f.header.arg != 0) {
-                        log_debug("Peer %d: not a WAIT frame, closing.", (int) p->pid);
+                memcpy(&h, in + taken, sizeof(h));
+                if (h.cpu != 0 || h.arg != 0 ||
+                    !((h.type == TPD_FRAME_WAIT && h.length == 8) ||
+                      (h.type == TPD_FRAME_STATS && h.length == 16))) {
+                        log_debug("Peer %d: not a WAIT or STATS frame, closing.", (int) p->pid);
                         return -EBADMSG;
                 }
-                shm_reader_wait(p->shm, f.seq);
+                if (size - taken < sizeof(h) + h.length)
+                        break;
+                memcpy(v, in + taken + sizeof(h), h.length);
+                taken += sizeof(h) + h.length;
+                if (h.type == TPD_FRAME_WAIT)
+                        shm_reader_wait(p->shm, v[0]);
+                else {
+                        /* The client's word, shown as its stream's in GetStatus and nowhere
+                         * else: it can only misreport itself. */
+                        p->shm->reported_delivered = v[0];
+                        p->shm->reported_lost = v[1];
+                }
         }
         return (ssize_t) taken;
 }

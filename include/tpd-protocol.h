@@ -81,13 +81,26 @@ enum {
  * frames, each a TpdFrame header with length 8 and a u64 payload, cpu and arg 0. A client that has
  * read everything sends WAIT with the seq of the next entry it wants; tpd answers with WAKE, with
  * the ring's head_seq, as soon as that entry is published (at once if it already is). One WAKE
- * answers one WAIT. Anything else from the client ends the stream; tpd's end of the stream is the
- * end of the connection (EOF), after which the ring still holds everything tpd published.
+ * answers one WAIT. Before a WAIT the client may send STATS (length 16): the event records it
+ * delivered and those it lost as "client", in total, which tpd shows as the stream's in GetStatus
+ * (it cannot see them itself). Anything else from the client ends the stream; tpd's end of the
+ * stream is the end of the connection (EOF), after which the ring still holds everything tpd
+ * published.
  */
 enum {
         TPD_FRAME_WAIT = 6,
         TPD_FRAME_WAKE = 7,
+        TPD_FRAME_STATS = 8,
 };
+
+/* A STATS frame, header and payload. */
+typedef struct TpdStatsFrame {
+        TpdFrame header;
+        uint64_t delivered;
+        uint64_t lost_client;
+} TpdStatsFrame;
+
+_Static_assert(sizeof(TpdStatsFrame) == 32, "stats frame");
 
 /* A WAIT or WAKE frame, header and payload. */
 typedef struct TpdSeqFrame {

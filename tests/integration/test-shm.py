@@ -121,6 +121,18 @@ def test_wait_wake(ctx, tpd):
     log(f'WAKE for a published entry after {1000 * (time.monotonic() - t0):.1f} ms')
     got = s.collect(lambda e: len(events_of(e, pid)) >= 10)
     check(len(events_of(got, pid)) == 10, f'{len(events_of(got, pid))} of 10 records')
+    # STATS: the reader's word, shown as its stream's and not in tpd's totals.
+    s.sock.sendall(struct.pack('=IIIIQQ', 8, 16, 0, 0, 5, 7))
+    deadline = time.monotonic() + 5
+    while True:
+        with T.Varlink(tpd.socket) as v:
+            st = v.call('io.tpd.tracing.GetStatus')['parameters']
+        mine = [c for c in st['connections'] if c.get('reader_delivered') == 5]
+        if mine or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    check(mine and mine[0]['lost_client'] == 7, f'STATS not shown: {st["connections"]}')
+    check(st['lost']['client'] == 0, f'a reader\'s STATS went into tpd\'s totals: {st["lost"]}')
     # Garbage ends this stream only.
     s.sock.sendall(b'\xff' * 24)
     with T.Varlink(tpd.socket):

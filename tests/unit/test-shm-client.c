@@ -148,12 +148,20 @@ static void tpd_publish(Tpd *t) {
         batch_unref(b);
 }
 
-/* The other end of the socket: WAITs answered as the mode says. */
+/* The other end of the socket: WAITs answered as the mode says; each comes after a STATS frame,
+ * whose counts never go back. */
 static void *tpd_run(void *userdata) {
         Tpd *t = userdata;
+        TpdStatsFrame st;
         TpdSeqFrame f;
+        uint64_t delivered = 0;
 
-        while (t->mode != MODE_CLOSE && recv(t->sock, &f, sizeof(f), MSG_WAITALL) == sizeof(f)) {
+        while (t->mode != MODE_CLOSE && recv(t->sock, &st, sizeof(st), MSG_WAITALL) == sizeof(st) &&
+               recv(t->sock, &f, sizeof(f), MSG_WAITALL) == sizeof(f)) {
+                ASSERT_INT_EQ(st.header.type, TPD_FRAME_STATS);
+                ASSERT_INT_EQ(st.header.length, 16);
+                ASSERT(st.delivered >= delivered);
+                delivered = st.delivered;
                 ASSERT_INT_EQ(f.header.type, TPD_FRAME_WAIT);
                 ASSERT_INT_EQ(f.header.length, 8);
                 ASSERT_U64_EQ(f.seq, t->w.head_seq);
