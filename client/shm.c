@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "core/stream.h"
@@ -300,33 +301,66 @@ int shm_step(Shm *s, ShmLineFn fn, void *userdata, bool last) {
         return k < 0 ? k : LINES_SOURCE_WAIT;
 }
 
-/* The plain path's private buffer. */
+/* The plain path's output: the lines as iovecs into the reader's private copy, valid until its
+ * next copy, so that they are copied once on their way out (not at all to /dev/null); lines of
+ * the stream's own (lost lines) go to a buffer of their own first. */
+#define SHM_IOV_MAX 1024
+
 typedef struct ShmWriter {
         int out;
-        char *buf;
-        size_t len;
+        const Shm *s;
+        struct iovec iov[SHM_IOV_MAX];
+        size_t n_iov;
+        char *own; /* SHM_OUT_SIZE */
+        size_t own_len;
 } ShmWriter;
 
 static int writer_flush(ShmWriter *w) {
-        int r = write_all(w->out, w->buf, w->len);
+        struct iovec *v = w->iov;
+        size_t n = w->n_iov;
 
-        w->len = 0;
-        return r;
+        while (n > 0) {
+                ssize_t k = writev(w->out, v, (int) n);
+
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return -errno;
+                /* A short write (a pipe's reader took part): on from where it stopped. */
+                while (n > 0 && (size_t) k >= v->iov_len) {
+                        k -= (ssize_t) v->iov_len;
+                        v++;
+                        n--;
+                }
+                if (n > 0) {
+                        v->iov_base = (char *) v->iov_base + k;
+                        v->iov_len -= (size_t) k;
+                }
+        }
+        w->n_iov = 0;
+        w->own_len = 0;
+        return 0;
 }
 
 static int writer_put(void *userdata, const char *line, size_t n) {
         ShmWriter *w = userdata;
+        const char *copy = (const char *) w->s->r.buf;
         int r;
 
-        if (w->len + n > SHM_OUT_SIZE) {
+        if (w->n_iov == SHM_IOV_MAX ||
+            (!(line >= copy && line < copy + w->s->r.buf_size) && w->own_len + n > SHM_OUT_SIZE)) {
                 r = writer_flush(w);
                 if (r < 0)
                         return r;
         }
-        if (n > SHM_OUT_SIZE)
-                return write_all(w->out, line, n);
-        memcpy(w->buf + w->len, line, n);
-        w->len += n;
+        if (!(line >= copy && line < copy + w->s->r.buf_size)) {
+                if (n > SHM_OUT_SIZE)
+                        return write_all(w->out, line, n);
+                memcpy(w->own + w->own_len, line, n);
+                line = w->own + w->own_len;
+                w->own_len += n;
+        }
+        w->iov[w->n_iov++] = (struct iovec){ .iov_base = (void *) line, .iov_len = n };
         return 0;
 }
 
@@ -341,24 +375,24 @@ static int shm_poll(Shm *s) {
 
 int shm_copy(Shm *s, int out) {
         _cleanup_free_ char *buf = malloc(SHM_OUT_SIZE);
-        ShmWriter w = { .out = out, .buf = buf };
-        int k;
+        _cleanup_free_ ShmWriter *w = calloc(1, sizeof(ShmWriter));
+        int k, r;
 
-        if (!buf)
+        if (!buf || !w)
                 return -ENOMEM;
+        w->out = out;
+        w->s = s;
+        w->own = buf;
         for (;;) {
-                k = shm_step(s, writer_put, &w, false);
+                k = shm_step(s, writer_put, w, false);
                 if (k < 0)
                         return k;
+                /* Out before the next step copies over the lines, or waits. */
+                r = writer_flush(w);
+                if (r < 0)
+                        return r;
                 if (k == LINES_SOURCE_MORE)
                         continue;
-                /* Everything read goes out before the wait, or at the end. */
-                if (w.len > 0) {
-                        int r = writer_flush(&w);
-
-                        if (r < 0)
-                                return r;
-                }
                 if (k == LINES_SOURCE_END)
                         return 0;
                 k = shm_poll(s);

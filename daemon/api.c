@@ -15,6 +15,7 @@
 #include "manager.h"
 #include "peer.h"
 #include "pins.h"
+#include "ratelimit.h"
 #include "status.h"
 #include "tpd-protocol.h"
 
@@ -440,11 +441,16 @@ static ShmReader *stream_setup_shm(Manager *m, Peer *peer, const VarlinkCall *ca
                 if (r < 0)
                         rd = shm_reader_free(rd);
         }
-        if (r < 0)
-                log_warning_errno(r,
-                                  "Peer %d: cannot hand out a shared-memory ring, streaming over the "
-                                  "socket: %m",
-                                  (int) peer->pid);
+        if (r < 0) {
+                /* Any member may ask again and again: at most a few warnings a minute. */
+                static RateLimit limit = RATELIMIT_INIT(60 * 1000 * 1000ULL, 3);
+
+                if (ratelimit_below(&limit))
+                        log_warning_errno(r,
+                                          "Peer %d: cannot hand out a shared-memory ring, streaming over "
+                                          "the socket: %m",
+                                          (int) peer->pid);
+        }
         return rd;
 }
 

@@ -371,19 +371,8 @@ static int peer_on_io(sd_event_source *s, int fd, uint32_t revents, void *userda
                                 p->handler->on_hangup(p, p->userdata);
                         p->read_closed = true;
                 }
-                if (n > 0 && p->stream && p->handler->on_stream_input) {
-                        ssize_t taken;
-
-                        varlink_buffer_advance(&p->in, (size_t) n);
-                        taken = p->handler->on_stream_input(p, p->in.data + p->in.consumed,
-                                                            varlink_buffer_pending(&p->in), p->userdata);
-                        if (taken < 0) {
-                                peer_free(p);
-                                return 0;
-                        }
-                        p->in.consumed += (size_t) taken;
-                } else if (n > 0) {
-                        if (p->stream)
+                if (n > 0) {
+                        if (p->stream && !p->handler->on_stream_input)
                                 /* Nothing is expected from a streaming peer: discard it. */
                                 p->in.len = p->in.consumed;
                         else
@@ -392,6 +381,15 @@ static int peer_on_io(sd_event_source *s, int fd, uint32_t revents, void *userda
         }
 
         r = peer_process(p);
+        /* What a streaming peer sent, also with the call that started its stream. */
+        if (r >= 0 && p->stream && p->handler->on_stream_input && varlink_buffer_pending(&p->in) > 0) {
+                ssize_t taken = p->handler->on_stream_input(p, p->in.data + p->in.consumed,
+                                                            varlink_buffer_pending(&p->in), p->userdata);
+                if (taken < 0)
+                        r = (int) taken;
+                else
+                        p->in.consumed += (size_t) taken;
+        }
         if (r >= 0)
                 r = peer_update_stall(p);
         if (r < 0) {

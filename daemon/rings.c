@@ -30,7 +30,11 @@ static ShmRing *shm_ring_free(ShmRing *ring, uint32_t state) {
          * entries. */
         if (ring->region.mem)
                 ring_writer_set_state(&ring->writer, state);
-        shm_region_done(&ring->region);
+        /* A closed ring stays readable: its readers drain what tpd published before it stopped. */
+        if (state == RING_STATE_RETIRED)
+                shm_region_retire(&ring->region);
+        else
+                shm_region_done(&ring->region);
         free(ring);
         return NULL;
 }
@@ -64,6 +68,7 @@ static int shm_ring_new(ShmRings *rs, unsigned form, ShmRing **ret) {
         if (!ring)
                 return -ENOMEM;
         ring->rings = rs;
+        ring->region = SHM_REGION_NULL;
         ring->form = form;
         r = shm_region_new(&ring->region, "tpd-ring", ring_mapping_size(rs->data_size));
         if (r >= 0)
@@ -143,7 +148,12 @@ ShmReader *shm_reader_free(ShmReader *rd) {
                 }
         }
         rd->rings->n_readers--;
-        shm_region_done(&rd->page_region);
+        /* Its client is gone, unless tpd is stopping (the rings are closed, ring is NULL): then the
+         * client may still need its page to drain the ring. */
+        if (ring)
+                shm_region_retire(&rd->page_region);
+        else
+                shm_region_done(&rd->page_region);
         free(rd);
         return NULL;
 }
@@ -187,10 +197,12 @@ void shm_reader_wait(ShmReader *rd, uint64_t seq) {
         rd->wait_seq = seq;
 }
 
-/* After a publish: the readers that asked for it. */
-static void shm_ring_wake(ShmRing *ring) {
+/* After a publish: the readers that asked for it, if it holds something for them (a batch they
+ * take part of; notice and clock lines are everyone's). */
+static void shm_ring_wake(ShmRing *ring, bool batch) {
         for (ShmReader *rd = ring->readers; rd; rd = rd->next)
-                if (rd->armed && ring->writer.head_seq > rd->wait_seq) {
+                if (rd->armed && ring->writer.head_seq > rd->wait_seq &&
+                    (!batch || rd->count.all || rd->count.n > 0)) {
                         rd->armed = false;
                         ring->rings->wake(rd->owner, ring->writer.head_seq);
                 }
@@ -224,14 +236,16 @@ static void shm_ring_publish_batch(ShmRing *ring, Decoder *d, Batch *b) {
         ring->batch = b;
         if (ring->form & ~(unsigned) b->variant) {
                 for (size_t i = 0; i < b->n_records; i++)
-                        if (b->records[i].kind == RECORD_EVENT)
-                                (void) decoder_encode_variant(d, b, i, ring->form);
+                        /* Out of memory: the plain line, rather than another ring's variant. */
+                        if (b->records[i].kind == RECORD_EVENT &&
+                            decoder_encode_variant(d, b, i, ring->form) < 0)
+                                b->records[i].print_length = 0;
                 (void) ring_append_batch_variant(&ring->writer, b, &refused);
         } else
                 (void) ring_append_batch(&ring->writer, b, &refused);
         ring->batch = NULL;
         ring->rings->refused += refused;
-        shm_ring_wake(ring);
+        shm_ring_wake(ring, true);
 }
 
 void shm_rings_publish_batch(ShmRings *rs, Decoder *d, Batch *b) {
@@ -248,6 +262,6 @@ void shm_rings_publish_line(ShmRings *rs, uint8_t type, uint64_t ts, const char 
         for (unsigned i = 0; i < SHM_RING_FORMS; i++)
                 if (rs->rings[i]) {
                         (void) ring_append(&rs->rings[i]->writer, &it, 1, NULL);
-                        shm_ring_wake(rs->rings[i]);
+                        shm_ring_wake(rs->rings[i], false);
                 }
 }

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "shm.h"
 #include "util.h"
 
@@ -33,7 +34,7 @@ int shm_region_new(ShmRegion *ret, const char *name, size_t size) {
          * /proc/PID/fd. The seals then refuse every write but tpd's mapping's, and a change of
          * size, which would make tpd fault on its own mapping. */
         if (fchmod(fd, 0400) < 0 ||
-            fcntl(fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) < 0) {
+            fcntl(fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) < 0) {
                 int r = -errno;
                 (void) munmap(mem, size);
                 return r;
@@ -57,4 +58,12 @@ void shm_region_done(ShmRegion *r) {
                 (void) munmap(r->mem, r->size);
         safe_close(r->fd);
         *r = SHM_REGION_NULL;
+}
+
+void shm_region_retire(ShmRegion *r) {
+        /* Only tpd's fd may change the size (the readers' are read-only): a client that kept its
+         * fd keeps no memory, and reads SIGBUS where the region was. */
+        if (r->fd >= 0 && ftruncate(r->fd, 0) < 0)
+                log_debug_errno(errno, "Failed to truncate shared memory: %m");
+        shm_region_done(r);
 }

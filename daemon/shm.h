@@ -5,11 +5,12 @@
 
 /*
  * Shared memory that tpd writes and its clients may only read: a memfd that tpd maps read-write,
- * sealed so that nobody can write it, map it writable, grow, shrink or punch it through any fd
+ * sealed so that nobody can write it, map it writable, grow it or punch it through any fd
  * (F_SEAL_FUTURE_WRITE leaves tpd's own mapping writable), owned by root with mode 0400, and
- * handed out as a fresh read-only fd. A client can neither reopen such an fd for writing (the mode)
- * nor make tpd fault (the size is sealed). The memory is tpd's: its pages count in tpd's RSS
- * (RssShmem) as tpd first writes them.
+ * handed out as fresh read-only fds. A client can neither reopen such an fd for writing (the mode)
+ * nor change its size (ftruncate needs a writable fd), so tpd never faults on it; tpd shrinks it to
+ * nothing when it is done with it, so that an fd a client kept holds no memory. The memory is
+ * tpd's: its pages count in tpd's RSS (RssShmem) as tpd first writes them.
  */
 
 typedef struct ShmRegion {
@@ -25,3 +26,5 @@ int shm_region_new(ShmRegion *ret, const char *name, size_t size);
 /* A new fd for a reader: read-only, close-on-exec. */
 int shm_region_reader_fd(const ShmRegion *r);
 void shm_region_done(ShmRegion *r);
+/* The same, after truncating it to nothing: every reader's mapping reads SIGBUS from then on. */
+void shm_region_retire(ShmRegion *r);

@@ -51,8 +51,11 @@ BUILD_PROGRAMS = {
 TRACERS = ('tpd1', 'tpdsym', 'tpd8', 'tpdtop', 'tpdcount', 'tpd-record', 'tc-record', 'tc-stream', 'perf')
 # tpdN: tpd with N `tpctl stream > /dev/null`; tpdNsel: N streams with a filter each, which pass half
 # of the records on average (N even); tpdNpy: N streams and a Python client speaking plain Varlink.
-TPD_STREAMS = re.compile(r'tpd([1-9][0-9]*)(sel|py)?$')
-FANOUT_TRACERS = ('tpd1', 'tpd2', 'tpd4', 'tpd8', 'tpd32', 'tpd8sel', 'tpd8py')
+# A "sock" suffix: the streams read their socket (--transport=socket) instead of tpd's shared
+# memory (tpctl's default), for the two side by side.
+TPD_STREAMS = re.compile(r'tpd([1-9][0-9]*)(sel|py)?(sock)?$')
+FANOUT_TRACERS = ('tpd1', 'tpd2', 'tpd4', 'tpd8', 'tpd32', 'tpd8sel', 'tpd8py', 'tpd1sock', 'tpd8sock',
+                  'tpd32sock')
 FANOUT_WORKLOADS = ('getppid', 'pingpong')
 VARLINK_STREAM = os.path.join(HERE, 'varlink-stream.py')
 WORKLOADS = ('getppid', 'pingpong', 'latency', 'idle', 'startup', 'export')
@@ -460,6 +463,10 @@ class BenchTpd(T.Tpd):
         return stat_cpu_ns(self.process.pid)
 
 
+def client_lost(status):
+    return sum(c.get('lost_client', 0) for c in status['connections'] if c['streaming'])
+
+
 def start_stream(ctx, tpd, args, counting):
     argv = [T.env_program('TPCTL'), '--socket', tpd.socket, 'stream', *args]
     name = f'tpctl-stream-{len(ctx._processes)}'
@@ -590,7 +597,8 @@ class Bench:
         queued = st1['delivered'] - st0['delivered']
         lost = {'kernel_overrun': T.kernel_lost(delta),
                 'tpd_overrun': st1['lost']['overrun'] - st0['lost']['overrun'],
-                'client': st1['lost']['client'] - st0['lost']['client']}
+                # By connection: a shared-memory stream's own losses are its reader's word (STATS).
+                'client': client_lost(st1) - client_lost(st0)}
         row = self.row(load, tracer, written, elapsed, settled)
         row.update({
             'streams': n,
@@ -1154,13 +1162,18 @@ def render_fanout(runs):
     rows = [r for r in runs if r.get('fanout')]
     if not any(r['streams'] > 1 for r in rows):
         return []
-    base = {r['workload']: r['tracer_ns_per_generated_event'] for r in rows
-            if r['tracer'] == 'tpd, 1 × tpctl stream' and r['tracer_ns_per_generated_event']}
+    # Each transport against its own one stream.
+    def transport(r):
+        return 'socket' if r['tracer'].endswith('(socket)') else 'shm'
+    base = {(r['workload'], transport(r)): r['tracer_ns_per_generated_event'] for r in rows
+            if r['tracer'] in ('tpd, 1 × tpctl stream', 'tpd, 1 × tpctl stream (socket)')
+            and r['tracer_ns_per_generated_event']}
     body, last = [], None
     for r in rows:
         tpd, clients = r['tracer_ns_per_generated_event'], r['client_ns_per_generated_event']
         total = (tpd or 0) + (clients or 0)
-        ratio = tpd / base[r['workload']] if tpd and r['workload'] in base else None
+        key = (r['workload'], transport(r))
+        ratio = tpd / base[key] if tpd and key in base else None
         body.append([r['load'] if r['load'] != last else '', r['tracer'], r['streams'], fmt(r['generated']),
                      fmt(r['delivered_all_streams']), fmt(r['expected_all_streams']), fmt(r.get('lost')), fmt(tpd),
                      fmt(clients), fmt(total or None), fmt(total / r['streams'] if total else None),
@@ -1169,7 +1182,7 @@ def render_fanout(runs):
     headers = ['workload', 'tracer', 'consumers', 'generated', 'delivered (all)', 'expected (all)', 'lost',
                'tpd ns/rec', 'clients ns/rec', 'total ns/rec', 'per consumer', 'tpd × tpd1']
     return ['fan-out, CPU per generated record: tpd; all consumers together; the total; the total per consumer; '
-            'tpd against tpd with one stream.\ndelivered (all): GetStatus delivered to all streams; expected: '
+            'tpd against tpd with one stream of the same transport (shared memory, or the socket).\ndelivered (all): GetStatus delivered to all streams; expected: '
             'what the kernel kept × the streams (selective: × half of them). lost: per stream.',
             table(body, headers, '<<>>>>>>>>>>')]
 
@@ -1352,12 +1365,15 @@ def run_tracer(bench, load, tracer):
     """One measurement of a tracer (TRACERS, TPD_STREAMS) on a bulk load."""
     m = TPD_STREAMS.match(tracer)
     if m:
-        k, kind = int(m[1]), m[2]
+        k, kind, sock = int(m[1]), m[2], bool(m[3])
         label = f'tpd, {k} × tpctl stream' + {None: '', 'sel': ' -f (selective)', 'py': ' + Python client'}[kind]
         what = f'tpd, {k} stream{"s" if k > 1 else ""}' + {None: '', 'sel': ', selective',
                                                              'py': ' and a Python Varlink client'}[kind]
-        bench.guarded(f'{load.title}: {what}', bench.tpd_bulk, load, label, k, None, (), False, kind == 'sel',
-                      kind == 'py')
+        if sock:
+            label += ' (socket)'
+            what += ', over the socket'
+        bench.guarded(f'{load.title}: {what}', bench.tpd_bulk, load, label, k, None,
+                      ('--transport=socket',) if sock else ('--transport=shm',), False, kind == 'sel', kind == 'py')
     elif tracer == 'tpdsym':
         bench.guarded(f'{load.title}: tpd, 1 stream --symbolic', bench.tpd_bulk, load,
                       'tpd, 1 × tpctl stream --symbolic', 1, None, ('--symbolic',))

@@ -32,13 +32,14 @@ PAGE_CPU_SIZE = 32 + 16 * PAGE_KINDS
 class ShmStream:
     """One stream over the shared-memory transport."""
 
-    def __init__(self, path, params, timeout=5.0):
+    def __init__(self, path, params, timeout=5.0, then=b''):
+        """then: bytes sent in the same write as the call (a WAIT frame, pipelined)."""
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         self.sock.settimeout(timeout)
         self.sock.connect(path)
         msg = {'method': 'io.tpd.tracing.Stream', 'parameters': dict(params, transport='shm'),
                'upgrade': True}
-        self.sock.sendall(json.dumps(msg).encode() + b'\0')
+        self.sock.sendall(json.dumps(msg).encode() + b'\0' + then)
         buf, fds = b'', []
         while b'\0' not in buf:
             data, got, _flags, _addr = socket.recv_fds(self.sock, 65536, 4)
@@ -150,7 +151,7 @@ class ShmStream:
         while True:
             got += self.read()
             if self.behind:
-                fail('the Python reader fell a ring behind')
+                fail(f'the Python reader fell a ring behind: at {self.pos} (seq {self.seq}), ring {self.header()}')
             if done(got):
                 return got
             left = deadline - time.monotonic()
