@@ -81,11 +81,11 @@ enum {
  * frames, each a TpdFrame header with length 8 and a u64 payload, cpu and arg 0. A client that has
  * read everything sends WAIT with the seq of the next entry it wants; tpd answers with WAKE, with
  * the ring's head_seq, as soon as that entry is published and holds something for the stream
- * (at once if it already is published). A client keeps one WAIT out: tpd queues at most one WAKE. Before a WAIT the client may send STATS (length 16): the event records it
- * delivered and those it lost as "client", in total, which tpd shows as the stream's in GetStatus
- * (it cannot see them itself). Anything else from the client ends the stream; tpd's end of the
- * stream is the end of the connection (EOF), after which the ring still holds everything tpd
- * published.
+ * (at once if it already is published). A client keeps one WAIT out: tpd queues at most one WAKE. Before a
+ * WAIT the client may send STATS (length 16): the event records it delivered and those it lost as "client",
+ * in total, which tpd shows as the stream's in GetStatus (it cannot see them itself). Anything else from the
+ * client ends the stream; tpd's end of the stream is the end of the connection (EOF), after which the ring
+ * still holds everything tpd published.
  */
 enum {
         TPD_FRAME_WAIT = 6,
