@@ -22,7 +22,7 @@ typedef enum StreamTransport {
 } StreamTransport;
 
 /* What --transport is without the option. */
-#define STREAM_TRANSPORT_DEFAULT STREAM_TRANSPORT_SOCKET
+#define STREAM_TRANSPORT_DEFAULT STREAM_TRANSPORT_AUTO
 
 static struct {
         StreamTransport transport;

@@ -3,13 +3,14 @@
 """Paused streams cannot make tpd hold unbounded memory, and still get every loss counted exactly.
 
 syscalls:sys_enter_getppid is pinned (kernel filter: the two generators). One `tpctl stream`
-takes everything into /dev/null; eight selective streams are stopped with SIGSTOP:
+takes everything into /dev/null; eight selective streams are stopped with SIGSTOP, half of each
+kind over the socket (a queue in tpd each) and half over shared memory (one ring for all):
   4 x `-p B`  (B: a slow generator; a sparse selection of the storm's batches)
   4 x `-p A`  (A: the storm itself; a dense selection)
 Generator A makes a storm of N getppid calls (TPD_TEST_SCALE scales N), B a paced trickle.
 
   - tpd's peak RSS (VmHWM, and VmRSS sampled) stays under the bound docs/design.md §5 states:
-    16 MiB + streams x (StreamQueueKB + 64 KiB).
+    16 MiB + the rings in use x ShmRingKB + streams x (StreamQueueKB + 64 KiB).
   - After SIGCONT and a drain, each selective stream's delivered + `client` lost = what the
     kernel wrote for its selection during the run (the generator's N calls), exactly, and nothing
     is reported as lost for another cause unless the kernel counted an overrun.
@@ -28,6 +29,7 @@ SCALE = float(os.environ.get('TPD_TEST_SCALE', '1'))
 N_A = int(20_000_000 * SCALE)
 N_B = max(4000, int(40_000 * SCALE))
 QUEUE_KB = 2048
+RING_KB = 8192
 CHUNK_KB = 64
 FIXED_KB = 16 * 1024
 
@@ -41,7 +43,8 @@ def sanitized(path):
 def main(ctx):
     cpus = T.online_cpus()
     cpu_a, cpu_b = cpus[0], cpus[-1]
-    tpd = ctx.tpd(args=['--stream-queue-kb', str(QUEUE_KB), '--buffer-size-kb', '8192'])
+    tpd = ctx.tpd(args=['--stream-queue-kb', str(QUEUE_KB), '--shm-ring-kb', str(RING_KB), '--buffer-size-kb',
+                        '8192'])
     tpd_pid = tpd.process.proc.pid
     gen_a = ctx.gen('GEN_GETPPID', '--count', N_A, '--cpu', cpu_a)
     gen_b = ctx.gen('GEN_GETPPID', '--count', N_B, '--cpu', cpu_b, '--rate', max(1, int(N_B / 8)))
@@ -51,8 +54,9 @@ def main(ctx):
 
     everything = T.Process(ctx, 'stream-all', [T.env_program('TPCTL'), '--socket', tpd.socket, 'stream'],
                            stdout=subprocess.DEVNULL)
-    sparse = [tpd.stream('-p', str(pid_b)) for _ in range(4)]
-    dense = [tpd.stream('-p', str(pid_a)) for _ in range(4)]
+    transports = ['--transport=socket', '--transport=socket', '--transport=shm', '--transport=shm']
+    sparse = [tpd.stream(t, '-p', str(pid_b)) for t in transports]
+    dense = [tpd.stream(t, '-p', str(pid_a)) for t in transports]
     selective = sparse + dense
 
     def probe():
@@ -82,9 +86,11 @@ def main(ctx):
     peak = max(peak, T.vm_kb(tpd_pid, 'VmRSS'))
     hwm = T.vm_kb(tpd_pid, 'VmHWM')
     n_streams = 1 + len(selective)
-    bound = FIXED_KB + n_streams * (QUEUE_KB + CHUNK_KB)
+    # One ring: every shared-memory stream here takes plain lines.
+    bound = FIXED_KB + RING_KB + n_streams * (QUEUE_KB + CHUNK_KB)
     log(f'tpd RSS: {rss_start} KiB at the start, peak sampled {peak} KiB, VmHWM {hwm} KiB; '
-        f'bound {bound} KiB ({n_streams} streams x ({QUEUE_KB} + {CHUNK_KB}) KiB + {FIXED_KB} KiB)')
+        f'bound {bound} KiB ({n_streams} streams x ({QUEUE_KB} + {CHUNK_KB}) KiB + a ring of {RING_KB} KiB '
+        f'+ {FIXED_KB} KiB)')
     if sanitized(T.env_program('TPD')):
         log('sanitizer build: RSS not checked (quarantine and shadow memory)')
     else:

@@ -224,7 +224,8 @@ def run(ctx, users):
     out = os.path.join(out_dir, 'stopped.dat')
     rec = start_recording(ctx, tpd, users, out)
     rec_before = tpd.stats()
-    stream = tpd.stream('-e', EVENT, '-p', str(good_pid))
+    # Over the socket: the bound below counts queues (a shared-memory ring would add its own).
+    stream = tpd.stream('--transport=socket', '-e', EVENT, '-p', str(good_pid))
     T.confirm_live([stream], good.probe)
     rec.signal(signal.SIGSTOP)
     before = tpd.stats()

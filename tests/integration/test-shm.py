@@ -71,7 +71,7 @@ def test_exact(ctx, tpd):
     check(sel.reply.get('parameters', {}).get('transport') == 'shm', f'Stream reply: {sel.reply}')
     every = ShmStream(tpd.socket, {})
     check(every.page_all == 1 and sel.page_all == 0, 'page "all" flags')
-    sock = T.Stream(ctx, tpd, ['-e', EVENT])
+    sock = T.Stream(ctx, tpd, ['--transport=socket', '-e', EVENT])
     T.confirm_live([sock], lambda: probe(tpd))
     gen.command('go')
     gen.readline(timeout=120, what='done')
@@ -172,8 +172,11 @@ def test_stopped_reader(ctx, tpd):
     idle = ShmStream(tpd.socket, {'events': [EVENT], 'pids': [pid]})   # never reads
     s = ShmStream(tpd.socket, {'events': [EVENT], 'pids': [pid]})
     gen.command('go')
-    got = s.collect(lambda e: len(events_of(e, pid)) >= N, timeout=60)
-    check(len(events_of(got, pid)) == N, f'a reader beside one that never reads got {len(events_of(got, pid))}')
+    got = s.collect(complete(N, pid), timeout=60)
+    n, lost = len(events_of(got, pid)), lost_of(got)
+    # Kernel losses (a loaded machine) are LOST entries of every pid: a bound, then.
+    check(n == N if not lost else n + lost >= N,
+          f'a reader beside one that never reads got {n} of {N} (kernel losses {lost})')
     idle.close()
     s.close()
 

@@ -239,7 +239,9 @@ def main(ctx):
         # counted under D's row exactly as GetStatus counts the stream's losses.
         lost0 = tpd.status()['lost']['client']
         overrun0 = counters(v)['overrun']
-        stalled = tpd.stream('-e', GETPPID)
+        # Over the socket: tpd counts the losses of the queues it holds; a shared-memory stream's
+        # reader counts its own (its lost lines), which tpd cannot split by event.
+        stalled = tpd.stream('--transport=socket', '-e', GETPPID)
         probes = T.confirm_live([stalled], gen_d.probe)
         stalled.signal(signal.SIGSTOP)
 
