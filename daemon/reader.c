@@ -10,8 +10,11 @@
 
 /* Pages moved per splice: enough to amortise the syscall, small enough for a cache-warm decode. */
 #define READER_BATCH_PAGES 64U
-/* Splices per wakeup before yielding to the other CPUs' readers and the peers. */
-#define READER_MAX_ROUNDS 16U
+/* Splices per wakeup before yielding to the other CPUs' readers and the peers. Few: the streams
+ * that read a shared-memory ring ask to be woken on their sockets, and must be heard before tpd
+ * has published a large part of the ring (2 × 64 pages of the smallest records make about 4 MiB
+ * of lines, an eighth of the default ring); the loop's turn costs microseconds. */
+#define READER_MAX_ROUNDS 2U
 /* Wake-ups in a row that moved nothing before the reader stops watching its fd. The fd of a CPU
  * without a ring buffer polls ready forever while splice says EAGAIN and read ENODEV (6.18); a
  * healthy fd at most now and then, when the flush timer took the pages first. */

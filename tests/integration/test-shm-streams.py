@@ -5,7 +5,7 @@
 1. exact at full speed: 8 shm streams of one pid beside a socket stream; each counts records +
    lost = N + the probes it saw, and with no kernel loss (the instance's stats) exactly that many
    records and no lost line; GetStatus lists 8 connections with "transport":"shm";
-2. a stopped consumer (SIGSTOP, a 1 MiB ring overrun, SIGCONT) holds nobody up: 3 others get every
+2. a stopped consumer (SIGSTOP, an 8 MiB ring overrun, SIGCONT) holds nobody up: 3 others get every
    record, and the stopped one counts records + lost = N + probes exactly (the reader page), its
    lost lines tpd's own, with a ts within the run;
 3. the same lines as the socket: a known workload streamed both ways side by side, for several
@@ -36,7 +36,7 @@ N_END = 5_000
 GEN_CPU = 0
 # Under a sanitizer tpd decodes several times slower than the generator calls.
 FULL_RATE = 100_000 if T.ASAN else 0
-# The 3 readers that run beside the stopped one read a 1 MiB ring (about 6,000 entries): paced
+# The 3 readers that run beside the stopped one read an 8 MiB ring (about 6,000 entries): paced
 # so that one scheduled out for a while on a busy machine still keeps up.
 STORM_RATE = 10_000 if T.ASAN else 20_000
 
@@ -166,8 +166,8 @@ def test_full_speed(ctx, tpd):
 
 
 def test_stopped_consumer(ctx):
-    log(f'--- 2. a stopped consumer among 4, a 1 MiB ring, {N_STORM} calls at {STORM_RATE}/s')
-    tpd = ctx.tpd(args=['--shm-ring-kb', '1024'])
+    log(f'--- 2. a stopped consumer among 4, an 8 MiB ring, {N_STORM} calls at {STORM_RATE}/s')
+    tpd = ctx.tpd(args=['--shm-ring-kb', '8192'])
     gen = ctx.gen('GEN_GETPPID', '--count', N_STORM, '--cpu', GEN_CPU, '--rate', STORM_RATE)
     pid, = gen.pids()
     pin(tpd, pid)
@@ -316,6 +316,8 @@ def test_tpd_ends(ctx, sig):
     tpd = ctx.tpd()
     gen = ctx.gen('GEN_GETPPID', '--count', N_END, '--cpu', GEN_CPU, '--rate', 20_000)
     pid, = gen.pids()
+    # Only the generator in the ring: another process's getppid storm would wrap it meanwhile.
+    pin(tpd, pid)
     tallies = [Tally(pid) for _ in range(3)]
     plain = shm_stream(tpd, '-e', EVENT, '-p', str(pid), sink=tallies[0])
     lines = shm_stream(tpd, '-e', EVENT, '-p', str(pid), '--count=1000000000', sink=tallies[1])
