@@ -509,6 +509,10 @@ check_d() {
         if ! wait_for 10 test -s "$tmp/d.out"; then
                 fail d "the stream started before the kill delivers no records"
         fi
+        # Under the unit's sandbox the stream reads tpd's shared memory (memfds, seals, /proc/self/fd).
+        local transport
+        transport=$(cx tpctl status --json | jq -r '[.connections[] | select(.streaming) | .transport] | join(",")')
+        check d "the stream reads shared memory under the unit (transports: $transport)" test "$transport" = shm
         cx systemctl kill -s KILL tpd.service || fail d "systemctl kill -s KILL tpd failed"
 
         if wait_for 15 eval '! alive "$spid"'; then
