@@ -96,24 +96,35 @@ static void sync_dirty(RingPageWriter *pw) {
         pw->all_dirty = false;
 }
 
-/* Clears the bits of seqs [seq, end): they may still say what older entries were. */
-static void clear_bits(RingPageWriter *pw, uint64_t seq, uint64_t end) {
+/* Sets (on) or clears the bits of seqs [seq, end), a byte at a time where it can. */
+static void fill_bits(RingPageWriter *pw, uint64_t seq, uint64_t end, bool on) {
         if (end - seq >= pw->n_bits) {
-                memset(pw->bits, 0, pw->n_bits / 8);
+                memset(pw->bits, on ? 0xff : 0, pw->n_bits / 8);
                 return;
         }
         for (; seq < end && seq % 8 != 0; seq++)
-                pw->bits[(seq % pw->n_bits) / 8] &= (uint8_t) ~(1U << (seq % 8));
+                if (on)
+                        pw->bits[(seq % pw->n_bits) / 8] |= (uint8_t) (1U << (seq % 8));
+                else
+                        pw->bits[(seq % pw->n_bits) / 8] &= (uint8_t) ~(1U << (seq % 8));
         while (end - seq >= 8) {
                 uint64_t at = (seq % pw->n_bits) / 8;
                 /* n_bits is a multiple of 8: whole bytes never wrap mid-way. */
                 uint64_t n = MIN((end - seq) / 8, pw->n_bits / 8 - at);
 
-                memset(pw->bits + at, 0, n);
+                memset(pw->bits + at, on ? 0xff : 0, n);
                 seq += n * 8;
         }
         for (; seq < end; seq++)
-                pw->bits[(seq % pw->n_bits) / 8] &= (uint8_t) ~(1U << (seq % 8));
+                if (on)
+                        pw->bits[(seq % pw->n_bits) / 8] |= (uint8_t) (1U << (seq % 8));
+                else
+                        pw->bits[(seq % pw->n_bits) / 8] &= (uint8_t) ~(1U << (seq % 8));
+}
+
+/* Clears the bits of seqs [seq, end): they may still say what older entries were. */
+static void clear_bits(RingPageWriter *pw, uint64_t seq, uint64_t end) {
+        fill_bits(pw, seq, end, false);
 }
 
 static void count_record(RingPageWriter *pw, uint64_t seq, const Record *rec, uint64_t n) {
@@ -137,10 +148,8 @@ static void count_all_events(RingPageWriter *pw, const RingPublish *p, const Bat
         page_store(&c->after[0], c->after[0] + (p->end - p->first));
         page_store(&c->ts_after, last->ts);
         mark_dirty(pw, cpu);
-        if (pw->all)
-                return;
-        for (uint64_t seq = p->seq; seq < p->end_seq; seq++)
-                pw->bits[(seq % pw->n_bits) / 8] |= (uint8_t) (1U << (seq % 8));
+        if (!pw->all)
+                fill_bits(pw, p->seq, p->end_seq, true);
 }
 
 /* With refusals, or every record taken with its losses: record by record, in seq order. */
