@@ -206,20 +206,25 @@ static int shm_read(Shm *s, ShmLineFn fn, void *userdata) {
         return k;
 }
 
-/* Reads the ring up to the head it has now, after tpd ended the stream: what tpd published stays
- * readable (the memfd lives while mapped), unless tpd retired the ring and cut it short. */
+/* After tpd ended the stream: reads the ring up to the head it had then, one read per step (the
+ * plain path writes out what a read copied before the next read copies over it). What tpd
+ * published stays readable (the memfd lives while mapped), unless tpd retired the ring and cut it
+ * short. */
 static int shm_drain(Shm *s, ShmLineFn fn, void *userdata) {
-        uint64_t head = __atomic_load_n(&((const RingHeader *) s->ring)->head, __ATOMIC_ACQUIRE);
         struct stat a, b;
         int k;
 
-        if (fstat(s->ring_fd, &a) < 0 || fstat(s->page_fd, &b) < 0 || (size_t) a.st_size < s->ring_size ||
-            (size_t) b.st_size < s->page_size)
+        if (!s->ended) {
+                s->ended = true;
+                s->end_head = __atomic_load_n(&((const RingHeader *) s->ring)->head, __ATOMIC_ACQUIRE);
+        }
+        if (s->r.pos >= s->end_head || fstat(s->ring_fd, &a) < 0 || fstat(s->page_fd, &b) < 0 ||
+            (size_t) a.st_size < s->ring_size || (size_t) b.st_size < s->page_size)
                 return LINES_SOURCE_END;
-        do
-                k = shm_read(s, fn, userdata);
-        while (k > 0 && s->r.pos < head);
-        return k < 0 ? k : LINES_SOURCE_END;
+        k = shm_read(s, fn, userdata);
+        if (k < 0)
+                return k;
+        return k > 0 && s->r.pos < s->end_head ? LINES_SOURCE_MORE : LINES_SOURCE_END;
 }
 
 /* STATS (what this stream delivered and lost, for tpd's GetStatus), then WAIT. */
@@ -236,8 +241,10 @@ static int shm_send_wait(Shm *s) {
         ssize_t n;
 
         _Static_assert(sizeof(f) == sizeof(TpdStatsFrame) + sizeof(TpdSeqFrame), "frames back to back");
+        /* A resync counts the events it lost as got (ring_page_commit()): they are not delivered. */
         for (uint32_t cpu = 0; cpu < s->pr.n_cpus; cpu++)
                 f.stats.delivered += s->pr.got[(size_t) cpu * RING_PAGE_KINDS];
+        f.stats.delivered -= MIN(f.stats.delivered, s->lost_client);
         do
                 n = send(s->sock, &f, sizeof(f), MSG_NOSIGNAL);
         while (n < 0 && errno == EINTR);
@@ -283,6 +290,9 @@ static int shm_recv_wake(Shm *s) {
 int shm_step(Shm *s, ShmLineFn fn, void *userdata, bool last) {
         int k;
 
+        if (s->ended)
+                return shm_drain(s, fn, userdata);
+
         if (s->waiting) {
                 k = shm_recv_wake(s);
                 if (k == -ESHUTDOWN)
@@ -324,6 +334,14 @@ static int writer_flush(ShmWriter *w) {
 
                 if (k < 0 && errno == EINTR)
                         continue;
+                if (k < 0 && errno == EAGAIN) {
+                        /* A stdout left non-blocking by whoever set it up: wait, as copy.c does. */
+                        struct pollfd pfd = { .fd = w->out, .events = POLLOUT };
+
+                        if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+                                return -errno;
+                        continue;
+                }
                 if (k < 0)
                         return -errno;
                 /* A short write (a pipe's reader took part): on from where it stopped. */

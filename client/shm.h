@@ -30,6 +30,8 @@ typedef struct Shm {
         RingPageReader pr;
         bool realtime; /* the stream asked for clock records */
         bool waiting;  /* a WAIT is out: the next frame from tpd is its WAKE */
+        bool ended;    /* tpd ended the stream: the ring is read up to end_head, then no more */
+        uint64_t end_head;
         uint64_t wait_seq;
         uint8_t frame[sizeof(TpdSeqFrame)]; /* the WAKE read so far */
         size_t n_frame;

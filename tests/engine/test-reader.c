@@ -127,9 +127,15 @@ static void test_flush_short_reads(Reader *r, int fd) {
 }
 
 static void test_drain_bounds(Reader *r, int fd) {
-        /* More than one batch in one drain. */
+        /* More than one batch in one drain, and a bounded number (the loop serves the peers in
+         * between): the rest comes with the next drains. */
+        uint64_t before = delivered;
+
         source_write(fd, 200 * PAGE);
         ASSERT(reader_drain(r) == 0);
+        ASSERT(delivered - before > 64 && delivered - before < 200);
+        for (unsigned i = 0; i < 4 && delivered < written / PAGE; i++)
+                ASSERT(reader_drain(r) == 0);
         ASSERT_U64_EQ(delivered, written / PAGE);
 
         /* Draining a CPU that went offline: bounded per call, 1 once empty. */
