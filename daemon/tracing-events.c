@@ -313,7 +313,7 @@ static struct tep_event *load_format(Tracing *t, TracingEvent *e) {
         text = tracefs_event_file_read(NULL, e->system, e->event, "format", &size);
         if (!text)
                 return NULL;
-        if (tep_parse_event(t->tep, text, (unsigned long) size, e->system) != TEP_ERRNO__SUCCESS) {
+        if (tracing_parse_format(t->tep, e->system, text, size > 0 ? (size_t) size : 0) < 0) {
                 errno = EBADMSG;
                 return NULL;
         }
@@ -321,6 +321,8 @@ static struct tep_event *load_format(Tracing *t, TracingEvent *e) {
         if (f) {
                 e->format_text = TAKE_PTR(text);
                 e->format_size = size > 0 ? (size_t) size : 0;
+                if (t->format_handler)
+                        t->format_handler(t->format_userdata, e->system, e->format_text, e->format_size);
         }
         return f;
 }

@@ -57,6 +57,10 @@ struct Tracing {
 
         TracingEvent **events; /* events whose format was loaded, in order of first use */
         size_t n_events;
+        char *header_page; /* events/header_page, for tracing_tep_copy() */
+        size_t header_page_size;
+        void (*format_handler)(void *userdata, const char *system, const char *text, size_t size);
+        void *format_userdata;
 };
 
 /* tracing.c */

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,26 +53,76 @@ int tracing_event_write(Tracing *t, const TracingEvent *e, const char *file, con
                                                                                            : 0;
 }
 
+/* libtraceevent's format parser keeps its tokenizer's state in static variables, shared by every
+ * tep handle: formats are parsed one at a time in the whole process, worker threads included. */
+static pthread_mutex_t parse_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct tep_handle *tep_new_local(const char *header, size_t size) {
+        struct tep_handle *tep = tep_alloc();
+        int r;
+
+        if (!tep)
+                return NULL;
+        tep_set_long_size(tep, sizeof(long));
+        tep_set_page_size(tep, (int) getpagesize());
+        tep_set_file_bigendian(tep,
+                               __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? TEP_BIG_ENDIAN : TEP_LITTLE_ENDIAN);
+        tep_set_local_bigendian(tep,
+                                __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? TEP_BIG_ENDIAN : TEP_LITTLE_ENDIAN);
+        pthread_mutex_lock(&parse_lock);
+        r = tep_parse_header_page(tep, (char *) header, (unsigned long) size, (int) sizeof(long));
+        pthread_mutex_unlock(&parse_lock);
+        if (r < 0) {
+                tep_free(tep);
+                errno = EBADMSG;
+                return NULL;
+        }
+        return tep;
+}
+
+int tracing_parse_format(struct tep_handle *tep, const char *system, const char *text, size_t size) {
+        enum tep_errno e;
+
+        pthread_mutex_lock(&parse_lock);
+        e = tep_parse_event(tep, text, (unsigned long) size, system);
+        pthread_mutex_unlock(&parse_lock);
+        return e == TEP_ERRNO__SUCCESS ? 0 : -EBADMSG;
+}
+
 static int setup_tep(Tracing *t) {
-        _cleanup_free_ char *header = NULL;
         int size = 0;
 
-        t->tep = tep_alloc();
-        if (!t->tep)
-                return -ENOMEM;
-        tep_set_long_size(t->tep, sizeof(long));
-        tep_set_page_size(t->tep, (int) getpagesize());
-        tep_set_file_bigendian(t->tep,
-                               __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? TEP_BIG_ENDIAN : TEP_LITTLE_ENDIAN);
-        tep_set_local_bigendian(t->tep,
-                                __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? TEP_BIG_ENDIAN : TEP_LITTLE_ENDIAN);
-
-        header = tracefs_instance_file_read(NULL, "events/header_page", &size);
-        if (!header)
+        t->header_page = tracefs_instance_file_read(NULL, "events/header_page", &size);
+        if (!t->header_page)
                 return log_error_errno(negative_errno(), "Failed to read events/header_page: %m");
-        if (tep_parse_header_page(t->tep, header, (unsigned long) size, (int) sizeof(long)) < 0)
-                return log_error_errno(-EBADMSG, "Failed to parse events/header_page.");
+        t->header_page_size = size > 0 ? (size_t) size : 0;
+        t->tep = tep_new_local(t->header_page, t->header_page_size);
+        if (!t->tep)
+                return log_error_errno(negative_errno(), "Failed to parse events/header_page: %m");
         return 0;
+}
+
+int tracing_tep_copy(Tracing *t, struct tep_handle **ret) {
+        struct tep_handle *tep = tep_new_local(t->header_page, t->header_page_size);
+
+        if (!tep)
+                return negative_errno();
+        for (size_t i = 0; i < t->n_events; i++) {
+                const TracingEvent *e = t->events[i];
+
+                if (e->format_text &&
+                    tracing_parse_format(tep, e->system, e->format_text, e->format_size) < 0) {
+                        tep_free(tep);
+                        return -EBADMSG;
+                }
+        }
+        *ret = tep;
+        return 0;
+}
+
+void tracing_set_format_handler(Tracing *t, TracingFormatHandler handler, void *userdata) {
+        t->format_handler = handler;
+        t->format_userdata = userdata;
 }
 
 /* The number of per-CPU slots: one more than the highest CPU of per_cpu/. */
@@ -329,6 +380,7 @@ Tracing *tracing_free(Tracing *t) {
         free(t->by_index);
         if (t->tep)
                 tep_free(t->tep);
+        free(t->header_page);
         free(t->name);
         free(t->clock);
         for (size_t i = 0; i < TRACING_N_WATCHED; i++)

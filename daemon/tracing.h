@@ -63,6 +63,15 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Tracing *, tracing_free);
 
 const char *tracing_instance_name(Tracing *t);
 struct tep_handle *tracing_tep(Tracing *t);
+/* A new tep handle holding the header page and every format loaded so far, for a decoder on
+ * another thread (daemon/workers.h); the handler hears of each format loaded after it. */
+int tracing_tep_copy(Tracing *t, struct tep_handle **ret);
+/* Called on the loop after an event's format was parsed, with the text parsed. */
+typedef void (*TracingFormatHandler)(void *userdata, const char *system, const char *text, size_t size);
+void tracing_set_format_handler(Tracing *t, TracingFormatHandler handler, void *userdata);
+/* Parses an event's format into tep: libtraceevent's parser is not thread-safe, even across tep
+ * handles, so every parse of tpd goes through here. 0 or -EBADMSG. */
+int tracing_parse_format(struct tep_handle *tep, const char *system, const char *text, size_t size);
 /* The kernel's pid → comm table, global to tracefs. */
 const char *tracing_saved_cmdlines_path(Tracing *t);
 unsigned tracing_n_cpus(Tracing *t);
