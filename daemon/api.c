@@ -648,6 +648,8 @@ static int configure_apply(Manager *m, Peer *p, const Setting *s, const Config *
                 if (r < 0)
                         return tracefs_error(p, r, "set the trace clock");
                 comm_cache_set_clock(m->comm, v->clock);
+                if (m->workers)
+                        (void) workers_set_clock(m->workers, v->clock);
         } else if (streq(s->name, "buffer_size_kb")) {
                 /* The kernel's default size is only known before the first change. */
                 if (v->buffer_size_kb == 0)

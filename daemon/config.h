@@ -34,6 +34,7 @@ typedef struct Config {
         char *access_group;
         unsigned max_clients;              /* MaxStreams= */
         unsigned client_queue_kb;          /* StreamQueueKB= */
+        unsigned decode_workers;           /* threads that decode pages; 0: the loop does */
         bool shm_transport;                /* streams may ask for the shared-memory rings */
         unsigned shm_ring_kb;              /* each ring's data (rounded down to a power of two) */
         unsigned max_connections_per_user; /* not for root, who also keeps the last slots */

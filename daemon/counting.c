@@ -88,6 +88,7 @@ int manager_counting_start(Manager *m, Peer *p) {
                 for (unsigned i = 0; i < m->n_cpus; i++)
                         if (m->readers[i])
                                 (void) reader_flush(m->readers[i]);
+                manager_sync_decoding(m);
         }
         if (p->counting)
                 return 0;
@@ -120,7 +121,16 @@ void manager_counting_stop(Manager *m) {
 }
 
 void manager_counters(Manager *m, ManagerCounters *ret) {
-        const DecoderStats *d = decoder_stats(m->decoder);
+        DecoderStats sum = *decoder_stats(m->decoder), w;
+        const DecoderStats *d = &sum;
+
+        if (m->workers) {
+                workers_stats(m->workers, &w);
+                sum.records += w.records;
+                sum.unknown += w.unknown;
+                sum.bad_pages += w.bad_pages;
+                sum.overrun += w.overrun;
+        }
 
         *ret = (ManagerCounters){
                 .records = d->records,

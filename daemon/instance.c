@@ -57,6 +57,7 @@ static void manager_check_instance(Manager *m) {
                 for (unsigned i = 0; i < m->n_cpus; i++)
                         if (m->readers[i])
                                 (void) reader_flush(m->readers[i]);
+                manager_sync_decoding(m);
                 ts = manager_trace_clock_now_ns(m);
                 manager_publish_notice(m, ts, "instance-changed", report);
                 for (Peer *p = m->peers; p; p = p->next)
@@ -190,6 +191,8 @@ static void manager_on_clear(void *userdata, bool done) {
                 for (unsigned cpu = 0; cpu < m->n_cpus; cpu++)
                         if (m->readers[cpu])
                                 (void) reader_drain_all(m->readers[cpu], max_pages);
+                /* Their records go out before the clock's notice. */
+                manager_sync_decoding(m);
         }
         for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
                 TracingCpuStats st;
@@ -205,7 +208,9 @@ static void manager_on_clear(void *userdata, bool done) {
                 if (m->accounts[cpu].last.entries > 0)
                         log_debug("CPU %u: %" PRIu64 " records not read out before the clock was set, lost.",
                                   cpu, m->accounts[cpu].last.entries);
+                pthread_mutex_lock(&m->stats_lock);
                 cpu_account_cleared(&m->accounts[cpu], r >= 0 ? &st : NULL);
+                pthread_mutex_unlock(&m->stats_lock);
         }
         if (!done)
                 manager_flush_peers(m);

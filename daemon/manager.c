@@ -36,6 +36,8 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->save_timer);
         sd_event_source_disable_unref(m->clock_source);
         safe_close(m->clock_fd);
+        /* Before the tracing: the workers are its format handler. */
+        workers_free(m->workers);
         decoder_free(m->decoder);
         tracing_free(m->tracing);
         comm_cache_free(m->comm);
@@ -46,6 +48,7 @@ Manager *manager_free(Manager *m) {
         free(m->overrun_reported);
         free(m->dropped_reported);
         free(m->decode_pending);
+        pthread_mutex_destroy(&m->stats_lock);
         free(m->state_path);
         sd_event_unref(m->event);
         config_done(&m->config);
@@ -61,6 +64,7 @@ int manager_new(const Config *config, Manager **ret) {
         if (!m)
                 return -ENOMEM;
         m->clock_fd = -1;
+        pthread_mutex_init(&m->stats_lock, NULL);
         r = config_copy(&m->config, config);
         if (r < 0)
                 return r;
@@ -71,14 +75,10 @@ int manager_new(const Config *config, Manager **ret) {
         return 0;
 }
 
-static const char *manager_comm(void *userdata, int pid, uint64_t ts) {
-        Manager *m = userdata;
-        return comm_cache_lookup(m->comm, pid, ts);
-}
-
 /* The kernel's counters of cpu summed over the clears of its buffer (cpustats.h): every loss account
- * of tpd takes differences of these, never of the raw counters, which a clear sets back to zero. */
-int manager_cpu_stats(Manager *m, unsigned cpu, TracingCpuStats *ret) {
+ * of tpd takes differences of these, never of the raw counters, which a clear sets back to zero.
+ * With the stats lock held: decode workers ask too (manager_missed()). */
+static int manager_cpu_stats_locked(Manager *m, unsigned cpu, TracingCpuStats *ret, bool *ret_cleared) {
         TracingCpuStats raw;
         int r;
 
@@ -87,32 +87,47 @@ int manager_cpu_stats(Manager *m, unsigned cpu, TracingCpuStats *ret) {
         r = tracing_cpu_stats(m->tracing, cpu, &raw);
         if (r < 0)
                 return r;
-        if (cpu_account_sample(&m->accounts[cpu], &raw, ret))
+        *ret_cleared = cpu_account_sample(&m->accounts[cpu], &raw, ret);
+        return 0;
+}
+
+int manager_cpu_stats(Manager *m, unsigned cpu, TracingCpuStats *ret) {
+        bool cleared = false;
+        int r;
+
+        pthread_mutex_lock(&m->stats_lock);
+        r = manager_cpu_stats_locked(m, cpu, ret, &cleared);
+        pthread_mutex_unlock(&m->stats_lock);
+        /* Logged on the loop only: a worker's read (manager_missed()) notes the clear silently. */
+        if (cleared)
                 log_debug("CPU %u: the kernel's counters went back: its buffer was cleared by another "
                           "process; counting on from there.",
                           cpu);
-        return 0;
+        return r;
 }
 
 /* A page flags that the kernel overwrote records before it. The count it may store is the overrun
  * since the kernel's previous page swap; when the page was full it stores none, and only the
  * kernel's counter tells. Reading the counter later counts overruns that a later page will flag
  * again, so the two cannot be mixed: every loss reported is the counter's increase since the last
- * one reported, which counts each overwritten record exactly once. */
-static uint64_t manager_missed(void *userdata, unsigned cpu, const uint64_t *stored) {
+ * one reported, which counts each overwritten record exactly once. Runs on the decoding thread. */
+static uint64_t manager_missed(void *userdata, unsigned cpu, const uint64_t *stored, uint64_t *ret_base) {
         Manager *m = userdata;
         TracingCpuStats s;
+        bool cleared;
         uint64_t n;
 
+        *ret_base = 0;
         if (cpu >= m->n_cpus)
                 return stored ? *stored : 0;
-        if (manager_cpu_stats(m, cpu, &s) < 0) {
+        pthread_mutex_lock(&m->stats_lock);
+        *ret_base = m->overrun_reported[cpu];
+        if (manager_cpu_stats_locked(m, cpu, &s, &cleared) < 0)
                 n = stored ? *stored : 0;
-                m->overrun_reported[cpu] += n;
-                return n;
-        }
-        n = s.overrun > m->overrun_reported[cpu] ? s.overrun - m->overrun_reported[cpu] : 0;
+        else
+                n = s.overrun > m->overrun_reported[cpu] ? s.overrun - m->overrun_reported[cpu] : 0;
         m->overrun_reported[cpu] += n;
+        pthread_mutex_unlock(&m->stats_lock);
         return n;
 }
 
@@ -141,18 +156,6 @@ static void manager_offer(Manager *m, Batch *b) {
         }
 }
 
-/* Counts the records of a page that a failed decode left out, by walking its entry headers. */
-static uint64_t page_records_left(const void *page, size_t size, const Batch *b, size_t from) {
-        uint64_t total = page_records(page, size), got = 0;
-
-        for (size_t i = from; i < b->n_records; i++)
-                if (b->records[i].kind == RECORD_EVENT)
-                        got++;
-                else if (b->records[i].kind == TPD_LOST_UNKNOWN)
-                        got += b->records[i].lost;
-        return total > got ? total - got : 0;
-}
-
 /* Losses the kernel counts without flagging a page: "dropped events" (overwrite off: the writer
  * drops new records when the buffer is full), and overruns not flagged yet. From the flush timer. */
 static void manager_report_kernel_losses(Manager *m) {
@@ -179,8 +182,12 @@ static void manager_report_kernel_losses(Manager *m) {
                 }
                 if (m->n_streams == m->n_recordings)
                         continue;
-                if (st.overrun <= m->overrun_reported[cpu] && st.dropped <= m->dropped_reported[cpu])
+                pthread_mutex_lock(&m->stats_lock);
+                r = st.overrun > m->overrun_reported[cpu] || st.dropped > m->dropped_reported[cpu];
+                pthread_mutex_unlock(&m->stats_lock);
+                if (r == 0)
                         continue;
+                r = 0;
                 b = batch_new();
                 if (!b)
                         return;
@@ -188,6 +195,9 @@ static void manager_report_kernel_losses(Manager *m) {
                  * default trace clock). */
                 (void) sd_event_now(m->event, CLOCK_BOOTTIME, &ts);
                 ts *= 1000;
+                /* A decode worker may report a page's loss meanwhile (manager_missed()): each
+                 * report takes the counter from where the last one ended, under the lock. */
+                pthread_mutex_lock(&m->stats_lock);
                 if (st.overrun > m->overrun_reported[cpu]) {
                         r = batch_add_lost(b, ts, cpu, st.overrun - m->overrun_reported[cpu],
                                            TPD_LOST_OVERRUN);
@@ -204,11 +214,17 @@ static void manager_report_kernel_losses(Manager *m) {
                                 m->dropped_reported[cpu] = st.dropped;
                         }
                 }
+                pthread_mutex_unlock(&m->stats_lock);
                 if (b->n_records > 0)
                         manager_offer(m, b);
                 batch_trim(b);
                 batch_unref(b);
         }
+}
+
+void manager_sync_decoding(Manager *m) {
+        if (m->workers)
+                workers_sync(m->workers);
 }
 
 void manager_flush_peers(Manager *m) {
@@ -235,13 +251,29 @@ static uint8_t manager_inline_variant(Manager *m) {
         return any ? DECODER_VARIANT_SYM : 0;
 }
 
-/* The decoder and what it asks of the manager: command names, and the losses pages flag. */
+/* A batch of one CPU decoded (on the loop, or by a worker: workers_sync() hands those over). */
+static void manager_on_decoded(Manager *m, unsigned cpu, Batch *b, int error) {
+        /* On the record path: at most one warning every ten seconds. */
+        static RateLimit decode_log_limit = RATELIMIT_INIT(10 * 1000 * 1000ULL, 1);
+
+        if (error < 0 && ratelimit_below(&decode_log_limit))
+                log_warning_errno(error, "CPU %u: failed to decode a page, its records were lost: %m", cpu);
+        if (b->n_records == 0)
+                return;
+        manager_count_batch(m, b);
+        manager_offer(m, b);
+        manager_flush_peers(m);
+        /* Queues hold lines of it: keep only what they were charged for. */
+        if (b->refs > 1)
+                batch_trim(b);
+}
+
+static void manager_on_worker_batch(void *userdata, unsigned cpu, Batch *b, int error) {
+        manager_on_decoded(userdata, cpu, b, error);
+}
+
+/* The decoders and what they ask of the manager: command names, and the losses pages flag. */
 static int manager_setup_decoding(Manager *m) {
-        DecoderCallbacks callbacks = {
-                .comm = manager_comm,
-                .missed = manager_missed,
-                .userdata = m,
-        };
         _cleanup_free_ char *clock = NULL;
         int r;
 
@@ -251,7 +283,12 @@ static int manager_setup_decoding(Manager *m) {
         (void) tracing_get_clock(m->tracing, &clock);
         comm_cache_set_clock(m->comm, clock);
 
-        r = decoder_new(tracing_tep(m->tracing), &callbacks, &m->decoder);
+        m->decode_context = (DecodeContext){
+                .comm = m->comm,
+                .missed = manager_missed,
+                .userdata = m,
+        };
+        r = decode_context_decoder(&m->decode_context, tracing_tep(m->tracing), &m->decoder);
         if (r < 0)
                 return r;
 
@@ -261,12 +298,48 @@ static int manager_setup_decoding(Manager *m) {
         m->decode_pending = calloc(m->n_cpus, sizeof(uint64_t));
         if (!m->accounts || !m->overrun_reported || !m->dropped_reported || !m->decode_pending)
                 return -ENOMEM;
+
+        if (m->config.decode_workers > 0) {
+                WorkersSetup setup = {
+                        .n_workers = m->config.decode_workers,
+                        .n_cpus = m->n_cpus,
+                        .tracing = m->tracing,
+                        .clock = clock,
+                        .missed = manager_missed,
+                        .done = manager_on_worker_batch,
+                        .userdata = m,
+                };
+
+                r = workers_new(m->event, &setup, &m->workers);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to start %u decode workers: %m", setup.n_workers);
+                log_debug("Decoding on %u worker threads.", setup.n_workers);
+        }
         return 0;
+}
+
+/* Pages that could not be handed to a worker: their records are lost, reported as a decode's are. */
+static void manager_decode_failed(Manager *m, unsigned cpu, int error, const void *pages, size_t n_pages,
+                                  size_t page_size) {
+        /* On the record path: at most one warning every ten seconds. */
+        static RateLimit submit_log_limit = RATELIMIT_INIT(10 * 1000 * 1000ULL, 1);
+        uint64_t records = 0;
+        Batch *b;
+
+        for (size_t i = 0; i < n_pages; i++)
+                records += page_records((const uint8_t *) pages + i * page_size, page_size);
+        if (ratelimit_below(&submit_log_limit))
+                log_warning_errno(error,
+                                  "CPU %u: failed to hand pages to a worker, %" PRIu64 " records lost: %m",
+                                  cpu, records);
+        b = batch_new();
+        if (b && batch_add_lost(b, 0, cpu, records, TPD_LOST_DECODE) >= 0)
+                manager_on_decoded(m, cpu, b, 0);
+        batch_unref(b);
 }
 
 void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_pages, size_t page_size) {
         Manager *m = userdata;
-        uint64_t overrun_before;
         Batch *b;
         int r;
 
@@ -301,6 +374,15 @@ void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_
                 return;
         }
 
+        if (cpu >= m->n_cpus)
+                return;
+        if (m->workers) {
+                r = workers_submit(m->workers, cpu, pages, n_pages, page_size, manager_inline_variant(m));
+                if (r < 0)
+                        manager_decode_failed(m, cpu, r, pages, n_pages, page_size);
+                return;
+        }
+
         /* Reuse the last batch's memory unless a peer still holds part of it. */
         if (m->batch && m->batch->refs == 1)
                 batch_reset(m->batch);
@@ -312,62 +394,9 @@ void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_
         }
         b = m->batch;
         b->variant = manager_inline_variant(m);
-
-        overrun_before = cpu < m->n_cpus ? m->overrun_reported[cpu] : 0;
-
-        /* Records a failed decode left out before: their lost record comes first. */
-        if (cpu < m->n_cpus && m->decode_pending[cpu] > 0 &&
-            batch_add_lost(b, 0, cpu, m->decode_pending[cpu], TPD_LOST_DECODE) >= 0)
-                m->decode_pending[cpu] = 0;
-
-        for (size_t i = 0; i < n_pages; i++) {
-                const uint8_t *page = (const uint8_t *) pages + i * page_size;
-                size_t before = b->n_records;
-                uint64_t left = 0, page_ts = 0;
-
-                r = decoder_decode_page(m->decoder, page, page_size, cpu, b);
-                if (r >= 0)
-                        continue;
-                /* What the page held and tpd could not deliver becomes a lost record: the records
-                 * a walk of the page can still count, or the page itself when it cannot be walked
-                 * (at least one record). */
-                if (r == -EBADMSG) {
-                        left = MAX(page_records_left(page, page_size, b, before), (uint64_t) 1);
-                        log_debug("CPU %u: a page did not parse; %" PRIu64 " records lost.", cpu, left);
-                } else {
-                        /* On the record path: at most one warning every ten seconds. */
-                        static RateLimit decode_log_limit = RATELIMIT_INIT(10 * 1000 * 1000ULL, 1);
-
-                        left = page_records_left(page, page_size, b, before);
-                        if (ratelimit_below(&decode_log_limit)) {
-                                log_warning_errno(
-                                        r, "CPU %u: failed to decode a page, %" PRIu64 " records lost: %m",
-                                        cpu, left);
-                        }
-                }
-                if (page_size >= 8)
-                        memcpy(&page_ts, page, 8);
-                if (left > 0 && cpu < m->n_cpus &&
-                    batch_add_lost(b, page_ts, cpu, left, TPD_LOST_DECODE) < 0)
-                        m->decode_pending[cpu] += left;
-        }
-        if (b->n_records == 0)
-                return;
-        manager_count_batch(m, b);
-
-        /* The overrun records of this batch cover the kernel's counter from where the last one
-         * ended: a stream started since is charged only with the part after its start. */
-        for (size_t i = 0; i < b->n_records; i++)
-                if (b->records[i].kind == TPD_LOST_OVERRUN) {
-                        b->records[i].lost_base = overrun_before;
-                        overrun_before += b->records[i].lost;
-                }
-
-        manager_offer(m, b);
-        manager_flush_peers(m);
-        /* Queues hold lines of it: keep only what they were charged for. */
-        if (b->refs > 1)
-                batch_trim(b);
+        r = decode_pages(m->decoder, &m->decode_context, cpu, pages, n_pages, page_size,
+                         &m->decode_pending[cpu], b);
+        manager_on_decoded(m, cpu, b, r);
 }
 
 /* Flushes in a row that found no page before tpd goes quiet: long enough that a steady trickle
@@ -440,6 +469,8 @@ static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
 
         /* Names looked up before this tick may have changed since (exec, prctl). */
         comm_cache_next_generation(m->comm);
+        if (m->workers)
+                workers_next_generation(m->workers);
         for (unsigned i = 0; i < m->n_cpus; i++)
                 if (m->readers[i])
                         (void) reader_flush(m->readers[i]);
@@ -498,8 +529,11 @@ void manager_stream_started(Manager *m) {
                 if (manager_cpu_stats(m, cpu, &st) < 0)
                         continue;
                 if (first) {
+                        /* Decode workers may still finish the pages of a stream that just ended. */
+                        pthread_mutex_lock(&m->stats_lock);
                         m->overrun_reported[cpu] = st.overrun;
                         m->dropped_reported[cpu] = st.dropped;
+                        pthread_mutex_unlock(&m->stats_lock);
                 }
                 for (Peer *p = m->peers; p; p = p->next)
                         if (p->recording && !p->stream->has_base)
@@ -725,6 +759,7 @@ int manager_run(Manager *m) {
         for (unsigned i = 0; i < m->n_cpus; i++)
                 if (m->readers[i])
                         (void) reader_flush(m->readers[i]);
+        manager_sync_decoding(m);
         manager_flush_peers(m);
 
         /* A save still pending (a change less than the debounce delay ago, or a failed one) is

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -17,6 +18,7 @@
 #include "rings.h"
 #include "tracing.h"
 #include "varlink.h"
+#include "workers.h"
 
 /*
  * The manager owns the daemon's parts and the data flow between them: readers hand it pages, the
@@ -63,12 +65,17 @@ typedef struct Manager {
         unsigned instance_repairs;    /* repairs in a row, until a check finds nothing changed */
 
         Tracing *tracing;
-        Decoder *decoder;
+        Decoder *decoder; /* the loop's: records without workers, and every record's variants */
+        DecodeContext decode_context;
+        Workers *workers; /* DecodeWorkers=: NULL when the loop decodes */
         CommCache *comm;
         Reader **readers; /* per possible CPU: NULL while it is offline and drained */
         ManagerCpu *cpus; /* per possible CPU */
         unsigned n_cpus;  /* possible CPUs: CPU numbers index the per-CPU arrays */
         bool cpus_read_failed;
+        /* Guards accounts, overrun_reported and dropped_reported, and the reads of the kernel's
+         * counters (tracing_cpu_stats()): decode workers report the losses pages flag. */
+        pthread_mutex_t stats_lock;
         CpuAccount *accounts;       /* per CPU: the kernel's counters summed over buffer clears */
         uint64_t *overrun_reported; /* per CPU: overrun already reported in lost records */
         uint64_t *dropped_reported; /* per CPU: the kernel's "dropped events" likewise */
@@ -149,6 +156,9 @@ int manager_cpu_stats(Manager *m, unsigned cpu, TracingCpuStats *ret);
  * get it queued by the caller. */
 void manager_publish_notice(Manager *m, uint64_t ts, const char *notice, const char *message);
 
+/* Waits for the decode workers' batches and offers them (workers_sync()): for whoever must see
+ * every record of the pages read so far. Nothing to do when the loop decodes. */
+void manager_sync_decoding(Manager *m);
 /* Writes what every stream has queued; used after records were offered. */
 void manager_flush_peers(Manager *m);
 
