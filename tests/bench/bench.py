@@ -52,8 +52,9 @@ TRACERS = ('tpd1', 'tpdsym', 'tpd8', 'tpdtop', 'tpdcount', 'tpd-record', 'tc-rec
 # tpdN: tpd with N `tpctl stream > /dev/null`; tpdNsel: N streams with a filter each, which pass half
 # of the records on average (N even); tpdNpy: N streams and a Python client speaking plain Varlink.
 # A "sock" suffix: the streams read their socket (--transport=socket) instead of tpd's shared
-# memory (tpctl's default), for the two side by side.
-TPD_STREAMS = re.compile(r'tpd([1-9][0-9]*)(sel|py)?(sock)?$')
+# memory (tpctl's default), for the two side by side. A "wK" suffix: tpd decodes on K worker threads
+# (--decode-workers=K) instead of its event loop.
+TPD_STREAMS = re.compile(r'tpd([1-9][0-9]*)(sel|py)?(sock)?(?:w([1-9][0-9]*))?$')
 FANOUT_TRACERS = ('tpd1', 'tpd2', 'tpd4', 'tpd8', 'tpd32', 'tpd8sel', 'tpd8py', 'tpd1sock', 'tpd8sock',
                   'tpd32sock')
 FANOUT_WORKLOADS = ('getppid', 'pingpong')
@@ -493,8 +494,8 @@ class Bench:
         self.missing = set()
         self.rep = 0
 
-    def new_tpd(self):
-        tpd = BenchTpd(self.ctx).start()
+    def new_tpd(self, args=()):
+        tpd = BenchTpd(self.ctx, args=args).start()
         self.startups.append({'getinfo_ms': tpd.getinfo_ms, 'ready_ms': tpd.ready_ms, 'during': 'run'})
         return tpd
 
@@ -544,11 +545,12 @@ class Bench:
 
     # --- tpd on a bulk load
 
-    def tpd_bulk(self, load, tracer, k, counting, extra=(), top=False, selective=False, python=False):
+    def tpd_bulk(self, load, tracer, k, counting, extra=(), top=False, selective=False, python=False,
+                 workers=0):
         """tpd with k `tpctl stream`s of the load's event. selective: stream i filters with
         load.selections[i % 2] (k even: each pair passes every record once); python: one more
-        stream, the Python Varlink client (varlink-stream.py)."""
-        tpd = self.new_tpd()
+        stream, the Python Varlink client (varlink-stream.py); workers: tpd's decode workers."""
+        tpd = self.new_tpd((f'--decode-workers={workers}',) if workers else ())
         gen, flt = load.spawn(self.ctx)
         tpd.tpctl_ok('enable', load.event, '--filter', flt)
         streams = [start_stream(self.ctx, tpd, ['-e', load.event, *extra,
@@ -1365,15 +1367,19 @@ def run_tracer(bench, load, tracer):
     """One measurement of a tracer (TRACERS, TPD_STREAMS) on a bulk load."""
     m = TPD_STREAMS.match(tracer)
     if m:
-        k, kind, sock = int(m[1]), m[2], bool(m[3])
+        k, kind, sock, workers = int(m[1]), m[2], bool(m[3]), int(m[4] or 0)
         label = f'tpd, {k} × tpctl stream' + {None: '', 'sel': ' -f (selective)', 'py': ' + Python client'}[kind]
         what = f'tpd, {k} stream{"s" if k > 1 else ""}' + {None: '', 'sel': ', selective',
                                                              'py': ' and a Python Varlink client'}[kind]
         if sock:
             label += ' (socket)'
             what += ', over the socket'
+        if workers:
+            label += f' ({workers} decode worker{"s" if workers > 1 else ""})'
+            what += f', {workers} decode worker{"s" if workers > 1 else ""}'
         bench.guarded(f'{load.title}: {what}', bench.tpd_bulk, load, label, k, None,
-                      ('--transport=socket',) if sock else ('--transport=shm',), False, kind == 'sel', kind == 'py')
+                      ('--transport=socket',) if sock else ('--transport=shm',), False, kind == 'sel', kind == 'py',
+                      workers)
     elif tracer == 'tpdsym':
         bench.guarded(f'{load.title}: tpd, 1 stream --symbolic', bench.tpd_bulk, load,
                       'tpd, 1 × tpctl stream --symbolic', 1, None, ('--symbolic',))

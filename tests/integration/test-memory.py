@@ -32,6 +32,7 @@ QUEUE_KB = 2048
 RING_KB = 8192
 CHUNK_KB = 64
 FIXED_KB = 16 * 1024
+WORKER_KB = 16 * 1024   # DecodeWorkers x 16 MiB
 
 
 def sanitized(path):
@@ -86,11 +87,13 @@ def main(ctx):
     peak = max(peak, T.vm_kb(tpd_pid, 'VmRSS'))
     hwm = T.vm_kb(tpd_pid, 'VmHWM')
     n_streams = 1 + len(selective)
-    # One ring: every shared-memory stream here takes plain lines.
-    bound = FIXED_KB + RING_KB + n_streams * (QUEUE_KB + CHUNK_KB)
+    # One ring: every shared-memory stream here takes plain lines. Decode workers (meson test
+    # --setup workers) have their share of the bound.
+    workers = sum(int(a.split('=', 1)[1]) for a in T.DAEMON_ARGS if a.startswith('--decode-workers='))
+    bound = FIXED_KB + RING_KB + n_streams * (QUEUE_KB + CHUNK_KB) + workers * WORKER_KB
     log(f'tpd RSS: {rss_start} KiB at the start, peak sampled {peak} KiB, VmHWM {hwm} KiB; '
         f'bound {bound} KiB ({n_streams} streams x ({QUEUE_KB} + {CHUNK_KB}) KiB + a ring of {RING_KB} KiB '
-        f'+ {FIXED_KB} KiB)')
+        f'+ {workers} decode workers x {WORKER_KB} KiB + {FIXED_KB} KiB)')
     if sanitized(T.env_program('TPD')):
         log('sanitizer build: RSS not checked (quarantine and shadow memory)')
     else:

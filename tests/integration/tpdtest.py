@@ -12,6 +12,7 @@ when tracefs truly cannot be had: not root, or tracefs cannot be mounted).
 
 Environment (set by tests/integration/meson.build): TPD, TPCTL, GEN_GETPPID, GEN_MARKER,
 GEN_PINGPONG, GEN_RING, TPD_VARLINK_FILE. TPD_TEST_VERBOSE=1 prints tpd's log even when a test passes.
+TPD_TEST_DAEMON_ARGS: options added to every tpd a test starts.
 """
 
 import glob
@@ -648,6 +649,11 @@ class Stream(Process):
             self.file.close()
 
 
+# Options every tpd of the tests gets after its own: the suite again under another setting of
+# the daemon (meson test --setup workers: the decode workers).
+DAEMON_ARGS = os.environ.get('TPD_TEST_DAEMON_ARGS', '').split()
+
+
 class Tpd:
     """One tpd daemon on a private socket and a unique tracefs instance."""
 
@@ -674,7 +680,7 @@ class Tpd:
                 # A configuration of the test's own (absent unless a test writes it): whatever is
                 # in /etc/tpd must not change what the tests see.
                 '--config', os.path.join(self.ctx.tmpdir, 'tpd.conf'),
-                '--clock', 'boot', *self.args]
+                '--clock', 'boot', *self.args, *DAEMON_ARGS]
         self.process = Process(self.ctx, f'tpd-{self.instance}-{self.runs}', argv, stdout=subprocess.DEVNULL)
         self.wait_ready(timeout, clean)
         return self
