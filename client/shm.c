@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -19,6 +21,49 @@
 #define SHM_OUT_SIZE (1024U * 1024U)
 /* How often a resync is tried at once while tpd keeps the ring's header moving. */
 #define SHM_RESYNC_TRIES 16
+
+/* tpd truncates the memory it handed over when the stream ends or it drops the connection
+ * (shm_region_retire()), at any moment: a read of the mappings then faults with SIGBUS, whatever
+ * sizes were checked before. Every read of them runs under shm_touch(), out of which the handler
+ * jumps. */
+static sigjmp_buf shm_fault_jump;
+static volatile sig_atomic_t shm_fault_armed;
+
+static void shm_on_fault(int sig) {
+        if (shm_fault_armed) {
+                shm_fault_armed = 0;
+                siglongjmp(shm_fault_jump, 1);
+        }
+        /* Not a read of the mappings: a bug, which ends the process as it would have. */
+        (void) signal(SIGBUS, SIG_DFL);
+        (void) raise(SIGBUS);
+}
+
+static void shm_catch_faults(void) {
+        /* SA_NODEFER: SIGBUS stays unblocked after the jump, which then need not restore the
+         * signal mask (a syscall for every read). */
+        struct sigaction sa = { .sa_handler = shm_on_fault, .sa_flags = SA_NODEFER };
+
+        (void) sigaction(SIGBUS, &sa, NULL);
+}
+
+typedef int (*ShmTouchFn)(Shm *s, void *userdata);
+
+/* Runs fn, which reads the mappings: its result, or -EFAULT when tpd truncated them under it. The
+ * jump abandons fn at the read, never inside a library call, so fn must leave nothing there that
+ * shm_done() cannot clean up. */
+static int shm_touch(Shm *s, ShmTouchFn fn, void *userdata) {
+        int r;
+
+        if (sigsetjmp(shm_fault_jump, 0) != 0)
+                return -EFAULT;
+        shm_fault_armed = 1;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        r = fn(s, userdata);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        shm_fault_armed = 0;
+        return r;
+}
 
 /* Maps size bytes of fd read-only, after checking that the file holds them: a mapping past its end
  * reads SIGBUS. */
@@ -65,6 +110,14 @@ static int shm_take(Connection *c, json_object *reply, const char *key, int *ret
         return 0;
 }
 
+static int shm_touch_init_ring(Shm *s, void *userdata) {
+        return ring_reader_init(&s->r, s->ring, s->ring_size);
+}
+
+static int shm_touch_init_page(Shm *s, void *userdata) {
+        return ring_page_reader_init(&s->pr, s->page, s->page_size, s->r.data_size);
+}
+
 int shm_setup(Shm *s, Connection *c, json_object *reply, bool realtime) {
         json_object *ring = NULL;
         int64_t start, start_seq;
@@ -81,20 +134,25 @@ int shm_setup(Shm *s, Connection *c, json_object *reply, bool realtime) {
                 r = shm_take(c, reply, "page", &s->page_fd, &s->page, &s->page_size);
         if (r < 0)
                 return r;
+        shm_catch_faults();
         (void) json_object_object_get_ex(reply, "ring", &ring);
         start = reply_int(ring, "start", &has_start);
         start_seq = reply_int(ring, "start_seq", &has_seq);
         if (!has_start || !has_seq || start < 0 || start_seq < 0 || start % RING_ALIGN != 0)
                 return log_error_errno(-EBADMSG, "tpd's reply gives no start in the ring");
 
-        r = ring_reader_init(&s->r, s->ring, s->ring_size);
+        r = shm_touch(s, shm_touch_init_ring, NULL);
+        if (r == -EFAULT)
+                return log_error_errno(r, "tpd took back the stream's shared memory at once");
         if (r == -EINVAL)
                 return log_error_errno(-EBADMSG, "the memory tpd handed over holds no ring of version %d",
                                        RING_VERSION);
         if (r < 0)
                 return log_oom();
         ring_reader_seek(&s->r, (uint64_t) start, (uint64_t) start_seq);
-        r = ring_page_reader_init(&s->pr, s->page, s->page_size, s->r.data_size);
+        r = shm_touch(s, shm_touch_init_page, NULL);
+        if (r == -EFAULT)
+                return log_error_errno(r, "tpd took back the stream's shared memory at once");
         if (r == -EINVAL)
                 return log_error_errno(-EBADMSG,
                                        "the memory tpd handed over holds no reader page of version %d",
@@ -145,6 +203,9 @@ static int shm_lost_line(ShmOut *o, uint64_t ts, uint32_t cpu, uint64_t count, i
 static int shm_deliver(void *userdata, const RingItem *it) {
         ShmOut *o = userdata;
 
+        /* Past the head seen when a signal came: not consumed, and the stream ends before it. */
+        if (o->s->stopping && it->seq >= o->s->stop_seq)
+                return -ECANCELED;
         /* Clock records are the ring's, for the streams that asked for them. */
         if (it->type == RING_CLOCK && !o->s->realtime)
                 return 0;
@@ -158,11 +219,21 @@ static int shm_deliver(void *userdata, const RingItem *it) {
 /* After the reader fell a ring behind: on at the newest publish, and a lost line for what the
  * stream selected in the gap, by CPU and cause in the order tpd reports losses. 1, 0 when the
  * ring never held still (the next step tries again), or a negative errno. */
+static int shm_touch_resync(Shm *s, void *userdata) {
+        int64_t *ret = userdata;
+
+        *ret = ring_resync(&s->r, s->ring);
+        return 0;
+}
+
 static int shm_resync(Shm *s, ShmOut *o) {
         int64_t k;
 
         for (unsigned i = 0;; i++) {
-                k = ring_resync(&s->r, s->ring);
+                int r = shm_touch(s, shm_touch_resync, &k);
+
+                if (r < 0)
+                        return r;
                 if (k != -EAGAIN || i == SHM_RESYNC_TRIES)
                         break;
         }
@@ -187,23 +258,46 @@ static int shm_resync(Shm *s, ShmOut *o) {
         return 1;
 }
 
+/* ring_read()'s copy and check, the part that reads the ring. */
+static int shm_touch_copy(Shm *s, void *userdata) {
+        ring_copy(&s->r, s->ring);
+        return ring_validate(&s->r, s->ring);
+}
+
 /* Reads what was published since the last read: 1 when the reader moved, 0 when nothing was new,
- * or a negative errno. */
+ * or a negative errno (-ECANCELED: at the head seen when a signal came). */
 static int shm_read(Shm *s, ShmLineFn fn, void *userdata) {
         ShmOut o = { s, fn, userdata };
         uint64_t pos = s->r.pos;
-        size_t n;
         int k;
 
-        k = ring_read(&s->r, s->ring, shm_deliver, &o, &n);
+        k = shm_touch(s, shm_touch_copy, NULL);
         if (k == RING_READ_RESYNC)
                 k = shm_resync(s, &o);
-        else if (k == 0)
-                k = n > 0 || s->r.pos != pos;
+        else if (k == 0) {
+                /* From the private copy: the mappings are not read. */
+                k = ring_deliver(&s->r, shm_deliver, &o);
+                if (k >= 0)
+                        k = k > 0 || s->r.pos != pos;
+        }
         if (k == -EBADMSG)
                 return log_error_errno(k,
                                        "the ring tpd shares, or this stream's page of it, makes no sense");
         return k;
+}
+
+static int shm_touch_head(Shm *s, void *userdata) {
+        uint64_t *ret = userdata;
+
+        *ret = __atomic_load_n(&((const RingHeader *) s->ring)->head, __ATOMIC_ACQUIRE);
+        return 0;
+}
+
+static int shm_touch_head_seq(Shm *s, void *userdata) {
+        uint64_t *ret = userdata;
+
+        *ret = __atomic_load_n(&((const RingHeader *) s->ring)->head_seq, __ATOMIC_ACQUIRE);
+        return 0;
 }
 
 /* After tpd ended the stream: reads the ring up to the head it had then, one read per step (the
@@ -215,8 +309,10 @@ static int shm_drain(Shm *s, ShmLineFn fn, void *userdata) {
         int k;
 
         if (!s->ended) {
+                k = shm_touch(s, shm_touch_head, &s->end_head);
+                if (k < 0)
+                        return k;
                 s->ended = true;
-                s->end_head = __atomic_load_n(&((const RingHeader *) s->ring)->head, __ATOMIC_ACQUIRE);
         }
         if (s->r.pos >= s->end_head || fstat(s->ring_fd, &a) < 0 || fstat(s->page_fd, &b) < 0 ||
             (size_t) a.st_size < s->ring_size || (size_t) b.st_size < s->page_size)
@@ -287,11 +383,32 @@ static int shm_recv_wake(Shm *s) {
         return 1;
 }
 
-int shm_step(Shm *s, ShmLineFn fn, void *userdata, bool last) {
+/* After a signal: what was published before it, and nothing newer (tpd may publish faster than
+ * tpctl reads), without a word to tpd. */
+static int shm_finish(Shm *s, ShmLineFn fn, void *userdata) {
+        int k;
+
+        if (!s->stopping) {
+                k = shm_touch(s, shm_touch_head_seq, &s->stop_seq);
+                if (k < 0)
+                        return k;
+                s->stopping = true;
+        }
+        k = shm_read(s, fn, userdata);
+        if (k == -ECANCELED)
+                return LINES_SOURCE_END;
+        if (k < 0)
+                return k;
+        return k > 0 ? LINES_SOURCE_MORE : LINES_SOURCE_END;
+}
+
+static int shm_step_one(Shm *s, ShmLineFn fn, void *userdata, bool last) {
         int k;
 
         if (s->ended)
                 return shm_drain(s, fn, userdata);
+        if (last)
+                return shm_finish(s, fn, userdata);
 
         if (s->waiting) {
                 k = shm_recv_wake(s);
@@ -303,12 +420,24 @@ int shm_step(Shm *s, ShmLineFn fn, void *userdata, bool last) {
         k = shm_read(s, fn, userdata);
         if (k != 0)
                 return k < 0 ? k : LINES_SOURCE_MORE;
-        if (last)
-                return LINES_SOURCE_WAIT;
         k = shm_send_wait(s);
         if (k == -EPIPE || k == -ECONNRESET)
                 return shm_drain(s, fn, userdata);
         return k < 0 ? k : LINES_SOURCE_WAIT;
+}
+
+int shm_step(Shm *s, ShmLineFn fn, void *userdata, bool last) {
+        int k;
+
+        if (s->cut)
+                return LINES_SOURCE_END;
+        k = shm_step_one(s, fn, userdata, last);
+        if (k != -EFAULT)
+                return k;
+        /* What the ring held past the reader is gone with it. */
+        s->cut = true;
+        log_error("tpd took back the stream's shared memory before tpctl had read all of it");
+        return LINES_SOURCE_END;
 }
 
 /* The plain path's output: the lines as iovecs into the reader's private copy, valid until its

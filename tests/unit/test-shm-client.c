@@ -5,7 +5,9 @@
  * of a socketpair() that publishes a batch for each WAIT and answers it with a WAKE. The lines
  * written are the ones published and selected, in order (notices always, clock records only with
  * realtime); a reader a ring behind writes lost lines that make delivered + lost == selected per
- * CPU; tpd's end drains the ring; a frame that is no WAKE and a damaged ring end with an error.
+ * CPU; tpd's end drains the ring; a frame that is no WAKE and a damaged ring end with an error;
+ * memory truncated under a read ends the stream without SIGBUS; after a signal, nothing published
+ * later is read.
  */
 
 #include <pthread.h>
@@ -354,6 +356,66 @@ static void test_hostile(void) {
         tpd_done(&t);
 }
 
+/* tpd truncates the ring or the page under a read (the stream ended, tpd went away): the stream
+ * ends with what was read before, and no SIGBUS. */
+static void test_cut(bool page) {
+        Tpd t;
+        Shm s;
+        Connection c;
+        int out = memfd_create("out", MFD_CLOEXEC);
+        size_t len;
+        char *got;
+
+        ASSERT(out >= 0);
+        tpd_init(&t, 64 * 1024, MODE_CLOSE);
+        tpd_publish(&t);
+        client_open(&t, &s, &c, false, 0, 0);
+        ASSERT_INT_EQ(ftruncate(page ? t.page_fd : t.ring_fd, 0), 0);
+        ASSERT_INT_EQ(shm_copy(&s, out), 0);
+        ASSERT(s.cut);
+        ASSERT_INT_EQ(shm_step(&s, NULL, NULL, false), LINES_SOURCE_END);
+        got = out_read(out, &len);
+        ASSERT_INT_EQ(len, 0);
+        free(got);
+        shm_done(&s);
+        connection_done(&c);
+        tpd_done(&t);
+        close(out);
+}
+
+static int collect(void *userdata, const char *line, size_t n) {
+        put(userdata, line, n);
+        return 0;
+}
+
+/* A signal ends the stream (last): the steps read what was published before the first of them,
+ * and nothing that tpd publishes after. */
+static void test_stop(void) {
+        Tpd t;
+        Shm s;
+        Connection c;
+        JsonBuf got = {};
+        size_t want_len;
+        int k;
+
+        tpd_init(&t, 64 * 1024, MODE_CLOSE);
+        for (unsigned i = 0; i < 3; i++)
+                tpd_publish(&t);
+        want_len = t.want.len;
+        client_open(&t, &s, &c, false, 0, 0);
+        ASSERT_INT_EQ(shm_step(&s, collect, &got, true), LINES_SOURCE_MORE);
+        for (unsigned i = 0; i < 3; i++)
+                tpd_publish(&t);
+        while ((k = shm_step(&s, collect, &got, true)) == LINES_SOURCE_MORE)
+                ;
+        ASSERT_INT_EQ(k, LINES_SOURCE_END);
+        ASSERT_MEM_EQ(got.data, got.len, t.want.data, want_len);
+        jsonbuf_done(&got);
+        shm_done(&s);
+        connection_done(&c);
+        tpd_done(&t);
+}
+
 /* A reply whose sizes the fds do not hold is refused before anything is mapped past them. */
 static void test_bad_reply(void) {
         Tpd t;
@@ -386,6 +448,9 @@ int main(void) {
         test_drain();
         test_behind();
         test_hostile();
+        test_cut(false);
+        test_cut(true);
+        test_stop();
         test_bad_reply();
         return EXIT_SUCCESS;
 }
