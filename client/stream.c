@@ -159,8 +159,23 @@ static bool stream_transport_refused(const VarlinkReply *reply) {
         return streq(reply->error, VARLINK_ERROR_INVALID_PARAMETER) && p && streq(p, "transport");
 }
 
+/* The Stream call again, over the socket, on a new connection (tpd ends the stream of the old
+ * one). Returns as connection_call(). */
+static int stream_call_socket(Connection *conn, const CommonOptions *c, char **args, size_t n,
+                              VarlinkReply *reply) {
+        json_object *params;
+
+        connection_done(conn);
+        *conn = CONNECTION_NULL;
+        varlink_reply_done(reply);
+        params = stream_params(c, args, n, false);
+        if (!params)
+                return log_oom();
+        return connection_call(conn, c->socket_path, TPD_METHOD("Stream"), params, true, reply);
+}
+
 /* The Stream call, asking for shared memory unless --transport=socket; with auto, a tpd that does
- * not know the key is asked again without it, on a new connection. Returns as connection_call(). */
+ * not know the key is asked again without it. Returns as connection_call(). */
 static int stream_call(Connection *conn, const CommonOptions *c, char **args, size_t n,
                        VarlinkReply *reply) {
         json_object *params = stream_params(c, args, n, opt.transport != STREAM_TRANSPORT_SOCKET);
@@ -176,13 +191,29 @@ static int stream_call(Connection *conn, const CommonOptions *c, char **args, si
                 connection_print_error(c->socket_path, reply);
                 return 1;
         }
-        connection_done(conn);
-        *conn = CONNECTION_NULL;
-        varlink_reply_done(reply);
-        params = stream_params(c, args, n, false);
-        if (!params)
-                return log_oom();
-        return connection_call(conn, c->socket_path, TPD_METHOD("Stream"), params, true, reply);
+        return stream_call_socket(conn, c, args, n, reply);
+}
+
+/* Takes the shared memory tpd agreed to. With auto, memory tpctl cannot map (an address-space
+ * limit) or a reply it cannot use falls back to the socket, with one message rather than
+ * shm_setup()'s: 0 (*shm false after a fallback), or an exit status. */
+static int stream_setup_shm(Shm *shm_reader, Connection *conn, const CommonOptions *c, char **args, size_t n,
+                            VarlinkReply *reply, bool *shm) {
+        bool fallback = opt.transport == STREAM_TRANSPORT_AUTO;
+        int r;
+
+        log_muted = fallback;
+        r = shm_setup(shm_reader, conn, reply->parameters, opt.time == LINES_TIME_ISO);
+        log_muted = false;
+        if (r >= 0)
+                return 0;
+        if (!fallback)
+                return EXIT_FAILURE;
+        log_error_errno(r, "cannot read tpd's shared memory (%m): streaming over its socket instead");
+        shm_done(shm_reader);
+        *shm = false;
+        r = stream_call_socket(conn, c, args, n, reply);
+        return r == 0 ? 0 : connection_exit_status(r);
 }
 
 /* Whether tpd agreed to stream over shared memory. */
@@ -247,8 +278,11 @@ int stream_verb(const CommonOptions *c, char **args, size_t n) {
                 log_hint("Use --transport=auto or socket to stream over its socket.");
                 return EXIT_FAILURE;
         }
-        if (shm && shm_setup(&shm_reader, &conn, reply.parameters, opt.time == LINES_TIME_ISO) < 0)
-                return EXIT_FAILURE;
+        if (shm) {
+                r = stream_setup_shm(&shm_reader, &conn, c, args, n, &reply, &shm);
+                if (r != 0)
+                        return r;
+        }
         r = shm ? stream_over_shm(&shm_reader, &reply, c) : stream_over_socket(&conn, &reply, c);
         /* lines.c's end by a bound or a signal. */
         if (r == 1 || r == -EPIPE)
