@@ -96,9 +96,7 @@ def run(ctx, users):
 
     check_socket_path_safety(ctx, users)
 
-    tpd = ctx.tpd(args=['--access-group', users.group], start=False)
-    tpd.socket = os.path.join(ctx.tmpdir, 'run', f'{tpd.instance}.sock')
-    tpd.start()
+    tpd = users.tpd()
     uid_a, uid_b = users.uid['A'], users.uid['B']
 
     def tpctl_as(key, *args, groups='init'):

@@ -15,13 +15,20 @@
    tpd published and exits 69 with "tpd closed the stream";
 5. ShmTransport=no: --transport=shm fails with a message, --transport=auto gets every record over
    the socket;
-6. a member of the access group streams over shm and gets every record.
+6. a member of the access group streams over shm and gets every record;
+7. SIGINT ends a stream read line by line (--time) at once, with status 0, while tpd publishes
+   faster than the stream reads;
+8. a ring past tpctl's address space (RLIMIT_AS): --transport=shm fails, auto falls back to the
+   socket with one warning and gets every record.
 """
 
 import datetime
 import json
 import os
+import resource
 import signal
+import subprocess
+import threading
 import time
 
 import tpdtest as T
@@ -34,6 +41,11 @@ N_STORM = int(100_000 * SCALE)
 RING_KB = 8192
 N_SAME = 2_000
 N_END = 5_000
+# Calls at full speed that outlast the wait for SIGINT by far.
+N_INTERRUPT = 100_000_000
+# A ring larger than the address space tpctl may have (RLIMIT_AS), which is ample for the rest.
+MAP_RING_KB = 1024 * 1024
+MAP_LIMIT = 512 << 20
 GEN_CPU = 0
 # Under a sanitizer tpd decodes several times slower than the generator calls.
 FULL_RATE = 100_000 if T.ASAN else 0
@@ -364,17 +376,13 @@ def test_tpd_ends(ctx, sig):
               f'{tallies[2].early} and {N_END}')
 
 
-def test_no_shm(ctx):
-    log('--- 5. ShmTransport=no: --transport=shm fails, auto falls back')
-    tpd = ctx.tpd(args=['--shm-transport', 'no'])
-    r = tpd.tpctl('stream', '--transport=shm', '-e', EVENT, '--count=1', timeout=15)
-    check(r.returncode == 1, f'--transport=shm against ShmTransport=no exited {r.returncode}; stderr {r.stderr!r}')
-    check('did not agree to stream over shared memory' in r.stderr, f'stderr {r.stderr!r}')
-    check(not r.stdout, f'stdout {r.stdout[:200]!r}')
+def auto_over_socket(ctx, tpd, **kw):
+    """A --transport=auto stream (kw to subprocess.Popen) that tpd serves over the socket gets every
+    record; returns it, ended."""
     gen = ctx.gen('GEN_GETPPID', '--count', N_END, '--cpu', GEN_CPU, '--rate', 20_000)
     pid, = gen.pids()
     tally = Tally(pid)
-    s = tpd.stream('--transport=auto', '-e', EVENT, '-p', str(pid), sink=tally)
+    s = tpd.stream('--transport=auto', '-e', EVENT, '-p', str(pid), sink=tally, **kw)
     conns = wait_streaming(tpd, 1)
     check([c.get('transport') for c in conns if c['streaming']] == ['socket'], f'connections: {conns}')
     tally.go_ts = gen.go()
@@ -383,19 +391,46 @@ def test_no_shm(ctx):
     s.stop()
     check(tally.run == N_END and not tally.lost and not tally.errors,
           f'--transport=auto fell back and got {tally.run} of {N_END}, lost {tally.lost}, {tally.errors}')
+    return s
+
+
+def test_no_shm(ctx):
+    log('--- 5. ShmTransport=no: --transport=shm fails, auto falls back')
+    tpd = ctx.tpd(args=['--shm-transport', 'no'])
+    r = tpd.tpctl('stream', '--transport=shm', '-e', EVENT, '--count=1', timeout=15)
+    check(r.returncode == 1, f'--transport=shm against ShmTransport=no exited {r.returncode}; stderr {r.stderr!r}')
+    check('did not agree to stream over shared memory' in r.stderr, f'stderr {r.stderr!r}')
+    check(not r.stdout, f'stdout {r.stdout[:200]!r}')
+    auto_over_socket(ctx, tpd)
+    tpd.stop()
+
+
+def test_map_refused(ctx):
+    log('--- 8. a ring tpctl cannot map (RLIMIT_AS): auto falls back to the socket, shm fails')
+    if T.ASAN:
+        log('skipped under a sanitizer, whose shadow memory needs more address space than the limit')
+        return
+    tpd = ctx.tpd(args=['--shm-ring-kb', str(MAP_RING_KB)])
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (MAP_LIMIT, MAP_LIMIT))
+
+    argv = [T.env_program('TPCTL'), '--socket', tpd.socket, 'stream', '-e', EVENT]
+    r = subprocess.run(argv + ['--transport=shm', '--count=1'], capture_output=True, text=True, timeout=15,
+                       preexec_fn=limited)
+    check(r.returncode == 1 and "cannot map the 'ring'" in r.stderr,
+          f'--transport=shm with a ring past RLIMIT_AS exited {r.returncode}; stderr {r.stderr!r}')
+    s = auto_over_socket(ctx, tpd, preexec_fn=limited)
+    warning = s.stderr_text().splitlines()
+    check(len(warning) == 1 and 'streaming over its socket instead' in warning[0],
+          f'--transport=auto fell back with stderr {warning!r}')
     tpd.stop()
 
 
 def test_member(ctx):
     log('--- 6. a member of the access group streams over shm')
     with T.TestUsers(ctx, 'tshs', ['A']) as users:
-        tpd = ctx.tpd(args=['--access-group', users.group], start=False)
-        os.chmod(ctx.tmpdir, 0o711)
-        run_dir = os.path.join(ctx.tmpdir, 'run')
-        os.makedirs(run_dir, exist_ok=True)
-        os.chmod(run_dir, 0o755)
-        tpd.socket = os.path.join(run_dir, f'{tpd.instance}.sock')
-        tpd.start()
+        tpd = users.tpd()
         gen = ctx.gen('GEN_GETPPID', '--count', N_END, '--cpu', GEN_CPU, '--rate', 20_000)
         pid, = gen.pids()
         pin(tpd, pid)
@@ -421,6 +456,51 @@ def test_member(ctx):
         tpd.stop()
 
 
+def throttle(pid, done, share=0.03):
+    """Lets process pid run only share of the time (SIGSTOP, SIGCONT), as a consumer that the
+    machine schedules out, until done is set or it ends."""
+    fd = os.pidfd_open(pid)
+    try:
+        while not done.is_set():
+            signal.pidfd_send_signal(fd, signal.SIGSTOP)
+            time.sleep(0.01 * (1 - share))
+            signal.pidfd_send_signal(fd, signal.SIGCONT)
+            time.sleep(0.01 * share)
+    except ProcessLookupError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def test_interrupt(ctx, tpd):
+    log('--- 7. SIGINT ends a stream read line by line at once, while tpd publishes faster than it reads')
+    gen = ctx.gen('GEN_GETPPID', '--count', N_INTERRUPT, '--cpu', GEN_CPU)
+    pid, = gen.pids()
+    argv = [T.env_program('TPCTL'), '--socket', tpd.socket, 'stream', '--transport=shm', '-e', EVENT,
+            '-p', str(pid), '--time=relative']
+    s = T.Process(ctx, 'interrupted-stream', argv, stdout=subprocess.DEVNULL)
+    wait_streaming(tpd, 1)
+    done = threading.Event()
+    slow = threading.Thread(target=throttle, args=(s.pid, done))
+    slow.start()
+    try:
+        gen.go()
+        time.sleep(1)
+        check(gen.running(), 'the generator ended before the signal: raise N_INTERRUPT')
+        t0 = time.monotonic()
+        s.signal(signal.SIGINT)
+        rc = s.wait(30)
+        elapsed = time.monotonic() - t0
+    finally:
+        done.set()
+        slow.join()
+        s.signal(signal.SIGCONT)
+        gen.kill()
+    log(f'tpctl exited {rc} {elapsed:.2f} s after SIGINT')
+    check(rc == 0, f'tpctl stream exited {rc} after SIGINT; stderr {s.stderr_text()!r}')
+    check(elapsed < 2, f'tpctl stream took {elapsed:.1f} s to end after SIGINT')
+
+
 def main(ctx):
     tpd = ctx.tpd()
     test_same_lines(ctx, tpd)
@@ -431,6 +511,11 @@ def main(ctx):
     test_tpd_ends(ctx, signal.SIGKILL)
     test_no_shm(ctx)
     test_member(ctx)
+    # A small ring: what the throttled stream has left to read at the signal is at most one.
+    tpd = ctx.tpd(args=['--shm-ring-kb', str(RING_KB)])
+    test_interrupt(ctx, tpd)
+    tpd.stop()
+    test_map_refused(ctx)
 
 
 if __name__ == '__main__':

@@ -256,13 +256,7 @@ def member_child(sock, uid, gid, groups, out):
 
 def test_member(ctx):
     with T.TestUsers(ctx, 'tshm', ['A']) as users:
-        tpd = ctx.tpd(args=['--access-group', users.group], start=False)
-        os.chmod(ctx.tmpdir, 0o711)
-        run_dir = os.path.join(ctx.tmpdir, 'run')
-        os.makedirs(run_dir, exist_ok=True)
-        os.chmod(run_dir, 0o755)
-        tpd.socket = os.path.join(run_dir, f'{tpd.instance}.sock')
-        tpd.start()
+        tpd = users.tpd()
         pid, fd = T.fork_child(member_child, tpd.socket, users.uid['A'], users.primary['A'],
                                [users.gid], )
         report = T.collect_child(pid, fd, 20)

@@ -557,16 +557,16 @@ class Stream(Process):
     was given (used for the million-record runs, where keeping the lines would cost too much),
     else it is kept in self.lines. nlines counts all lines seen."""
 
-    def __init__(self, ctx, tpd, args, sink=None, pipe=False, consumer='read'):
+    def __init__(self, ctx, tpd, args, sink=None, pipe=False, consumer='read', **kw):
         self.out_path = os.path.join(ctx.tmpdir, f'stream-{len(ctx._processes)}.ndjson')
         argv = [env_program('TPCTL'), '--socket', tpd.socket, 'stream', *args]
         if pipe:
-            super().__init__(ctx, f'stream-{len(ctx._processes)}', argv, stdout=subprocess.PIPE)
+            super().__init__(ctx, f'stream-{len(ctx._processes)}', argv, stdout=subprocess.PIPE, **kw)
             self.reader = PipeReader(self.proc.stdout.fileno(), consumer)
             self.file = None
         else:
             with open(self.out_path, 'wb') as out:
-                super().__init__(ctx, f'stream-{len(ctx._processes)}', argv, stdout=out)
+                super().__init__(ctx, f'stream-{len(ctx._processes)}', argv, stdout=out, **kw)
             self.reader = None
             self.file = open(self.out_path, 'rb')
             self.partial = b''
@@ -785,9 +785,10 @@ class Tpd:
         check(isinstance(st, dict), f'tpctl status --json is not a JSON object: {r.stdout[:500]!r}')
         return st
 
-    def stream(self, *args, sink=None, pipe=False, consumer='read'):
-        """`tpctl stream ARGS`; stdout to a file, or with pipe=True to a pipe read by `consumer`."""
-        return Stream(self.ctx, self, list(args), sink=sink, pipe=pipe, consumer=consumer)
+    def stream(self, *args, sink=None, pipe=False, consumer='read', **kw):
+        """`tpctl stream ARGS`; stdout to a file, or with pipe=True to a pipe read by `consumer`;
+        kw to subprocess.Popen."""
+        return Stream(self.ctx, self, list(args), sink=sink, pipe=pipe, consumer=consumer, **kw)
 
     def marker(self, text):
         """Writes one trace_marker message into the instance (an ftrace:print record)."""
@@ -1175,6 +1176,18 @@ class TestUsers:
             return ['setpriv', f'--reuid={name}', f'--regid={self.primary[key]}', '--init-groups']
         gid = self.primary[key] if groups == 'clear' else groups
         return ['setpriv', f'--reuid={name}', f'--regid={gid}', '--clear-groups']
+
+    def tpd(self, args=(), start=True):
+        """A tpd of the test whose socket the users reach: its access group is the test's group,
+        its socket in run/ under the test's directory, both open to be passed through (0711, 0755);
+        the socket's own mode decides the rest."""
+        os.chmod(self.ctx.tmpdir, 0o711)
+        run_dir = os.path.join(self.ctx.tmpdir, 'run')
+        os.makedirs(run_dir, exist_ok=True)
+        os.chmod(run_dir, 0o755)
+        tpd = self.ctx.tpd(args=['--access-group', self.group, *args], start=False)
+        tpd.socket = os.path.join(run_dir, f'{tpd.instance}.sock')
+        return tpd.start() if start else tpd
 
     def __enter__(self):
         return self
