@@ -495,6 +495,9 @@ static int method_stream(Manager *m, Peer *peer, const VarlinkCall *call) {
         if (r != 0)
                 return r < 0 ? r : 0;
 
+        /* Batches the decode workers still hold were read before this stream: they must not reach
+         * its ring or queue, decoded for the streams before it. */
+        manager_sync_decoding(m);
         (void) tracing_get_clock(m->tracing, &clock);
         p = json_object_new_object();
         json_set(&r, p, "clock", json_object_new_string(clock ?: "boot"));
@@ -661,6 +664,16 @@ static int configure_apply(Manager *m, Peer *p, const Setting *s, const Config *
         } else if (streq(s->name, "flush_interval_ms"))
                 (void) sd_event_source_set_time_relative(m->flush_timer,
                                                          (uint64_t) v->flush_interval_ms * 1000);
+        else if (streq(s->name, "decode_workers")) {
+                r = manager_set_decode_workers(m, v->decode_workers);
+                if (r == -ERANGE)
+                        return peer_errorf(
+                                p, VARLINK_ERROR_INVALID_PARAMETER, "parameter", s->name,
+                                "tpd started %u decode threads (DecodeWorkers=): more need a restart.",
+                                workers_count(m->workers));
+                if (r < 0)
+                        return r;
+        }
         return 0;
 }
 
@@ -687,7 +700,9 @@ static int method_configure(Manager *m, Peer *p, const VarlinkCall *call) {
 
                 if (json_object_is_type(value, json_type_null))
                         continue;
-                if (s->type == SETTING_UNSIGNED && json_object_is_type(value, json_type_int)) {
+                /* Numbers also for a string setting that takes them (decode_workers: "auto" or N). */
+                if (s->type != SETTING_BOOL && s->type != SETTING_EVENTS &&
+                    json_object_is_type(value, json_type_int)) {
                         snprintf(number, sizeof(number), "%" PRId64, json_object_get_int64(value));
                         text = number;
                 } else if (s->type == SETTING_STRING && json_object_is_type(value, json_type_string) &&

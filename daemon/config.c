@@ -25,6 +25,27 @@ static bool group_name_is_valid(const char *name) {
         return *name && !strpbrk(name, " \t:/");
 }
 
+int config_decode_workers(const char *value, unsigned *ret) {
+        char *end;
+        unsigned long v;
+
+        if (!value || streq(value, "auto"))
+                return 0;
+        if (!*value || *value == '-' || *value == '+')
+                return -EINVAL;
+        errno = 0;
+        v = strtoul(value, &end, 10);
+        if (errno || *end || v > CONFIG_DECODE_WORKERS_MAX)
+                return -EINVAL;
+        *ret = (unsigned) v;
+        return 1;
+}
+
+static bool decode_workers_is_valid(const char *value) {
+        unsigned n;
+        return config_decode_workers(value, &n) >= 0;
+}
+
 static bool socket_path_is_valid(const char *path) {
         /* sockaddr_un's sun_path holds 107 bytes and a NUL. */
         return path[0] == '/' && strlen(path) < 108;
@@ -73,9 +94,10 @@ const Setting config_settings[] = {
         { "Tracing", "FlushIntervalMSec", "flush-interval-ms", "flush_interval_ms", "MS", SETTING_UNSIGNED,
           FIELD(flush_interval_ms), 1, 60 * 1000, .runtime = true, .default_value = "100",
           .expected = "milliseconds from 1 to 60000", .help = "Deliver partially filled pages after MS" },
-        { "Tracing", "DecodeWorkers", "decode-workers", "decode_workers", "N", SETTING_UNSIGNED,
-          FIELD(decode_workers), 0, 64, .default_value = "0", .expected = "a number of threads from 0 to 64",
-          .help = "Threads that decode the CPUs' pages, each a share of the CPUs; 0: the event loop does" },
+        { "Tracing", "DecodeWorkers", "decode-workers", "decode_workers", "N", SETTING_STRING,
+          FIELD(decode_workers), .valid = decode_workers_is_valid, .runtime = true, .default_value = "auto",
+          .expected = "auto, or a number of threads from 0 to 64",
+          .help = "Threads that decode the CPUs' pages; auto: as the load needs; 0: the event loop" },
         { "Clients", "AccessGroup", "access-group", "access_group", "GROUP", SETTING_STRING,
           FIELD(access_group), .valid = group_name_is_valid, .default_value = "tracing",
           .expected = "a group name", .help = "Group allowed besides root" },

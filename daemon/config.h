@@ -34,7 +34,7 @@ typedef struct Config {
         char *access_group;
         unsigned max_clients;              /* MaxStreams= */
         unsigned client_queue_kb;          /* StreamQueueKB= */
-        unsigned decode_workers;           /* threads that decode pages; 0: the loop does */
+        char *decode_workers;              /* "auto", or threads that decode pages (0: the loop) */
         bool shm_transport;                /* streams may ask for the shared-memory rings */
         unsigned shm_ring_kb;              /* each ring's data (rounded down to a power of two) */
         unsigned max_connections_per_user; /* not for root, who also keeps the last slots */
@@ -103,3 +103,8 @@ int config_parse_file(const char *path, Config *c);
 /* Parses path and then its drop-in directory path.d/ (files ending in .conf). A missing main file
  * is fine: the defaults and drop-ins apply. */
 int config_load(const char *path, Config *c);
+
+/* DecodeWorkers=: 1 with *ret the fixed number of threads, 0 for "auto" (as the load needs), or
+ * -EINVAL. */
+#define CONFIG_DECODE_WORKERS_MAX 64U
+int config_decode_workers(const char *value, unsigned *ret);

@@ -164,6 +164,7 @@ static int manager_on_check_timer(sd_event_source *s, uint64_t usec, void *userd
         manager_check_cpus(m);
         manager_check_instance(m);
         manager_check_realtime(m, false);
+        manager_scale_decoding(m);
         if (m->counters)
                 counters_age(m->counters);
         return loop_rearm(s, CHECK_USEC);

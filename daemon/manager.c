@@ -75,62 +75,6 @@ int manager_new(const Config *config, Manager **ret) {
         return 0;
 }
 
-/* The kernel's counters of cpu summed over the clears of its buffer (cpustats.h): every loss account
- * of tpd takes differences of these, never of the raw counters, which a clear sets back to zero.
- * With the stats lock held: decode workers ask too (manager_missed()). */
-static int manager_cpu_stats_locked(Manager *m, unsigned cpu, TracingCpuStats *ret, bool *ret_cleared) {
-        TracingCpuStats raw;
-        int r;
-
-        if (cpu >= m->n_cpus)
-                return -EINVAL;
-        r = tracing_cpu_stats(m->tracing, cpu, &raw);
-        if (r < 0)
-                return r;
-        *ret_cleared = cpu_account_sample(&m->accounts[cpu], &raw, ret);
-        return 0;
-}
-
-int manager_cpu_stats(Manager *m, unsigned cpu, TracingCpuStats *ret) {
-        bool cleared = false;
-        int r;
-
-        pthread_mutex_lock(&m->stats_lock);
-        r = manager_cpu_stats_locked(m, cpu, ret, &cleared);
-        pthread_mutex_unlock(&m->stats_lock);
-        /* Logged on the loop only: a worker's read (manager_missed()) notes the clear silently. */
-        if (cleared)
-                log_debug("CPU %u: the kernel's counters went back: its buffer was cleared by another "
-                          "process; counting on from there.",
-                          cpu);
-        return r;
-}
-
-/* A page flags that the kernel overwrote records before it. The count it may store is the overrun
- * since the kernel's previous page swap; when the page was full it stores none, and only the
- * kernel's counter tells. Reading the counter later counts overruns that a later page will flag
- * again, so the two cannot be mixed: every loss reported is the counter's increase since the last
- * one reported, which counts each overwritten record exactly once. Runs on the decoding thread. */
-static uint64_t manager_missed(void *userdata, unsigned cpu, const uint64_t *stored, uint64_t *ret_base) {
-        Manager *m = userdata;
-        TracingCpuStats s;
-        bool cleared;
-        uint64_t n;
-
-        *ret_base = 0;
-        if (cpu >= m->n_cpus)
-                return stored ? *stored : 0;
-        pthread_mutex_lock(&m->stats_lock);
-        *ret_base = m->overrun_reported[cpu];
-        if (manager_cpu_stats_locked(m, cpu, &s, &cleared) < 0)
-                n = stored ? *stored : 0;
-        else
-                n = s.overrun > m->overrun_reported[cpu] ? s.overrun - m->overrun_reported[cpu] : 0;
-        m->overrun_reported[cpu] += n;
-        pthread_mutex_unlock(&m->stats_lock);
-        return n;
-}
-
 static uint64_t manager_overrun_now(void *userdata, unsigned cpu) {
         Manager *m = userdata;
         TracingCpuStats st;
@@ -159,6 +103,11 @@ static void manager_offer(Manager *m, Batch *b) {
 /* Losses the kernel counts without flagging a page: "dropped events" (overwrite off: the writer
  * drops new records when the buffer is full), and overruns not flagged yet. From the flush timer. */
 static void manager_report_kernel_losses(Manager *m) {
+        /* Pages the decode workers still hold may flag the losses the counters show now: those go
+         * first, in their place among the records, and this reports only what is left. */
+        if (m->n_streams > m->n_recordings)
+                manager_sync_decoding(m);
+
         for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
                 TracingCpuStats st;
                 Batch *b;
@@ -222,11 +171,6 @@ static void manager_report_kernel_losses(Manager *m) {
         }
 }
 
-void manager_sync_decoding(Manager *m) {
-        if (m->workers)
-                workers_sync(m->workers);
-}
-
 void manager_flush_peers(Manager *m) {
         Peer *p, *next;
 
@@ -252,7 +196,7 @@ static uint8_t manager_inline_variant(Manager *m) {
 }
 
 /* A batch of one CPU decoded (on the loop, or by a worker: workers_sync() hands those over). */
-static void manager_on_decoded(Manager *m, unsigned cpu, Batch *b, int error) {
+void manager_on_decoded(Manager *m, unsigned cpu, Batch *b, int error) {
         /* On the record path: at most one warning every ten seconds. */
         static RateLimit decode_log_limit = RATELIMIT_INIT(10 * 1000 * 1000ULL, 1);
 
@@ -268,78 +212,9 @@ static void manager_on_decoded(Manager *m, unsigned cpu, Batch *b, int error) {
                 batch_trim(b);
 }
 
-static void manager_on_worker_batch(void *userdata, unsigned cpu, Batch *b, int error) {
-        manager_on_decoded(userdata, cpu, b, error);
-}
-
-/* The decoders and what they ask of the manager: command names, and the losses pages flag. */
-static int manager_setup_decoding(Manager *m) {
-        _cleanup_free_ char *clock = NULL;
-        int r;
-
-        r = comm_cache_new(tracing_saved_cmdlines_path(m->tracing), &m->comm);
-        if (r < 0)
-                return r;
-        (void) tracing_get_clock(m->tracing, &clock);
-        comm_cache_set_clock(m->comm, clock);
-
-        m->decode_context = (DecodeContext){
-                .comm = m->comm,
-                .missed = manager_missed,
-                .userdata = m,
-        };
-        r = decode_context_decoder(&m->decode_context, tracing_tep(m->tracing), &m->decoder);
-        if (r < 0)
-                return r;
-
-        m->accounts = calloc(m->n_cpus, sizeof(CpuAccount));
-        m->overrun_reported = calloc(m->n_cpus, sizeof(uint64_t));
-        m->dropped_reported = calloc(m->n_cpus, sizeof(uint64_t));
-        m->decode_pending = calloc(m->n_cpus, sizeof(uint64_t));
-        if (!m->accounts || !m->overrun_reported || !m->dropped_reported || !m->decode_pending)
-                return -ENOMEM;
-
-        if (m->config.decode_workers > 0) {
-                WorkersSetup setup = {
-                        .n_workers = m->config.decode_workers,
-                        .n_cpus = m->n_cpus,
-                        .tracing = m->tracing,
-                        .clock = clock,
-                        .missed = manager_missed,
-                        .done = manager_on_worker_batch,
-                        .userdata = m,
-                };
-
-                r = workers_new(m->event, &setup, &m->workers);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to start %u decode workers: %m", setup.n_workers);
-                log_debug("Decoding on %u worker threads.", setup.n_workers);
-        }
-        return 0;
-}
-
-/* Pages that could not be handed to a worker: their records are lost, reported as a decode's are. */
-static void manager_decode_failed(Manager *m, unsigned cpu, int error, const void *pages, size_t n_pages,
-                                  size_t page_size) {
-        /* On the record path: at most one warning every ten seconds. */
-        static RateLimit submit_log_limit = RATELIMIT_INIT(10 * 1000 * 1000ULL, 1);
-        uint64_t records = 0;
-        Batch *b;
-
-        for (size_t i = 0; i < n_pages; i++)
-                records += page_records((const uint8_t *) pages + i * page_size, page_size);
-        if (ratelimit_below(&submit_log_limit))
-                log_warning_errno(error,
-                                  "CPU %u: failed to hand pages to a worker, %" PRIu64 " records lost: %m",
-                                  cpu, records);
-        b = batch_new();
-        if (b && batch_add_lost(b, 0, cpu, records, TPD_LOST_DECODE) >= 0)
-                manager_on_decoded(m, cpu, b, 0);
-        batch_unref(b);
-}
-
 void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_pages, size_t page_size) {
         Manager *m = userdata;
+        uint64_t begin;
         Batch *b;
         int r;
 
@@ -376,9 +251,12 @@ void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_
 
         if (cpu >= m->n_cpus)
                 return;
-        if (m->workers) {
-                r = workers_submit(m->workers, cpu, pages, n_pages, page_size, manager_inline_variant(m));
-                if (r < 0)
+        if (workers_active(m->workers) > 0) {
+                r = workers_submit(m->workers, cpu, pages, n_pages, page_size, manager_inline_variant(m),
+                                   m->decode_pending[cpu]);
+                if (r >= 0)
+                        m->decode_pending[cpu] = 0;
+                else
                         manager_decode_failed(m, cpu, r, pages, n_pages, page_size);
                 return;
         }
@@ -394,8 +272,12 @@ void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_
         }
         b = m->batch;
         b->variant = manager_inline_variant(m);
+        /* DecodeWorkers=auto weighs the loop's decoding (manager_scale_decoding()). */
+        begin = m->decode_auto ? thread_cpu_ns() : 0;
         r = decode_pages(m->decoder, &m->decode_context, cpu, pages, n_pages, page_size,
                          &m->decode_pending[cpu], b);
+        if (m->decode_auto)
+                m->decode_ns += thread_cpu_ns() - begin;
         manager_on_decoded(m, cpu, b, r);
 }
 

@@ -24,9 +24,9 @@
  * The manager owns the daemon's parts and the data flow between them: readers hand it pages, the
  * decoder turns them into a batch, and the manager offers each record of the batch to every
  * stream, then lets the peers write. It also carries the settings and the daemon-wide counters.
- * Its work is split by concern over manager.c, counting.c, timekeeping.c, transport.c,
- * instance.c and persist.c; this header declares them all, grouped by file, as the API's methods and each
- * other use them.
+ * Its work is split by concern over manager.c, decoding.c, counting.c, timekeeping.c,
+ * transport.c, instance.c and persist.c; this header declares them all, grouped by file, as the API's
+ * methods and each other use them.
  */
 
 typedef struct Peer Peer;
@@ -67,7 +67,12 @@ typedef struct Manager {
         Tracing *tracing;
         Decoder *decoder; /* the loop's: records without workers, and every record's variants */
         DecodeContext decode_context;
-        Workers *workers; /* DecodeWorkers=: NULL when the loop decodes */
+        Workers *workers;   /* DecodeWorkers=: NULL when the loop decodes */
+        bool decode_auto;   /* DecodeWorkers=auto: workers in use as the load needs */
+        uint64_t decode_ns; /* the loop's CPU time decoding since the last manager_scale_decoding() */
+        uint64_t decode_checked_usec;
+        unsigned decode_fewer;   /* checks in a row that wanted fewer workers */
+        uint64_t decode_changes; /* of the workers in use, ever */
         CommCache *comm;
         Reader **readers; /* per possible CPU: NULL while it is offline and drained */
         ManagerCpu *cpus; /* per possible CPU */
@@ -147,18 +152,12 @@ int manager_run(Manager *m);
 /* Counts a new stream, and wakes the flush timer that sleeps while there is none. */
 void manager_stream_started(Manager *m);
 
-/* The kernel's counters of cpu (per_cpu/cpuN/stats) summed over the lives of its buffer: they never
- * go back when a clock change clears it, as counters that GetStatus and metrics show must not;
- * entries is what the buffer holds now. */
-int manager_cpu_stats(Manager *m, unsigned cpu, TracingCpuStats *ret);
-
 /* Publishes a notice ({"ts":…,"notice":…,"message":…}) to the streams that read rings; the others
  * get it queued by the caller. */
 void manager_publish_notice(Manager *m, uint64_t ts, const char *notice, const char *message);
 
-/* Waits for the decode workers' batches and offers them (workers_sync()): for whoever must see
- * every record of the pages read so far. Nothing to do when the loop decodes. */
-void manager_sync_decoding(Manager *m);
+/* A CPU's batch of records, decoded on the loop or by a worker: to the streams. */
+void manager_on_decoded(Manager *m, unsigned cpu, Batch *b, int error);
 /* Writes what every stream has queued; used after records were offered. */
 void manager_flush_peers(Manager *m);
 
@@ -166,6 +165,25 @@ void manager_flush_peers(Manager *m);
 void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_pages, size_t page_size);
 /* The first record after a quiet spell: buffer_percent as configured, the flush timer running. */
 void manager_quiet_leave(Manager *m);
+
+/* decoding.c: the decoders, the loss counters they ask, the decode workers. */
+int manager_setup_decoding(Manager *m);
+/* The kernel's counters of cpu (per_cpu/cpuN/stats) summed over the lives of its buffer: they never
+ * go back when a clock change clears it, as counters that GetStatus and metrics show must not;
+ * entries is what the buffer holds now. */
+int manager_cpu_stats(Manager *m, unsigned cpu, TracingCpuStats *ret);
+/* Pages that could not be handed to a worker: their records are lost, reported with the CPU's next
+ * batch as a decode's are. */
+void manager_decode_failed(Manager *m, unsigned cpu, int error, const void *pages, size_t n_pages,
+                           size_t page_size);
+/* Waits for the decode workers' batches and offers them (workers_sync()): for whoever must see
+ * every record of the pages read so far. Nothing to do when the loop decodes. */
+void manager_sync_decoding(Manager *m);
+/* DecodeWorkers=auto: the workers in use, from the decoding's CPU time (once a second). */
+void manager_scale_decoding(Manager *m);
+/* Configure's DecodeWorkers=: "auto", or a number of the threads tpd started with (-ERANGE for more:
+ * threads are made at start). */
+int manager_set_decode_workers(Manager *m, const char *value);
 
 /* counting.c: tpd's totals, the STATUS= line, and the per-event counts of GetCounters. */
 

@@ -175,6 +175,17 @@ static json_object *status_loop(Manager *m, int *r) {
         return loop;
 }
 
+/* Who decodes: the threads there are, and those in use now (0: the event loop). */
+static json_object *status_decoding(Manager *m, int *r) {
+        json_object *d = json_object_new_object();
+
+        json_set(r, d, "workers", json_object_new_int((int) workers_count(m->workers)));
+        json_set(r, d, "active", json_object_new_int((int) workers_active(m->workers)));
+        json_set(r, d, "auto", json_object_new_boolean(m->decode_auto));
+        json_set(r, d, "changes", json_u64(m->decode_changes));
+        return d;
+}
+
 int status_method_get_status(Manager *m, Peer *peer, const VarlinkCall *call) {
         static const char *const keys[] = { NULL };
         _cleanup_free_ char *clock = NULL;
@@ -217,6 +228,7 @@ int status_method_get_status(Manager *m, Peer *peer, const VarlinkCall *call) {
                 json_set(&r, p, "state_error", json_object_new_string(strerror(-m->state_error)));
         json_set(&r, p, "settings", settings);
         json_set(&r, p, "loop", status_loop(m, &r));
+        json_set(&r, p, "decoding", status_decoding(m, &r));
         return status_reply(peer, p, r);
 }
 

@@ -66,6 +66,8 @@ void manager_check_realtime(Manager *m, bool stepped) {
         if (!stepped && llabs(offset - m->realtime_offset_ns) <= MANAGER_CLOCK_SLEW_NS)
                 return;
         m->realtime_offset_ns = offset;
+        /* The records read before the step go out with the offset before it. */
+        manager_sync_decoding(m);
         ts = manager_trace_clock_now_ns(m);
         if (m->rings.n_readers > 0) {
                 Batch *b;

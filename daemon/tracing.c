@@ -53,8 +53,9 @@ int tracing_event_write(Tracing *t, const TracingEvent *e, const char *file, con
                                                                                            : 0;
 }
 
-/* libtraceevent's format parser keeps its tokenizer's state in static variables, shared by every
- * tep handle: formats are parsed one at a time in the whole process, worker threads included. */
+/* libtraceevent's format parser keeps state in static variables shared by every tep handle (the
+ * tokenizer's input in older releases, the flags of the field being parsed still): formats are parsed one
+ * at a time in the whole process, decode workers included. */
 static pthread_mutex_t parse_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct tep_handle *tep_new_local(const char *header, size_t size) {

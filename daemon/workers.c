@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <traceevent/event-parse.h>
@@ -96,7 +97,8 @@ int decode_pages(Decoder *d, DecodeContext *c, unsigned cpu, const void *pages, 
 typedef struct Job Job;
 struct Job {
         Job *next;
-        unsigned cpu;
+        unsigned cpu, worker;
+        uint64_t lost; /* records lost before these pages, to report first */
         uint8_t variant;
         size_t n_pages, page_size;
         uint8_t *pages;
@@ -124,6 +126,7 @@ typedef struct Worker {
         unsigned decoding; /* jobs of pages queued or being decoded */
         unsigned held;     /* jobs of pages submitted and not handed over yet: at most WORKERS_QUEUE_JOBS */
         DecoderStats stats;
+        uint64_t busy_ns; /* CPU time decoding, since workers_take_busy_ns() */
 } Worker;
 
 struct Workers {
@@ -131,6 +134,7 @@ struct Workers {
         pthread_cond_t finished; /* a job of pages was decoded */
         Worker *workers;
         unsigned n_workers, n_cpus;
+        unsigned active; /* the loop's: CPU i goes to worker i % active */
         WorkersSetup setup;
         int efd;
         sd_event_source *source;
@@ -181,8 +185,17 @@ static void worker_run_job(Worker *w, Job *j) {
                         j->error = -EBADMSG;
                 return;
         }
+        w->pending[j->cpu] += j->lost;
         j->error = decode_pages(w->decoder, &w->context, j->cpu, j->pages, j->n_pages, j->page_size,
                                 &w->pending[j->cpu], j->batch);
+}
+
+uint64_t thread_cpu_ns(void) {
+        struct timespec ts;
+
+        if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+                return 0;
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
 }
 
 static void pool_push_done(Workers *p, Job *j) {
@@ -208,6 +221,7 @@ static void *worker_main(void *userdata) {
         pthread_mutex_lock(&p->lock);
         for (;;) {
                 unsigned generation, clock_epoch;
+                uint64_t begin, busy;
                 Job *j;
 
                 while (!w->head && !p->stopping)
@@ -227,9 +241,12 @@ static void *worker_main(void *userdata) {
                 pthread_mutex_unlock(&p->lock);
 
                 worker_follow(w, generation, clock_epoch, clock);
+                begin = thread_cpu_ns();
                 worker_run_job(w, j);
+                busy = thread_cpu_ns() - begin;
 
                 pthread_mutex_lock(&p->lock);
+                w->busy_ns += busy;
                 if (j->text) {
                         job_free(j);
                         continue;
@@ -260,7 +277,7 @@ static void workers_deliver(Workers *p) {
                 if (j->batch && j->batch->refs > 1)
                         j->batch = batch_unref(j->batch);
                 pthread_mutex_lock(&p->lock);
-                p->workers[j->cpu % p->n_workers].held--;
+                p->workers[j->worker].held--;
                 if (p->n_spare < p->n_workers * WORKERS_SPARE_JOBS) {
                         j->next = p->spare;
                         p->spare = j;
@@ -315,6 +332,7 @@ static Job *workers_take_job(Workers *p, size_t size) {
         }
         j->next = NULL;
         j->error = 0;
+        j->lost = 0;
         return j;
 }
 
@@ -328,12 +346,13 @@ static void worker_queue(Worker *w, Job *j) {
 }
 
 int workers_submit(Workers *p, unsigned cpu, const void *pages, size_t n_pages, size_t page_size,
-                   uint8_t variant) {
-        Worker *w = &p->workers[cpu % p->n_workers];
+                   uint8_t variant, uint64_t lost) {
+        Worker *w;
         Job *j;
 
-        if (cpu >= p->n_cpus || n_pages > SIZE_MAX / page_size)
+        if (p->active == 0 || cpu >= p->n_cpus || n_pages > SIZE_MAX / page_size)
                 return -EINVAL;
+        w = &p->workers[cpu % p->active];
         /* Room: at most WORKERS_QUEUE_JOBS of the worker's jobs alive, decoded ones included, so
          * that what the workers hold is bounded whatever the loop does meanwhile. */
         pthread_mutex_lock(&p->lock);
@@ -352,9 +371,11 @@ int workers_submit(Workers *p, unsigned cpu, const void *pages, size_t n_pages, 
                 return -ENOMEM;
         memcpy(j->pages, pages, n_pages * page_size);
         j->cpu = cpu;
+        j->worker = (unsigned) (w - p->workers);
         j->n_pages = n_pages;
         j->page_size = page_size;
         j->batch->variant = variant;
+        j->lost = lost;
 
         pthread_mutex_lock(&p->lock);
         w->held++;
@@ -442,6 +463,53 @@ unsigned workers_count(const Workers *p) {
         return p ? p->n_workers : 0;
 }
 
+unsigned workers_active(const Workers *p) {
+        return p ? p->active : 0;
+}
+
+void workers_set_active(Workers *p, unsigned active) {
+        /* A CPU changes hands only after its last batch was handed over: its order holds. */
+        workers_sync(p);
+        p->active = MIN(active, p->n_workers);
+}
+
+unsigned workers_wanted(unsigned active, unsigned max, uint64_t busy_ns, uint64_t interval_ns,
+                        unsigned *fewer) {
+        uint64_t per = interval_ns / 100 * WORKERS_BUSY_PERCENT, need;
+        unsigned want;
+
+        if (per == 0)
+                return active;
+        need = (busy_ns + per - 1) / per; /* threads, each busy at most WORKERS_BUSY_PERCENT */
+        if (active == 0)
+                want = need >= 2 ? (unsigned) MIN(need, (uint64_t) max) : 0;
+        else if (busy_ns < interval_ns / 100 * WORKERS_IDLE_PERCENT)
+                want = 0;
+        else
+                want = (unsigned) MAX(MIN(need, (uint64_t) max), (uint64_t) 1);
+
+        if (want >= active) {
+                *fewer = 0;
+                return want;
+        }
+        if (++*fewer < WORKERS_FEWER_CHECKS)
+                return active;
+        *fewer = 0;
+        return want;
+}
+
+uint64_t workers_take_busy_ns(Workers *p) {
+        uint64_t sum = 0;
+
+        pthread_mutex_lock(&p->lock);
+        for (unsigned i = 0; i < p->n_workers; i++) {
+                sum += p->workers[i].busy_ns;
+                p->workers[i].busy_ns = 0;
+        }
+        pthread_mutex_unlock(&p->lock);
+        return sum;
+}
+
 static void worker_done(Worker *w) {
         job_list_free(w->head);
         decoder_free(w->decoder);
@@ -525,11 +593,13 @@ int workers_new(sd_event *event, const WorkersSetup *setup, Workers **ret) {
                 return -ENOMEM;
         memset(p->workers, 0, setup->n_workers * sizeof(Worker));
         p->n_workers = setup->n_workers;
+        p->active = setup->active;
         for (unsigned i = 0; i < p->n_workers; i++) {
                 r = worker_setup(p, &p->workers[i]);
                 if (r < 0)
                         return r;
         }
+        p->setup.clock = NULL; /* the caller's, read by worker_setup() only */
         /* From here on, every format the loop parses reaches the workers' handles too. */
         tracing_set_format_handler(setup->tracing, workers_on_format, p);
 

@@ -50,6 +50,7 @@ typedef struct Workers Workers;
 
 typedef struct WorkersSetup {
         unsigned n_workers;
+        unsigned active; /* of them in use at first (workers_set_active()) */
         unsigned n_cpus; /* possible CPUs */
         Tracing *tracing;
         const char *clock; /* the trace clock, for command names by time */
@@ -66,13 +67,34 @@ int workers_new(sd_event *event, const WorkersSetup *setup, Workers **ret);
 /* Waits for the batches submitted and drops them undelivered: call workers_sync() first. */
 Workers *workers_free(Workers *w);
 unsigned workers_count(const Workers *w);
+/* The workers in use: CPU i goes to worker i % active; 0: none, the caller decodes. A change
+ * waits for every batch submitted (workers_sync()) first, so that no CPU's batches are ever with
+ * two workers at once. */
+unsigned workers_active(const Workers *w);
+void workers_set_active(Workers *w, unsigned active);
+/* DecodeWorkers=auto: the workers to use next, from the CPU time busy_ns that decoding took over the
+ * last interval_ns (the loop's or the active workers'). Each thread decodes at most
+ * WORKERS_BUSY_PERCENT of the time, so that a burst finds room; while one thread's
+ * WORKERS_BUSY_PERCENT is enough the loop decodes, and it takes the decoding back once it needs
+ * less than WORKERS_IDLE_PERCENT of a core. More at once, fewer only after
+ * WORKERS_FEWER_CHECKS calls in a row wanted fewer (*fewer counts them). Pure. */
+#define WORKERS_BUSY_PERCENT 60U
+#define WORKERS_IDLE_PERCENT 25U
+#define WORKERS_FEWER_CHECKS 5U
+unsigned workers_wanted(unsigned active, unsigned max, uint64_t busy_ns, uint64_t interval_ns,
+                        unsigned *fewer);
+/* The CPU time the workers spent decoding since the last call, in ns. */
+uint64_t workers_take_busy_ns(Workers *w);
+/* The calling thread's CPU time, in ns (CLOCK_THREAD_CPUTIME_ID). */
+uint64_t thread_cpu_ns(void);
 
-/* Hands a copy of the pages to cpu's worker. While that worker has WORKERS_QUEUE_JOBS batches not
- * handed over, hands over those decoded (the done callback runs in this call) or waits for one: the
- * kernel's buffer, not tpd's memory, holds what the workers cannot take. */
+/* Hands a copy of the pages to cpu's worker (-EINVAL while none is active), with the records lost
+ * before them (reported first, cause "decode"). While that worker has
+ * WORKERS_QUEUE_JOBS batches not handed over, hands over those decoded (the done callback runs in this call)
+ * or waits for one: the kernel's buffer, not tpd's memory, holds what the workers cannot take. */
 #define WORKERS_QUEUE_JOBS 4U
 int workers_submit(Workers *w, unsigned cpu, const void *pages, size_t n_pages, size_t page_size,
-                   uint8_t variant);
+                   uint8_t variant, uint64_t lost);
 /* Waits until every batch submitted is decoded, and hands them all to the done callback: for
  * whoever must see every record read so far (a notice after them, a count, the end). */
 void workers_sync(Workers *w);
