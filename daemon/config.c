@@ -31,7 +31,7 @@ int config_decode_workers(const char *value, unsigned *ret) {
 
         if (!value || streq(value, "auto"))
                 return 0;
-        if (!*value || *value == '-' || *value == '+')
+        if (*value < '0' || *value > '9')
                 return -EINVAL;
         errno = 0;
         v = strtoul(value, &end, 10);

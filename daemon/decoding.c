@@ -2,6 +2,7 @@
 /* The manager's decoding (manager.h): the decoders, the loss counters they ask, and the decode
  * workers (daemon/workers.h), which DecodeWorkers=auto puts to use as the load needs. */
 #include <inttypes.h>
+#include <sched.h>
 #include <stdlib.h>
 
 #include "core/page.h"
@@ -40,6 +41,38 @@ int manager_cpu_stats(Manager *m, unsigned cpu, TracingCpuStats *ret) {
         return r;
 }
 
+void manager_losses_into(Manager *m, unsigned cpu, uint64_t ts, Batch *b) {
+        TracingCpuStats st;
+        bool cleared;
+        int r = 0;
+
+        /* Read under the lock, with the counter as the last report left it: a page's loss
+         * (manager_missed()) and this report each take the counter from where the other ended. */
+        pthread_mutex_lock(&m->stats_lock);
+        if (cpu >= m->n_cpus || manager_cpu_stats_locked(m, cpu, &st, &cleared) < 0)
+                goto out;
+        if (st.overrun > m->overrun_reported[cpu]) {
+                r = batch_add_lost(b, ts, cpu, st.overrun - m->overrun_reported[cpu], TPD_LOST_OVERRUN);
+                if (r >= 0) {
+                        b->records[b->n_records - 1].lost_base = m->overrun_reported[cpu];
+                        m->overrun_reported[cpu] = st.overrun;
+                }
+        }
+        if (r >= 0 && st.dropped > m->dropped_reported[cpu]) {
+                r = batch_add_lost(b, ts, cpu, st.dropped - m->dropped_reported[cpu], TPD_LOST_DROPPED);
+                if (r >= 0) {
+                        b->records[b->n_records - 1].lost_base = m->dropped_reported[cpu];
+                        m->dropped_reported[cpu] = st.dropped;
+                }
+        }
+out:
+        pthread_mutex_unlock(&m->stats_lock);
+}
+
+static void manager_worker_losses(void *userdata, unsigned cpu, uint64_t ts, Batch *b) {
+        manager_losses_into(userdata, cpu, ts, b);
+}
+
 /* A page flags that the kernel overwrote records before it. The count it may store is the overrun
  * since the kernel's previous page swap; when the page was full it stores none, and only the
  * kernel's counter tells. Reading the counter later counts overruns that a later page will flag
@@ -67,6 +100,15 @@ static uint64_t manager_missed(void *userdata, unsigned cpu, const uint64_t *sto
 
 static void manager_on_worker_batch(void *userdata, unsigned cpu, Batch *b, int error) {
         manager_on_decoded(userdata, cpu, b, error);
+}
+
+/* The CPUs tpd may run on (its affinity mask): what threads of its own can use. */
+static unsigned usable_cpus(void) {
+        cpu_set_t set;
+
+        if (sched_getaffinity(0, sizeof(set), &set) < 0)
+                return 1;
+        return (unsigned) CPU_COUNT(&set);
 }
 
 /* The decoders and what they ask of the manager: command names, and the losses pages flag. */
@@ -97,12 +139,15 @@ int manager_setup_decoding(Manager *m) {
         if (!m->accounts || !m->overrun_reported || !m->dropped_reported || !m->decode_pending)
                 return -ENOMEM;
 
-        /* auto: one thread per 8 CPUs at most (at least one), none in use until the load needs
-         * them; a number: that many, always in use. */
+        /* auto: one thread per 8 CPUs tpd may run on (at least one, none on a machine of one), none
+         * in use until the load needs them; a number: that many, always in use. */
         r = config_decode_workers(m->config.decode_workers, &n);
         if (r == 0) {
+                unsigned usable = usable_cpus();
+
                 m->decode_auto = true;
-                n = MAX(1U, MIN(CONFIG_DECODE_WORKERS_MAX, m->n_cpus / 8));
+                /* A thread on a machine of one CPU would only add the hand-over's cost. */
+                n = usable < 2 ? 0 : MAX(1U, MIN(CONFIG_DECODE_WORKERS_MAX, usable / 8));
         }
         if (n > 0) {
                 WorkersSetup setup = {
@@ -112,6 +157,7 @@ int manager_setup_decoding(Manager *m) {
                         .tracing = m->tracing,
                         .clock = clock,
                         .missed = manager_missed,
+                        .losses = manager_worker_losses,
                         .done = manager_on_worker_batch,
                         .userdata = m,
                 };
@@ -152,6 +198,19 @@ static void manager_use_workers(Manager *m, unsigned n) {
                 return;
         workers_set_active(m->workers, n);
         m->decode_changes++;
+        /* What a worker could not report goes with the CPU, to whoever decodes it now (the loop
+         * reports its own pending counts first; a worker takes them with the next pages). */
+        for (unsigned cpu = 0; cpu < m->n_cpus; cpu++)
+                m->decode_pending[cpu] += workers_take_pending(m->workers, cpu);
+}
+
+/* Starts a new weighing: what decoding took before does not count. */
+static void manager_decoding_weigh_from(Manager *m, uint64_t now) {
+        m->decode_checked_usec = now;
+        m->decode_ns = 0;
+        m->decode_fewer = 0;
+        if (m->workers)
+                (void) workers_take_busy_ns(m->workers);
 }
 
 /* DecodeWorkers=auto, once a second: the workers the decoding of the last second needs. */
@@ -160,8 +219,10 @@ void manager_scale_decoding(Manager *m) {
         unsigned active, want;
 
         (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
-        if (!m->workers || !m->decode_auto || m->decode_checked_usec == 0 || now <= m->decode_checked_usec) {
-                m->decode_checked_usec = now;
+        if (!m->workers || !m->decode_auto)
+                return;
+        if (m->decode_checked_usec == 0 || now <= m->decode_checked_usec) {
+                manager_decoding_weigh_from(m, now);
                 return;
         }
         busy = m->decode_ns + workers_take_busy_ns(m->workers);
@@ -180,6 +241,7 @@ void manager_scale_decoding(Manager *m) {
 }
 
 int manager_set_decode_workers(Manager *m, const char *value) {
+        uint64_t now = 0;
         unsigned n = 0;
         int r;
 
@@ -188,11 +250,11 @@ int manager_set_decode_workers(Manager *m, const char *value) {
                 return r;
         if (r == 0 ? !m->workers : n > workers_count(m->workers))
                 return -ERANGE;
+        if (r == 0 && m->decode_auto)
+                return 0; /* auto already: the workers in use stay as the load wants them */
         m->decode_auto = r == 0;
-        m->decode_fewer = 0;
-        m->decode_ns = 0;
-        if (m->workers)
-                (void) workers_take_busy_ns(m->workers);
+        (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
+        manager_decoding_weigh_from(m, now);
         /* auto starts from the loop, as at start. */
         manager_use_workers(m, r == 0 ? 0 : n);
         return 0;

@@ -101,69 +101,47 @@ static void manager_offer(Manager *m, Batch *b) {
 }
 
 /* Losses the kernel counts without flagging a page: "dropped events" (overwrite off: the writer
- * drops new records when the buffer is full), and overruns not flagged yet. From the flush timer. */
+ * drops new records when the buffer is full), and overruns not flagged yet. From the flush timer.
+ * With decode workers in use, a CPU's report goes through its worker, after the pages handed over
+ * before it, which may flag some of these losses in their place. */
 static void manager_report_kernel_losses(Manager *m) {
-        /* Pages the decode workers still hold may flag the losses the counters show now: those go
-         * first, in their place among the records, and this reports only what is left. */
-        if (m->n_streams > m->n_recordings)
-                manager_sync_decoding(m);
+        uint64_t ts = 0;
 
+        /* No page dates these losses: take the time of this tick (the boot clock, tpd's default
+         * trace clock). */
+        (void) sd_event_now(m->event, CLOCK_BOOTTIME, &ts);
+        ts *= 1000;
         for (unsigned cpu = 0; cpu < m->n_cpus; cpu++) {
                 TracingCpuStats st;
                 Batch *b;
-                uint64_t ts = 0;
-                int r = 0;
+                bool more;
 
                 if (manager_cpu_stats(m, cpu, &st) < 0)
                         continue;
                 /* Recordings keep their own account: each flags its losses on its next page. */
-                if (m->n_recordings > 0) {
-                        uint64_t now = 0;
-
-                        (void) sd_event_now(m->event, CLOCK_BOOTTIME, &now);
-                        for (Peer *p = m->peers; p; p = p->next)
-                                if (p->recording) {
-                                        recording_note_kernel_losses(p->recording, cpu, st.overrun,
-                                                                     st.dropped, now * 1000);
-                                        if (cpu == 0)
-                                                (void) recording_resolve_comms(p->recording, m->decoder);
-                                }
-                }
+                for (Peer *p = m->peers; p; p = p->next)
+                        if (p->recording) {
+                                recording_note_kernel_losses(p->recording, cpu, st.overrun, st.dropped, ts);
+                                if (cpu == 0)
+                                        (void) recording_resolve_comms(p->recording, m->decoder);
+                        }
                 if (m->n_streams == m->n_recordings)
                         continue;
                 pthread_mutex_lock(&m->stats_lock);
-                r = st.overrun > m->overrun_reported[cpu] || st.dropped > m->dropped_reported[cpu];
+                more = st.overrun > m->overrun_reported[cpu] || st.dropped > m->dropped_reported[cpu];
                 pthread_mutex_unlock(&m->stats_lock);
-                if (r == 0)
+                if (!more)
                         continue;
-                r = 0;
+                if (workers_active(m->workers) > 0) {
+                        if (workers_submit_losses(m->workers, cpu, ts) < 0)
+                                log_debug("CPU %u: no memory to report losses now; the next tick does.",
+                                          cpu);
+                        continue;
+                }
                 b = batch_new();
                 if (!b)
                         return;
-                /* No page dates these losses: take the time of this tick (the boot clock, tpd's
-                 * default trace clock). */
-                (void) sd_event_now(m->event, CLOCK_BOOTTIME, &ts);
-                ts *= 1000;
-                /* A decode worker may report a page's loss meanwhile (manager_missed()): each
-                 * report takes the counter from where the last one ended, under the lock. */
-                pthread_mutex_lock(&m->stats_lock);
-                if (st.overrun > m->overrun_reported[cpu]) {
-                        r = batch_add_lost(b, ts, cpu, st.overrun - m->overrun_reported[cpu],
-                                           TPD_LOST_OVERRUN);
-                        if (r >= 0) {
-                                b->records[b->n_records - 1].lost_base = m->overrun_reported[cpu];
-                                m->overrun_reported[cpu] = st.overrun;
-                        }
-                }
-                if (r >= 0 && st.dropped > m->dropped_reported[cpu]) {
-                        r = batch_add_lost(b, ts, cpu, st.dropped - m->dropped_reported[cpu],
-                                           TPD_LOST_DROPPED);
-                        if (r >= 0) {
-                                b->records[b->n_records - 1].lost_base = m->dropped_reported[cpu];
-                                m->dropped_reported[cpu] = st.dropped;
-                        }
-                }
-                pthread_mutex_unlock(&m->stats_lock);
+                manager_losses_into(m, cpu, ts, b);
                 if (b->n_records > 0)
                         manager_offer(m, b);
                 batch_trim(b);

@@ -172,6 +172,9 @@ int manager_setup_decoding(Manager *m);
  * go back when a clock change clears it, as counters that GetStatus and metrics show must not;
  * entries is what the buffer holds now. */
 int manager_cpu_stats(Manager *m, unsigned cpu, TracingCpuStats *ret);
+/* The losses the kernel's counters of cpu show beyond those reported, as lost records appended to
+ * b at ts: on the loop, or on cpu's decode worker (thread-safe). */
+void manager_losses_into(Manager *m, unsigned cpu, uint64_t ts, Batch *b);
 /* Pages that could not be handed to a worker: their records are lost, reported with the CPU's next
  * batch as a decode's are. */
 void manager_decode_failed(Manager *m, unsigned cpu, int error, const void *pages, size_t n_pages,

@@ -99,6 +99,9 @@ struct Job {
         Job *next;
         unsigned cpu, worker;
         uint64_t lost; /* records lost before these pages, to report first */
+        /* Instead of pages: the kernel's losses on cpu, reported at ts (workers_submit_losses()). */
+        bool losses;
+        uint64_t ts;
         uint8_t variant;
         size_t n_pages, page_size;
         uint8_t *pages;
@@ -178,23 +181,33 @@ static void worker_follow(Worker *w, unsigned generation, unsigned clock_epoch, 
         }
 }
 
-static void worker_run_job(Worker *w, Job *j) {
+/* Returns the CPU time it took decoding: what DecodeWorkers=auto weighs. */
+static uint64_t worker_run_job(Worker *w, Job *j) {
+        uint64_t begin;
+
         if (j->text) {
                 /* A format the loop parsed: records of the event come in later jobs. */
                 if (tracing_parse_format(w->tep, j->system, j->text, j->text_size) < 0)
                         j->error = -EBADMSG;
-                return;
+                return 0;
         }
+        if (j->losses) {
+                w->pool->setup.losses(w->pool->setup.userdata, j->cpu, j->ts, j->batch);
+                return 0;
+        }
+        begin = thread_cpu_ns();
         w->pending[j->cpu] += j->lost;
         j->error = decode_pages(w->decoder, &w->context, j->cpu, j->pages, j->n_pages, j->page_size,
                                 &w->pending[j->cpu], j->batch);
+        return thread_cpu_ns() - begin;
 }
 
 uint64_t thread_cpu_ns(void) {
         struct timespec ts;
 
+        /* Never fails for the calling thread; 0 would make a difference of garbage. */
         if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
-                return 0;
+                abort();
         return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
 }
 
@@ -221,7 +234,7 @@ static void *worker_main(void *userdata) {
         pthread_mutex_lock(&p->lock);
         for (;;) {
                 unsigned generation, clock_epoch;
-                uint64_t begin, busy;
+                uint64_t busy;
                 Job *j;
 
                 while (!w->head && !p->stopping)
@@ -241,9 +254,7 @@ static void *worker_main(void *userdata) {
                 pthread_mutex_unlock(&p->lock);
 
                 worker_follow(w, generation, clock_epoch, clock);
-                begin = thread_cpu_ns();
-                worker_run_job(w, j);
-                busy = thread_cpu_ns() - begin;
+                busy = worker_run_job(w, j);
 
                 pthread_mutex_lock(&p->lock);
                 w->busy_ns += busy;
@@ -333,6 +344,7 @@ static Job *workers_take_job(Workers *p, size_t size) {
         j->next = NULL;
         j->error = 0;
         j->lost = 0;
+        j->losses = false;
         return j;
 }
 
@@ -345,16 +357,11 @@ static void worker_queue(Worker *w, Job *j) {
         pthread_cond_signal(&w->wake);
 }
 
-int workers_submit(Workers *p, unsigned cpu, const void *pages, size_t n_pages, size_t page_size,
-                   uint8_t variant, uint64_t lost) {
-        Worker *w;
-        Job *j;
+/* The worker of cpu, once it has room: at most WORKERS_QUEUE_JOBS of its jobs alive, decoded ones
+ * included, so that what the workers hold is bounded whatever the loop does meanwhile. */
+static Worker *workers_room(Workers *p, unsigned cpu) {
+        Worker *w = &p->workers[cpu % p->active];
 
-        if (p->active == 0 || cpu >= p->n_cpus || n_pages > SIZE_MAX / page_size)
-                return -EINVAL;
-        w = &p->workers[cpu % p->active];
-        /* Room: at most WORKERS_QUEUE_JOBS of the worker's jobs alive, decoded ones included, so
-         * that what the workers hold is bounded whatever the loop does meanwhile. */
         pthread_mutex_lock(&p->lock);
         while (w->held >= WORKERS_QUEUE_JOBS) {
                 if (p->done_head) {
@@ -365,36 +372,73 @@ int workers_submit(Workers *p, unsigned cpu, const void *pages, size_t n_pages, 
                         pthread_cond_wait(&p->finished, &p->lock);
         }
         pthread_mutex_unlock(&p->lock);
+        return w;
+}
 
-        j = workers_take_job(p, n_pages * page_size);
-        if (!j)
-                return -ENOMEM;
-        memcpy(j->pages, pages, n_pages * page_size);
-        j->cpu = cpu;
+static void workers_queue(Workers *p, Worker *w, Job *j) {
         j->worker = (unsigned) (w - p->workers);
-        j->n_pages = n_pages;
-        j->page_size = page_size;
-        j->batch->variant = variant;
-        j->lost = lost;
-
         pthread_mutex_lock(&p->lock);
         w->held++;
         w->decoding++;
         worker_queue(w, j);
         pthread_mutex_unlock(&p->lock);
+}
+
+int workers_submit(Workers *p, unsigned cpu, const void *pages, size_t n_pages, size_t page_size,
+                   uint8_t variant, uint64_t lost) {
+        Worker *w;
+        Job *j;
+
+        if (p->active == 0 || cpu >= p->n_cpus || n_pages > SIZE_MAX / page_size)
+                return -EINVAL;
+        w = workers_room(p, cpu);
+        j = workers_take_job(p, n_pages * page_size);
+        if (!j)
+                return -ENOMEM;
+        memcpy(j->pages, pages, n_pages * page_size);
+        j->cpu = cpu;
+        j->n_pages = n_pages;
+        j->page_size = page_size;
+        j->batch->variant = variant;
+        j->lost = lost;
+        workers_queue(p, w, j);
+        return 0;
+}
+
+int workers_submit_losses(Workers *p, unsigned cpu, uint64_t ts) {
+        Worker *w;
+        Job *j;
+
+        if (p->active == 0 || cpu >= p->n_cpus)
+                return -EINVAL;
+        w = workers_room(p, cpu);
+        j = workers_take_job(p, 0);
+        if (!j)
+                return -ENOMEM;
+        j->cpu = cpu;
+        j->n_pages = 0;
+        j->losses = true;
+        j->ts = ts;
+        workers_queue(p, w, j);
         return 0;
 }
 
 void workers_sync(Workers *p) {
         pthread_mutex_lock(&p->lock);
         for (;;) {
-                unsigned queued = 0;
+                unsigned decoding = 0;
 
                 for (unsigned i = 0; i < p->n_workers; i++)
-                        queued += p->workers[i].decoding;
-                if (queued == 0)
+                        decoding += p->workers[i].decoding;
+                if (decoding == 0)
                         break;
-                pthread_cond_wait(&p->finished, &p->lock);
+                /* Hands over what is done while the rest decodes. */
+                if (p->done_head) {
+                        pthread_mutex_unlock(&p->lock);
+                        workers_deliver(p);
+                        pthread_mutex_lock(&p->lock);
+                } else
+                        pthread_cond_wait(&p->finished, &p->lock);
         }
         pthread_mutex_unlock(&p->lock);
         workers_deliver(p);
@@ -496,6 +540,20 @@ unsigned workers_wanted(unsigned active, unsigned max, uint64_t busy_ns, uint64_
                 return active;
         *fewer = 0;
         return want;
+}
+
+uint64_t workers_take_pending(Workers *p, unsigned cpu) {
+        uint64_t sum = 0;
+
+        if (cpu >= p->n_cpus)
+                return 0;
+        pthread_mutex_lock(&p->lock);
+        for (unsigned i = 0; i < p->n_workers; i++) {
+                sum += p->workers[i].pending[cpu];
+                p->workers[i].pending[cpu] = 0;
+        }
+        pthread_mutex_unlock(&p->lock);
+        return sum;
 }
 
 uint64_t workers_take_busy_ns(Workers *p) {

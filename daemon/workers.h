@@ -55,6 +55,9 @@ typedef struct WorkersSetup {
         Tracing *tracing;
         const char *clock; /* the trace clock, for command names by time */
         uint64_t (*missed)(void *userdata, unsigned cpu, const uint64_t *stored, uint64_t *ret_base);
+        /* Called on cpu's worker for workers_submit_losses(): appends the kernel's losses on cpu
+         * not reported yet, at ts, to b. Thread-safe. */
+        void (*losses)(void *userdata, unsigned cpu, uint64_t ts, Batch *b);
         /* Called on the loop with each decoded batch, per CPU in the order of its pages; error as
          * decode_pages() returned it. The batch is the workers': take a reference to keep it. */
         void (*done)(void *userdata, unsigned cpu, Batch *b, int error);
@@ -83,6 +86,9 @@ void workers_set_active(Workers *w, unsigned active);
 #define WORKERS_FEWER_CHECKS 5U
 unsigned workers_wanted(unsigned active, unsigned max, uint64_t busy_ns, uint64_t interval_ns,
                         unsigned *fewer);
+/* Records of cpu the workers could not report (no memory for a lost record), taken out: after a
+ * change of the workers in use, whoever decodes cpu next reports them. */
+uint64_t workers_take_pending(Workers *w, unsigned cpu);
 /* The CPU time the workers spent decoding since the last call, in ns. */
 uint64_t workers_take_busy_ns(Workers *w);
 /* The calling thread's CPU time, in ns (CLOCK_THREAD_CPUTIME_ID). */
@@ -95,6 +101,10 @@ uint64_t thread_cpu_ns(void);
 #define WORKERS_QUEUE_JOBS 4U
 int workers_submit(Workers *w, unsigned cpu, const void *pages, size_t n_pages, size_t page_size,
                    uint8_t variant, uint64_t lost);
+/* The kernel's losses on cpu, through cpu's worker (setup's losses callback): after the pages
+ * handed over before, which may flag some of them in their place. Its batch comes back as theirs
+ * do. */
+int workers_submit_losses(Workers *w, unsigned cpu, uint64_t ts);
 /* Waits until every batch submitted is decoded, and hands them all to the done callback: for
  * whoever must see every record read so far (a notice after them, a count, the end). */
 void workers_sync(Workers *w);
