@@ -357,20 +357,26 @@ static void worker_queue(Worker *w, Job *j) {
         pthread_cond_signal(&w->wake);
 }
 
+/* One step of the loop waiting for the workers, with p->lock held: it hands over the batches that
+ * are done (the lock dropped meanwhile), or else sleeps until a worker finishes one. The loop never
+ * sleeps while batches wait for it: their records would be held back for nothing. */
+static void workers_wait_locked(Workers *p) {
+        if (p->done_head) {
+                pthread_mutex_unlock(&p->lock);
+                workers_deliver(p);
+                pthread_mutex_lock(&p->lock);
+        } else
+                pthread_cond_wait(&p->finished, &p->lock);
+}
+
 /* The worker of cpu, once it has room: at most WORKERS_QUEUE_JOBS of its jobs alive, decoded ones
  * included, so that what the workers hold is bounded whatever the loop does meanwhile. */
 static Worker *workers_room(Workers *p, unsigned cpu) {
         Worker *w = &p->workers[cpu % p->active];
 
         pthread_mutex_lock(&p->lock);
-        while (w->held >= WORKERS_QUEUE_JOBS) {
-                if (p->done_head) {
-                        pthread_mutex_unlock(&p->lock);
-                        workers_deliver(p);
-                        pthread_mutex_lock(&p->lock);
-                } else
-                        pthread_cond_wait(&p->finished, &p->lock);
-        }
+        while (w->held >= WORKERS_QUEUE_JOBS)
+                workers_wait_locked(p);
         pthread_mutex_unlock(&p->lock);
         return w;
 }
@@ -432,13 +438,7 @@ void workers_sync(Workers *p) {
                         decoding += p->workers[i].decoding;
                 if (decoding == 0)
                         break;
-                /* Hands over what is done while the rest decodes. */
-                if (p->done_head) {
-                        pthread_mutex_unlock(&p->lock);
-                        workers_deliver(p);
-                        pthread_mutex_lock(&p->lock);
-                } else
-                        pthread_cond_wait(&p->finished, &p->lock);
+                workers_wait_locked(p);
         }
         pthread_mutex_unlock(&p->lock);
         workers_deliver(p);
