@@ -221,6 +221,17 @@ int page_filter(const void *page, size_t size, PageKeep keep, void *userdata, vo
         return r < 0 ? r : kept;
 }
 
+void page_clear_missed(void *page, size_t size) {
+        uint8_t *p = page;
+        uint64_t commit;
+
+        if (size < PAGE_HEADER_SIZE)
+                return;
+        memcpy(&commit, p + 8, 8);
+        commit &= ~(PAGE_MISSED_EVENTS | PAGE_MISSED_STORED);
+        memcpy(p + 8, &commit, 8);
+}
+
 void page_add_missed(void *page, size_t size, uint64_t count) {
         uint8_t *p = page;
         uint64_t commit, length, stored = 0;

@@ -68,6 +68,9 @@ typedef bool (*PageKeep)(void *userdata, const PageEntry *e);
 int page_filter(const void *page, size_t size, PageKeep keep, void *userdata, void *out,
                 uint64_t *ret_walked);
 
+/* Takes the loss flags off a page: its records were split in two, and the first part says it. */
+void page_clear_missed(void *page, size_t size);
+
 /* Adds a loss before a page (written by page_filter() or the kernel): count events, or an unknown
  * number with UINT64_MAX. The count is stored when the page has room for it and every loss it
  * adds to is known; otherwise only the flag says that events were lost, as the kernel does. */

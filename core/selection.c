@@ -15,6 +15,7 @@ void selection_done(Selection *sel) {
                 tep_filter_free(sel->filter);
         free(sel->events);
         free(sel->pids);
+        follow_free(sel->follow);
         free(sel->cpus);
         *sel = (Selection){};
 }
@@ -148,6 +149,10 @@ int selection_build(Selection *sel, const SelectionSpec *spec, SelectionError *r
                 r = selection_select_event(sel, (unsigned) spec->events[i]->id);
         for (size_t i = 0; i < spec->n_pids && r >= 0; i++)
                 r = selection_select_pid(sel, (int32_t) spec->pids[i]);
+        if (r >= 0 && spec->follow_max > 0 && spec->n_pids > 0)
+                r = follow_new(spec->follow_max, &sel->follow);
+        for (size_t i = 0; sel->follow && i < sel->n_pids && r >= 0; i++)
+                r = follow_add_root(sel->follow, sel->pids[i]);
         for (size_t i = 0; i < spec->n_cpus && r >= 0; i++)
                 r = selection_select_cpu(sel, (unsigned) spec->cpus[i]);
         if (r < 0 || !spec->filter)
@@ -169,7 +174,10 @@ bool selection_matches(const Selection *sel, Decoder *d, const Record *r) {
                 return true;
         if (!selection_has_event(sel, r->event_id))
                 return false;
-        if (sel->n_pids > 0) {
+        if (sel->follow) {
+                if (!follow_matches(sel->follow, r->pid, r->ts))
+                        return false;
+        } else if (sel->n_pids > 0) {
                 bool found = false;
                 for (size_t i = 0; i < sel->n_pids; i++)
                         if (sel->pids[i] == r->pid) {

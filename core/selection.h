@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "core/encode.h"
+#include "core/follow.h"
 
 struct tep_handle;
 struct tep_event;
@@ -21,6 +22,9 @@ typedef struct Selection {
         size_t events_bits;
         int32_t *pids; /* none: every pid */
         size_t n_pids;
+        /* The pids and their descendants (follow.h), in place of pids: NULL unless the stream
+         * follows; its owner feeds it the kernel's forks and exits. */
+        Follow *follow;
         uint8_t *cpus; /* bitmap; NULL means every CPU */
         size_t cpus_bits;
         struct tep_event_filter *filter;
@@ -38,6 +42,7 @@ typedef struct SelectionSpec {
         size_t n_others;
         const int64_t *pids; /* checked by the caller: 0 to INT32_MAX */
         size_t n_pids;
+        size_t follow_max;   /* 0: the pids alone; else their descendants too, this many at most */
         const int64_t *cpus; /* checked by the caller: 0 to UINT_MAX */
         size_t n_cpus;
         const char *filter; /* NULL: none */

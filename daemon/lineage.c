@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/page.h"
+#include "lineage.h"
+#include "log.h"
+#include "util.h"
+
+int lineage_init(Lineage *l, unsigned n_cpus) {
+        if (!l->queue) {
+                l->queue = calloc(n_cpus, sizeof(LineageQueue));
+                if (!l->queue)
+                        return -ENOMEM;
+                l->n_cpus = n_cpus;
+        }
+        return 0;
+}
+
+void lineage_trim(Lineage *l) {
+        for (unsigned c = 0; l->queue && c < l->n_cpus; c++) {
+                free(l->queue[c].data);
+                free(l->queue[c].newest);
+                l->queue[c] = (LineageQueue){};
+        }
+        l->queued = 0;
+        l->pending = mfree(l->pending);
+        l->n_pending = l->pending_cap = 0;
+        l->strip = mfree(l->strip);
+}
+
+void lineage_done(Lineage *l) {
+        lineage_trim(l);
+        free(l->queue);
+        *l = (Lineage){};
+}
+
+int lineage_enqueue(Lineage *l, unsigned cpu, const void *pages, size_t n_pages, size_t page_size) {
+        LineageQueue *q;
+        size_t size = n_pages * page_size, total;
+
+        if (cpu >= l->n_cpus)
+                return -EINVAL;
+        q = &l->queue[cpu];
+        total = (q->size + size) / page_size;
+        if (q->size + size > q->cap) {
+                size_t cap = MAX(q->size + size, q->cap * 2);
+                uint8_t *d = realloc(q->data, cap);
+
+                if (!d)
+                        return -ENOMEM;
+                q->data = d;
+                q->cap = cap;
+        }
+        if (total > q->newest_cap) {
+                size_t cap = MAX(total, q->newest_cap * 2);
+                uint64_t *t = reallocarray(q->newest, cap, sizeof(uint64_t));
+
+                if (!t)
+                        return -ENOMEM;
+                q->newest = t;
+                q->newest_cap = cap;
+        }
+        memcpy(q->data + q->size, pages, size);
+        q->size += size;
+        l->queued += size;
+        return 0;
+}
+
+static void lineage_note(Lineage *l, uint64_t ts, int32_t parent, int32_t pid) {
+        if (l->n_pending == l->pending_cap) {
+                size_t cap = l->pending_cap ? l->pending_cap * 2 : 64;
+                LineageChange *c = reallocarray(l->pending, cap, sizeof(LineageChange));
+
+                if (!c) {
+                        log_debug("No memory to follow a fork or an exit.");
+                        return;
+                }
+                l->pending = c;
+                l->pending_cap = cap;
+        }
+        l->pending[l->n_pending++] = (LineageChange){ .ts = ts, .parent = parent, .pid = pid };
+}
+
+static int32_t payload_s32(const PageEntry *e, size_t offset) {
+        int32_t v;
+
+        memcpy(&v, e->payload + offset, sizeof(v));
+        return v;
+}
+
+/* The event id of a record, or -1 when it has none. */
+static int entry_id(const PageEntry *e) {
+        uint16_t id;
+
+        if (e->size < sizeof(id))
+                return -1;
+        memcpy(&id, e->payload, sizeof(id));
+        return id;
+}
+
+/* Notes the forks and exits of a page. Returns the ts of its last record (of the page if none);
+ * *hidden gets whether it holds records nobody may see. */
+static uint64_t lineage_scan_page(Lineage *l, const uint8_t *page, size_t page_size, bool *hidden) {
+        PageWalk w;
+        PageEntry e;
+        uint64_t newest;
+
+        if (page_walk_init(&w, page, page_size) < 0)
+                return 0;
+        newest = w.page_ts;
+        while (page_walk_next(&w, &e) == 1) {
+                int id = entry_id(&e);
+                bool fork = id >= 0 && (unsigned) id == l->fork_id;
+
+                newest = MAX(newest, e.ts);
+                if (!fork && (id < 0 || (unsigned) id != l->exit_id))
+                        continue;
+                if (e.size <
+                    (fork ? MAX(l->parent_offset, l->child_offset) : l->pid_offset) + sizeof(int32_t))
+                        continue;
+                *hidden = *hidden || (fork ? l->hide_fork : l->hide_exit);
+                if (fork)
+                        l->forks++;
+                else
+                        l->exits++;
+                lineage_note(l, e.ts, fork ? payload_s32(&e, l->parent_offset) : -1,
+                             payload_s32(&e, fork ? l->child_offset : l->pid_offset));
+        }
+        return newest;
+}
+
+void lineage_scan(Lineage *l, size_t page_size) {
+        for (unsigned c = 0; c < l->n_cpus; c++) {
+                LineageQueue *q = &l->queue[c];
+
+                for (; q->scanned + page_size <= q->size; q->scanned += page_size)
+                        q->newest[q->scanned / page_size] =
+                                lineage_scan_page(l, q->data + q->scanned, page_size, &q->hidden);
+        }
+}
+
+static int change_cmp(const void *a, const void *b) {
+        const LineageChange *x = a, *y = b;
+
+        return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+void lineage_apply(Lineage *l, uint64_t watermark, void (*fn)(void *userdata, const LineageChange *c),
+                   void *userdata) {
+        size_t n = 0;
+
+        if (l->n_pending == 0)
+                return;
+        /* A child's own forks may have been read before its fork, from another CPU. */
+        qsort(l->pending, l->n_pending, sizeof(LineageChange), change_cmp);
+        while (n < l->n_pending && l->pending[n].ts <= watermark)
+                fn(userdata, &l->pending[n++]);
+        memmove(l->pending, l->pending + n, (l->n_pending - n) * sizeof(LineageChange));
+        l->n_pending -= n;
+}
+
+static bool lineage_keep(void *userdata, const PageEntry *e) {
+        const Lineage *l = userdata;
+        int id = entry_id(e);
+
+        return !((l->hide_fork && id >= 0 && (unsigned) id == l->fork_id) ||
+                 (l->hide_exit && id >= 0 && (unsigned) id == l->exit_id));
+}
+
+/* A page that ends past the watermark, split at it: the records before go out now (a page ends
+ * on its last record, which may come long after its first: a sync must not wait for it). */
+typedef struct LineageSplit {
+        Lineage *l;
+        uint64_t watermark;
+        bool strip;
+} LineageSplit;
+
+static bool lineage_keep_before(void *userdata, const PageEntry *e) {
+        const LineageSplit *s = userdata;
+
+        return e->ts <= s->watermark && (!s->strip || lineage_keep(s->l, e));
+}
+
+static bool lineage_keep_after(void *userdata, const PageEntry *e) {
+        const LineageSplit *s = userdata;
+
+        return e->ts > s->watermark;
+}
+
+/* Writes to out the records of page up to the watermark (less those nobody may see with strip),
+ * and leaves page with the rest; scratch is a page of room. Returns the records written to out. */
+static int lineage_split(LineageSplit *s, uint8_t *page, size_t page_size, uint8_t *out, uint8_t *scratch) {
+        uint64_t walked = 0;
+        int after, before;
+
+        after = page_filter(page, page_size, lineage_keep_after, s, scratch, &walked);
+        if (after < 0 || (uint64_t) after == walked)
+                return 0; /* nothing before it, or a page that does not walk: it goes as it is */
+        before = page_filter(page, page_size, lineage_keep_before, s, out, NULL);
+        if (before < 0)
+                return 0;
+        memcpy(page, scratch, page_size);
+        /* A loss before the page is before its first part, if that goes out. */
+        if (before > 0)
+                page_clear_missed(page, page_size);
+        return before;
+}
+
+void lineage_route(Lineage *l, uint64_t watermark, size_t page_size, LineageRouteFn fn, void *userdata) {
+        for (unsigned c = 0; c < l->n_cpus; c++) {
+                LineageQueue *q = &l->queue[c];
+                size_t n_pages = q->scanned / page_size, k = 0;
+                LineageSplit split = { .l = l, .watermark = watermark, .strip = q->hidden };
+                const uint8_t *pages = q->data;
+                uint8_t *buf = NULL;
+                int first = 0;
+
+                while (k < n_pages && q->newest[k] <= watermark)
+                        k++;
+                if (n_pages == 0)
+                        continue;
+                /* Room for the k pages stripped, the first part of page k, and a page of scratch. */
+                if (q->hidden || k < n_pages) {
+                        buf = realloc(l->strip, (k + 2) * page_size);
+                        if (buf)
+                                l->strip = buf;
+                }
+                if (q->hidden) {
+                        if (!buf) {
+                                log_debug("CPU %u: no memory to strip tpd's own records; pages dropped.", c);
+                                pages = NULL;
+                        } else {
+                                for (size_t i = 0; i < k; i++)
+                                        (void) page_filter(q->data + i * page_size, page_size, lineage_keep,
+                                                           l, buf + i * page_size, NULL);
+                                pages = buf;
+                        }
+                }
+                if (buf && k < n_pages)
+                        first = lineage_split(&split, q->data + k * page_size, page_size,
+                                              buf + k * page_size, buf + (k + 1) * page_size);
+                if (pages && k > 0)
+                        fn(userdata, c, pages, k, page_size);
+                if (first > 0)
+                        fn(userdata, c, buf + k * page_size, 1, page_size);
+                if (k == 0)
+                        continue;
+                memmove(q->data, q->data + k * page_size, q->size - k * page_size);
+                memmove(q->newest, q->newest + k, (q->size / page_size - k) * sizeof(uint64_t));
+                q->size -= k * page_size;
+                q->scanned -= k * page_size;
+                l->queued -= k * page_size;
+                if (q->size == 0)
+                        q->hidden = false;
+        }
+}

@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The pages of following streams: forks noted, routed up to the watermark (a page that ends past
+ * it split there), tpd's own records stripped. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/page.h"
+#include "lineage.h"
+#include "tpd-test.h"
+
+#define PAGE_SIZE 4096U
+#define FORK_ID 300U
+#define EXIT_ID 301U
+#define OTHER_ID 7U
+
+/* A record's payload: common_type, flags, preempt count, common_pid, then a fork's parent and
+ * child (as sched_process_fork has them, at other offsets). */
+typedef struct Rec {
+        uint32_t delta;
+        uint16_t id;
+        int32_t pid, parent, child;
+} Rec;
+
+static void build_page(uint8_t *page, uint64_t page_ts, const Rec *recs, size_t n) {
+        uint64_t commit = n * 20;
+
+        memset(page, 0, PAGE_SIZE);
+        memcpy(page, &page_ts, 8);
+        memcpy(page + 8, &commit, 8);
+        for (size_t i = 0; i < n; i++) {
+                uint8_t *e = page + PAGE_HEADER_SIZE + i * 20;
+                uint32_t header = 4U | recs[i].delta << 5; /* type_len 4: 16 bytes of payload */
+
+                memcpy(e, &header, 4);
+                memcpy(e + 4, &recs[i].id, 2);
+                memcpy(e + 8, &recs[i].pid, 4);
+                memcpy(e + 12, &recs[i].parent, 4);
+                memcpy(e + 16, &recs[i].child, 4);
+        }
+}
+
+static void setup(Lineage *l) {
+        ASSERT_INT_EQ(lineage_init(l, 2), 0);
+        l->fork_id = FORK_ID;
+        l->exit_id = EXIT_ID;
+        l->pid_offset = 4;
+        l->parent_offset = 8;
+        l->child_offset = 12;
+}
+
+/* What was routed: each record's cpu, ts and pid, and the pages' losses. */
+typedef struct Routed {
+        unsigned n;
+        unsigned cpu[64];
+        uint64_t ts[64];
+        int32_t pid[64];
+        unsigned pages, missed;
+} Routed;
+
+static void on_route(void *userdata, unsigned cpu, const void *pages, size_t n_pages, size_t page_size) {
+        Routed *r = userdata;
+
+        for (size_t i = 0; i < n_pages; i++) {
+                const uint8_t *page = (const uint8_t *) pages + i * page_size;
+                PageWalk w;
+                PageEntry e;
+                uint64_t count;
+
+                ASSERT_INT_EQ(page_walk_init(&w, page, page_size), 0);
+                r->pages++;
+                r->missed += page_missed(&w, &count);
+                while (page_walk_next(&w, &e) == 1) {
+                        ASSERT(r->n < 64);
+                        r->cpu[r->n] = cpu;
+                        r->ts[r->n] = e.ts;
+                        memcpy(&r->pid[r->n], e.payload + 4, 4);
+                        r->n++;
+                }
+        }
+}
+
+typedef struct Changes {
+        unsigned n;
+        LineageChange c[16];
+} Changes;
+
+static void on_change(void *userdata, const LineageChange *c) {
+        Changes *ch = userdata;
+
+        ASSERT(ch->n < 16);
+        ch->c[ch->n++] = *c;
+}
+
+/* A page whose last record comes after the watermark: its records before it go now, the rest
+ * when the watermark passes them; the page's loss goes with its first part only. */
+static void test_split(void) {
+        static const Rec recs[] = { { 0, OTHER_ID, 10, 0, 0 },
+                                    { 100, OTHER_ID, 11, 0, 0 },
+                                    { 100, OTHER_ID, 12, 0, 0 },
+                                    { 100, OTHER_ID, 13, 0, 0 } };
+        uint8_t page[PAGE_SIZE];
+        Routed r = {};
+        Lineage l = {};
+
+        setup(&l);
+        build_page(page, 1000, recs, 4); /* ts 1000, 1100, 1200, 1300 */
+        page_add_missed(page, PAGE_SIZE, 5);
+        ASSERT_INT_EQ(lineage_enqueue(&l, 1, page, 1, PAGE_SIZE), 0);
+        lineage_scan(&l, PAGE_SIZE);
+        ASSERT_U64_EQ(l.queued, PAGE_SIZE);
+
+        /* Before the page's first record: nothing goes, the page stays as it was. */
+        lineage_route(&l, 999, PAGE_SIZE, on_route, &r);
+        ASSERT_INT_EQ(r.n, 0);
+        ASSERT_MEM_EQ(l.queue[1].data, PAGE_SIZE, page, PAGE_SIZE);
+
+        lineage_route(&l, 1150, PAGE_SIZE, on_route, &r);
+        ASSERT_INT_EQ(r.n, 2);
+        ASSERT_U64_EQ(r.ts[0], 1000);
+        ASSERT_U64_EQ(r.ts[1], 1100);
+        ASSERT_INT_EQ(r.cpu[1], 1);
+        ASSERT_INT_EQ(r.missed, 1);
+        ASSERT_U64_EQ(l.queued, PAGE_SIZE); /* the rest waits */
+
+        lineage_route(&l, 1200, PAGE_SIZE, on_route, &r); /* a record at the watermark goes */
+        ASSERT_INT_EQ(r.n, 3);
+        ASSERT_U64_EQ(r.ts[2], 1200);
+        lineage_route(&l, 5000, PAGE_SIZE, on_route, &r);
+        ASSERT_INT_EQ(r.n, 4);
+        ASSERT_U64_EQ(r.ts[3], 1300);
+        ASSERT_INT_EQ(r.pid[3], 13);
+        ASSERT_INT_EQ(r.missed, 1);
+        ASSERT_U64_EQ(l.queued, 0);
+        lineage_done(&l);
+}
+
+/* Pages that end before the watermark go whole, and the next one's first part after them; forks
+ * go to the followers in time order across CPUs, and their records to nobody. */
+static void test_forks_and_strip(void) {
+        static const Rec cpu0_a[] = { { 0, OTHER_ID, 1, 0, 0 }, { 50, FORK_ID, 1, 1, 2 } };   /* 100, 150 */
+        static const Rec cpu0_b[] = { { 0, OTHER_ID, 1, 0, 0 }, { 200, OTHER_ID, 1, 0, 0 } }; /* 200, 400 */
+        static const Rec cpu1[] = { { 0, FORK_ID, 2, 2, 3 },
+                                    { 10, OTHER_ID, 3, 0, 0 },
+                                    { 10, EXIT_ID, 3, 0, 0 },
+                                    { 500, OTHER_ID, 2, 0, 0 } }; /* 170..690 */
+        uint8_t pages[2 * PAGE_SIZE], page[PAGE_SIZE];
+        Changes ch = {};
+        Routed r = {};
+        Lineage l = {};
+
+        setup(&l);
+        l.hide_fork = l.hide_exit = true;
+        build_page(pages, 100, cpu0_a, 2);
+        build_page(pages + PAGE_SIZE, 200, cpu0_b, 2);
+        ASSERT_INT_EQ(lineage_enqueue(&l, 0, pages, 2, PAGE_SIZE), 0);
+        build_page(page, 170, cpu1, 4);
+        ASSERT_INT_EQ(lineage_enqueue(&l, 1, page, 1, PAGE_SIZE), 0);
+        lineage_scan(&l, PAGE_SIZE);
+        ASSERT_U64_EQ(l.forks, 2);
+        ASSERT_U64_EQ(l.exits, 1);
+
+        lineage_apply(&l, 250, on_change, &ch);
+        ASSERT_INT_EQ(ch.n, 3);
+        ASSERT(ch.c[0].ts == 150 && ch.c[0].parent == 1 && ch.c[0].pid == 2);
+        ASSERT(ch.c[1].ts == 170 && ch.c[1].parent == 2 && ch.c[1].pid == 3);
+        ASSERT(ch.c[2].ts == 190 && ch.c[2].parent == -1 && ch.c[2].pid == 3);
+
+        lineage_route(&l, 250, PAGE_SIZE, on_route, &r);
+        /* CPU 0: the first page whole, less its fork; the second's first record. CPU 1: the
+         * record of pid 3 between its fork and its exit. */
+        ASSERT_INT_EQ(r.n, 3);
+        ASSERT(r.cpu[0] == 0 && r.ts[0] == 100);
+        ASSERT(r.cpu[1] == 0 && r.ts[1] == 200);
+        ASSERT(r.cpu[2] == 1 && r.ts[2] == 180 && r.pid[2] == 3);
+
+        lineage_route(&l, UINT64_MAX, PAGE_SIZE, on_route, &r);
+        ASSERT_INT_EQ(r.n, 5);
+        ASSERT(r.cpu[3] == 0 && r.ts[3] == 400);
+        ASSERT(r.cpu[4] == 1 && r.ts[4] == 690 && r.pid[4] == 2);
+        ASSERT_U64_EQ(l.queued, 0);
+        lineage_done(&l);
+}
+
+int main(void) {
+        test_split();
+        test_forks_and_strip();
+        return 0;
+}
