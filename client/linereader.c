@@ -140,6 +140,9 @@ void line_head_parse(const char *line, size_t n, LineHead *ret) {
         } else if (has_prefix(p, end, ",\"clock\":")) {
                 ret->clock = true;
                 return;
+        } else if (has_prefix(p, end, ",\"notice\":\"sync\"")) {
+                ret->sync = true;
+                return;
         }
         if (has_prefix(p, end, ",\"event\":")) {
                 ret->event = true;

@@ -60,6 +60,7 @@ typedef struct LineHead {
         const char *cause; /* its cause, if the line has its closing quote */
         size_t cause_len;
         bool clock; /* a clock record */
+        bool sync;  /* tpd's "sync" notice (a SYNC frame's answer) */
 } LineHead;
 
 /* Reads the head of a line of n bytes; what is not there is left unset (false, 0, NULL). */

@@ -284,6 +284,10 @@ int lines_feed(Lines *l, const char *line, size_t n) {
         if (l->done)
                 return 0;
         line_head_parse(line, n, &li);
+        if (li.sync && l->o->until_sync) {
+                l->done = true;
+                return 0;
+        }
         if (li.clock)
                 clock_record(l, line, n, li.ts);
         if (l->o->ordered && li.has_ts && l->o->have_clock) {
@@ -421,9 +425,14 @@ int lines_run(const LinesSource *src, int out, const LinesOptions *o) {
         if (!l.obuf)
                 return -ENOMEM;
 
-        signals_take(&blocked, &old);
-        sigdelset(&old, SIGINT);
-        sigdelset(&old, SIGTERM);
+        /* A command's stream ends with the command: its caller forwards the signals. */
+        if (o->until_sync)
+                sigprocmask(SIG_SETMASK, NULL, &old);
+        else {
+                signals_take(&blocked, &old);
+                sigdelset(&old, SIGINT);
+                sigdelset(&old, SIGTERM);
+        }
         r = copy_lines(&l, src, deadline, &old);
         eof = r == 1;
         /* Interrupted: what tpd had already sent still goes out, with what is held back. */

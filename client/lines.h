@@ -37,6 +37,9 @@ typedef struct LinesOptions {
         bool ordered;
         uint64_t order_delay_ns; /* a record waits at most this long after its ts for older ones */
         unsigned n_cpus;         /* CPUs whose records are merged; 0: unknown */
+        /* A command's stream (command.h): it ends at tpd's "sync" notice, which is not written, and
+         * SIGINT and SIGTERM are left to the caller. */
+        bool until_sync;
 } LinesOptions;
 
 /* The line consumer: what lines_run() fills from a source. */

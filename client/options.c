@@ -178,6 +178,11 @@ void common_options_done(void) {
         free(common.cpus);
 }
 
+void common_options_set_command(char **argv, size_t n) {
+        common.command = argv;
+        common.n_command = n;
+}
+
 const CommonOptions *common_options(void) {
         if (!common.socket_path)
                 common.socket_path = getenv(TPD_SOCKET_ENV);

@@ -70,6 +70,8 @@ typedef struct CommonOptions {
         size_t n_cpus;
         bool print;
         uint64_t duration_usec; /* 0: until interrupted */
+        char **command;         /* after "--": the command whose tasks a stream follows (command.h) */
+        size_t n_command;
 } CommonOptions;
 
 extern const OptionTable common_option_table;
@@ -77,6 +79,8 @@ extern const OptionTable common_option_table;
 /* Makes room for the lists of -e, -p and -c: argc bounds them. 0 or -ENOMEM. */
 int common_options_init(int argc);
 void common_options_done(void);
+/* The words after the first "--" of the command line: a command to run. */
+void common_options_set_command(char **argv, size_t n);
 /* The shared options as given, the socket path from $TPD_SOCKET or the default if none was. */
 const CommonOptions *common_options(void);
 

@@ -173,8 +173,18 @@ static json_object *events_with_holders(json_object *events) {
                 json_object_object_foreach(e, key, value)
                         json_object_object_add(row, key, json_object_get(value));
                 json_object_object_add(row, "pinned by", uid_list(json_object_object_get(e, "pin_uids")));
-                json_object_object_add(row, "streams of",
-                                       uid_list(json_object_object_get(e, "stream_uids")));
+                v = uid_list(json_object_object_get(e, "stream_uids"));
+                /* tpd's own hold, for streams that follow pids. */
+                if (json_object_get_boolean(json_object_object_get(e, "internal"))) {
+                        const char *l = json_object_get_string(v);
+                        char buf[300];
+
+                        snprintf(buf, sizeof(buf), "%s%stpd (follow)", streq(l, "-") ? "" : l,
+                                 streq(l, "-") ? "" : ",");
+                        json_object_put(v);
+                        v = json_object_new_string(buf);
+                }
+                json_object_object_add(row, "streams of", v);
                 if (json_object_object_get_ex(e, "filter_uid", &v))
                         json_object_object_add(row, "filter by", json_object_get(v));
                 json_object_array_add(rows, row);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "command.h"
 #include "connection.h"
 #include "copy.h"
 #include "core/clock.h"
@@ -31,6 +32,7 @@ static struct {
         LinesTime time;
         bool ordered;
         uint64_t order_delay_ms; /* 0: from tpd's flush interval */
+        bool follow;             /* -p's descendants too */
 } opt = { .transport = STREAM_TRANSPORT_DEFAULT, .symbolic = -1 };
 
 enum {
@@ -39,6 +41,7 @@ enum {
         ARG_TIME,
         ARG_ORDERED,
         ARG_TRANSPORT,
+        ARG_FOLLOW,
 };
 
 static const OptionSpec stream_specs[] = {
@@ -47,6 +50,7 @@ static const OptionSpec stream_specs[] = {
         { "time", 0, required_argument, ARG_TIME },
         { "ordered", 0, optional_argument, ARG_ORDERED },
         { "transport", 0, required_argument, ARG_TRANSPORT },
+        { "follow", 0, no_argument, ARG_FOLLOW },
 };
 
 static int stream_parse_option(const OptionSpec *spec, const char *arg) {
@@ -88,6 +92,9 @@ static int stream_parse_option(const OptionSpec *spec, const char *arg) {
                         opt.transport = STREAM_TRANSPORT_SOCKET;
                 else
                         return log_usage("invalid --transport '%s': auto, shm or socket", arg);
+                return 0;
+        case ARG_FOLLOW:
+                opt.follow = true;
                 return 0;
         }
         return -EINVAL;
@@ -145,6 +152,7 @@ static json_object *stream_params(const CommonOptions *c, char **args, size_t n,
                         json_add(params, "symbolic", json_object_new_boolean(opt.symbolic)) < 0) ||
                        (opt.time == LINES_TIME_ISO &&
                         json_add(params, "realtime", json_object_new_boolean(true)) < 0) ||
+                       (opt.follow && json_add(params, "follow", json_object_new_boolean(true)) < 0) ||
                        (shm && json_add(params, "transport", json_object_new_string("shm")) < 0))) {
                 json_object_put(params);
                 return NULL;
@@ -254,6 +262,56 @@ static int stream_over_socket(Connection *conn, VarlinkReply *reply, const Commo
                            varlink_buffer_pending(&conn->in));
 }
 
+/* `tpctl stream -- CMD`: CMD and what it forks, until it exited and tpd sent everything it wrote
+ * (command.h); tpctl exits as CMD did. */
+static int stream_command(const CommonOptions *c, char **args, size_t n) {
+        _cleanup_(connection_done) Connection conn = CONNECTION_NULL;
+        _cleanup_(varlink_reply_done) VarlinkReply reply = {};
+        struct sigaction sa_ignore = { .sa_handler = SIG_IGN };
+        Command cmd = COMMAND_NULL;
+        CommonOptions own = *c;
+        LinesOptions o;
+        int pid, r, status;
+
+        if (c->n_pids > 0)
+                return usage_error("-p and -- COMMAND: the command is the process to follow");
+        if (opt.transport == STREAM_TRANSPORT_SHM)
+                return usage_error(
+                        "--transport=shm and -- COMMAND: a command's stream goes over the socket");
+        (void) sigaction(SIGPIPE, &sa_ignore, NULL);
+        if (command_spawn(c->command, &cmd) < 0)
+                return EXIT_FAILURE;
+        command_forward_signals(&cmd);
+        pid = (int) cmd.pid;
+        own.pids = &pid;
+        own.n_pids = 1;
+        opt.follow = true;
+        opt.transport = STREAM_TRANSPORT_SOCKET;
+        r = stream_call(&conn, &own, args, n, &reply);
+        if (r != 0) {
+                (void) command_finish(&cmd);
+                return connection_exit_status(r);
+        }
+        /* The stream is live: what CMD does from its exec on is traced. */
+        if (command_release(&cmd, conn.fd) < 0) {
+                (void) command_finish(&cmd);
+                return EXIT_FAILURE;
+        }
+        o = stream_lines_options(c, reply.parameters);
+        o.until_sync = true;
+        varlink_reply_done(&reply);
+        r = lines_stream(conn.fd, STDOUT_FILENO, conn.in.data + conn.in.consumed,
+                         varlink_buffer_pending(&conn.in), &o);
+        status = command_finish(&cmd);
+        if (r == 0 || r == -ECONNRESET) {
+                log_error("tpd closed the stream");
+                return TPD_EXIT_DAEMON_GONE;
+        }
+        if (r < 0 && r != -EPIPE)
+                log_error_errno(r, "cannot copy the stream to standard output: %m");
+        return status;
+}
+
 int stream_verb(const CommonOptions *c, char **args, size_t n) {
         _cleanup_(connection_done) Connection conn = CONNECTION_NULL;
         _cleanup_(varlink_reply_done) VarlinkReply reply = {};
@@ -263,6 +321,10 @@ int stream_verb(const CommonOptions *c, char **args, size_t n) {
         bool shm;
         int r;
 
+        if (c->n_command > 0)
+                return stream_command(c, args, n);
+        if (opt.follow && c->n_pids == 0)
+                return usage_error("--follow follows the processes of -p PID: name at least one");
         /* A closed stdout (| head) must show up as EPIPE, to end quietly with 0. */
         (void) sigaction(SIGPIPE, &sa_ignore, NULL);
         (void) sigaction(SIGINT, &sa_exit, NULL);

@@ -29,13 +29,18 @@ _tpctl() {
         local cur=${words[-1]} prev=${words[-2]-} verb='' socket='' i
         local -a reply=()
 
-        local skip=0
+        local skip=0 command_at=0
         for ((i = 1; i < ${#words[@]} - 1; i++)); do
                 if ((skip)); then
                         skip=0
                         continue
                 fi
                 case ${words[i]} in
+                --)
+                        # stream -- COMMAND: the rest is the command's line.
+                        command_at=$((i + 1))
+                        break
+                        ;;
                 --socket)
                         socket=${words[i + 1]}
                         skip=1
@@ -46,6 +51,15 @@ _tpctl() {
                 *) [[ -z $verb ]] && verb=${words[i]} ;;
                 esac
         done
+
+        if ((command_at)); then
+                if ((${#words[@]} - 1 == command_at)); then
+                        mapfile -t COMPREPLY < <(compgen -c -- "$cur" | sort -u)
+                else
+                        mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+                fi
+                return 0
+        fi
 
         # An option's value in the same word (--event=NAME): completed as the value, prefix kept.
         local prefix='' what=''
@@ -91,7 +105,7 @@ _tpctl() {
                 case $verb in
                 enable) opts+=' --filter=' ;;
                 disable) opts+=' --all' ;;
-                stream) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --print --symbolic --symbolic= --count= --duration= --time= --ordered --ordered= --transport=' ;;
+                stream) opts+=' -e --event= -p --pid= --follow -c --cpu= -f --filter= --print --symbolic --symbolic= --count= --duration= --time= --ordered --ordered= --transport= --' ;;
                 record) opts+=' -o --output= -e --event= -p --pid= -c --cpu= -f --filter= --format= --duration= --size= --rotate-size= --rotate-time= --keep= --file-version= --no-kallsyms --force' ;;
                 replay) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --print' ;;
                 metrics) opts+=' --openmetrics' ;;

@@ -197,6 +197,8 @@ static void help(void) {
                "  status                     Show tpd's settings, counters and enabled events\n"
                "  stream [EVENT...]          Print records as NDJSON, one JSON object a line, until\n"
                "                             interrupted; without EVENT or -e, every enabled event\n"
+               "  stream [EVENT...] -- CMD   Run CMD, printing the records of it and what it forks\n"
+               "                             (--follow) until it exits; exit with its status\n"
                "  record -o FILE [EVENT...]  Record to a trace-cmd data file (or NDJSON) until "
                "interrupted,\n"
                "                             --duration or --size; without EVENT or -e, the enabled events\n"
@@ -233,6 +235,7 @@ static void help(void) {
                "                             arguments)\n"
                "  -p --pid=PID               stream, record, replay: only records of process PID "
                "(repeatable)\n"
+               "     --follow                stream: -p's processes and the tasks they fork from now on\n"
                "  -c --cpu=CPU               stream, record, replay: only records of CPU (repeatable)\n"
                "     --print                 stream, replay: add the kernel's formatted text as \"print\"\n"
                "     --symbolic[=yes|no]     stream: add \"sym\", readable forms of flags, symbols,\n"
@@ -277,6 +280,7 @@ static void help(void) {
                "\n"
                "Exit status:\n"
                "  0   success; also when a stream ends by SIGINT or SIGTERM, or its reader goes away\n"
+               "      (stream -- CMD: CMD's status)\n"
                "  1   tpd answered with an error, or another failure\n"
                "  2   wrong usage\n"
                "  %d  tpd cannot be reached, or it closed the stream\n",
@@ -424,17 +428,33 @@ static int parse_args(int argc, char *argv[], const Verb **ret_verb) {
         return 1;
 }
 
+/* The first "--" starts a command (`tpctl stream -e EVENT -- make -j8`): what follows is its, not
+ * tpctl's, whatever it looks like. Returns the count of tpctl's own words. */
+static int split_command(int argc, char *argv[]) {
+        for (int i = 1; i < argc; i++)
+                if (streq(argv[i], "--")) {
+                        common_options_set_command(argv + i + 1, (size_t) (argc - i - 1));
+                        return i;
+                }
+        return argc;
+}
+
 static int run(int argc, char *argv[]) {
         const Verb *verb = NULL;
-        int r, p;
+        int r, p, n = split_command(argc, argv);
 
         r = common_options_init(argc);
         if (r >= 0)
-                r = parse_args(argc, argv, &verb);
+                r = parse_args(n, argv, &verb);
         if (r == -ENOMEM)
                 return EXIT_FAILURE;
         if (r <= 0)
                 return r < 0 ? EXIT_USAGE : EXIT_SUCCESS;
+        if (n < argc && !streq(verb->name, "stream"))
+                return usage_error("-- COMMAND applies to stream");
+        if (n < argc && n == argc - 1)
+                return usage_error("-- needs a command to run");
+        argc = n;
 
         r = verb->run(common_options(), argv + optind + 1, argc - optind - 1);
 

@@ -300,11 +300,11 @@ int stream_queue_notice(Stream *s, uint64_t ts, const char *notice, const char *
 const int stream_loss_order[STREAM_LOSS_KINDS] = { TPD_LOST_OVERRUN, TPD_LOST_DROPPED, TPD_LOST_UNKNOWN,
                                                    TPD_LOST_DECODE, TPD_LOST_CLIENT };
 
-int stream_report_drops(Stream *s) {
+int stream_report_drops(Stream *s, bool always) {
         Batch *b;
         int r = 0;
 
-        if (!s->drops_pending || s->queue.held > s->max_bytes / 2)
+        if (!s->drops_pending || (!always && s->queue.held > s->max_bytes / 2))
                 return 0;
 
         b = batch_new();
@@ -367,7 +367,7 @@ static int stream_take(Stream *s, Decoder *d, Batch *b, size_t index, bool share
                 if (n != rec->lost) {
                         /* Partly before the stream started: its own lost record, with its count. */
                         stream_drop(s, rec, n);
-                        return stream_report_drops(s) < 0 ? -ENOMEM : 0;
+                        return stream_report_drops(s, false) < 0 ? -ENOMEM : 0;
                 }
         }
 
@@ -384,7 +384,7 @@ static int stream_take(Stream *s, Decoder *d, Batch *b, size_t index, bool share
         }
 
         if (s->drops_pending) {
-                r = stream_report_drops(s);
+                r = stream_report_drops(s, false);
                 if (r < 0)
                         return r;
         }

@@ -138,5 +138,6 @@ int stream_queue_clock(Stream *s, uint64_t ts, const char *clock, int64_t offset
 /* Notes the kernel's loss counters on cpu at the stream's start. */
 int stream_set_base(Stream *s, unsigned cpu, uint64_t overrun, uint64_t dropped);
 
-/* Queues the pending client-loss records, if the queue has room for them. */
-int stream_report_drops(Stream *s);
+/* Queues the pending client-loss records, if the queue has room for them, or with always even
+ * when it is full: before a line that must come after them (the answer to a sync). */
+int stream_report_drops(Stream *s, bool always);

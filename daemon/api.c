@@ -22,6 +22,9 @@
 /* A call that keeps the loop longer than this is logged at debug level. */
 #define API_SLOW_CALL_USEC 10000LL
 #define API_PIDS_MAX 1024U
+/* Pids a following stream holds at once, its roots among them: a fork bomb under it finds no room
+ * past this, and its children are not followed (GetStatus "follow_refused" counts them). */
+#define API_FOLLOW_MAX 16384U
 #define API_CPUS_MAX 4096U
 
 typedef int (*ApiMethod)(Manager *m, Peer *p, const VarlinkCall *call);
@@ -208,6 +211,7 @@ typedef struct StreamParams {
         bool symbolic;
         bool realtime;
         const char *transport; /* "socket" or "shm"; NULL: socket */
+        bool follow;
 } StreamParams;
 
 #define STREAM_PARAM(f) offsetof(StreamParams, f)
@@ -221,6 +225,7 @@ static const CallParam stream_params[] = {
         { "symbolic", CALL_PARAM_BOOL, STREAM_PARAM(symbolic) },
         { "realtime", CALL_PARAM_BOOL, STREAM_PARAM(realtime) },
         { "transport", CALL_PARAM_STRING, STREAM_PARAM(transport), 0, 16 },
+        { "follow", CALL_PARAM_BOOL, STREAM_PARAM(follow) },
 };
 
 static void stream_params_done(StreamParams *p) {
@@ -240,11 +245,15 @@ typedef struct StreamSetup {
         bool print;
         bool transport; /* the call named one */
         bool shm;       /* and it was "shm" */
+        bool follow;    /* the pids' descendants too (lineage.h): over the socket */
 } StreamSetup;
 
 static void stream_setup_done(Manager *m, StreamSetup *st, bool release) {
-        if (release)
+        if (release) {
                 release_holds(m, st->events, st->n_events);
+                if (st->follow)
+                        manager_follow_stop(m);
+        }
         if (st->recording)
                 st->recording = recording_free(st->recording);
         else
@@ -274,7 +283,8 @@ static int stream_setup_events(Manager *m, Peer *peer, const StreamParams *p, bo
         if (!events)
                 return -ENOMEM;
         for (size_t i = 0; i < n_known; i++)
-                if (known[i]->enabled && !known[i]->always_on)
+                /* tpd's own holds are no one's to record. */
+                if (known[i]->enabled && !known[i]->always_on && !tracing_event_hidden(known[i]))
                         events[n++] = known[i];
         if (n == 0) {
                 r = peer_errorf(peer, TPD_ERROR_NO_SUCH_EVENT, "event", "",
@@ -321,6 +331,7 @@ static int stream_setup_selection(Manager *m, Peer *peer, const StreamParams *p,
                                               .n_others = n_others,
                                               .pids = p->pids,
                                               .n_pids = p->n_pids,
+                                              .follow_max = p->follow ? API_FOLLOW_MAX : 0,
                                               .cpus = p->cpus,
                                               .n_cpus = p->n_cpus,
                                               .filter = p->filter,
@@ -384,6 +395,11 @@ static int stream_setup(Manager *m, Peer *peer, const VarlinkCall *call, const c
                                    "Unknown transport '%s': \"socket\" or \"shm\".", p.transport) < 0
                                ? -ENOMEM
                                : 1;
+        if (p.follow && p.n_pids == 0)
+                return peer_errorf(peer, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "follow",
+                                   "\"follow\" follows the pids named in \"pids\": name at least one.") < 0
+                               ? -ENOMEM
+                               : 1;
         r = access_check_stream(&m->access, m->peers, m->n_streams, peer);
         if (r != 0)
                 return r < 0 ? r : 1;
@@ -404,10 +420,21 @@ static int stream_setup(Manager *m, Peer *peer, const VarlinkCall *call, const c
         r = stream_setup_selection(m, peer, &p, events, n, &st.stream->selection);
         if (r == 0)
                 r = stream_setup_hold(m, peer, events, n, &st);
+        if (r == 0 && p.follow) {
+                r = manager_follow_start(m);
+                if (r >= 0)
+                        manager_follow_seed(m, st.stream->selection.follow);
+                if (r < 0) {
+                        release_holds(m, st.events, st.n_events);
+                        r = tracefs_error(peer, r, "follow forks (sched:sched_process_fork)");
+                        r = r < 0 ? r : 1;
+                }
+        }
         if (r != 0) {
                 stream_setup_done(m, &st, false);
                 return r;
         }
+        st.follow = p.follow;
         st.filtered = p.filter != NULL;
         st.print = p.print;
         st.transport = p.transport != NULL;
@@ -433,7 +460,9 @@ static ShmReader *stream_setup_shm(Manager *m, Peer *peer, const VarlinkCall *ca
         ShmReader *rd = NULL;
         int r;
 
-        if (!st->shm || !call->upgrade || !m->config.shm_transport)
+        /* Whom a following stream selects changes with each fork, which its reader of the ring
+         * could not see. */
+        if (!st->shm || st->follow || !call->upgrade || !m->config.shm_transport)
                 return NULL;
         r = shm_reader_new(&m->rings, st->stream, peer, &rd);
         if (r >= 0) {
@@ -478,7 +507,7 @@ static void stream_reply_transport(json_object *p, const StreamSetup *st, const 
 
 static int method_stream(Manager *m, Peer *peer, const VarlinkCall *call) {
         static const char *const keys[] = { "events",   "pids",     "cpus",      "filter", "print",
-                                            "symbolic", "realtime", "transport", NULL };
+                                            "symbolic", "realtime", "transport", "follow", NULL };
         _cleanup_free_ char *clock = NULL;
         StreamSetup st = {};
         ShmReply sr = { .fds = { -1, -1 } };

@@ -36,9 +36,6 @@
 #define COMM_PROC_BURST COMM_CACHE_PROC_BURST /* /proc reads at once, and per generation */
 #define COMM_SAVED_GENERATIONS 10U
 
-/* The inode number of the initial PID namespace (include/linux/proc_ns.h). */
-#define PROC_PID_INIT_INO 0xEFFFFFFCU
-
 typedef struct CommEntry {
         uint32_t generation;
         bool known;
@@ -90,7 +87,6 @@ unsigned comm_cache_set_of(const CommCache *c, int pid) {
 
 int comm_cache_new(const char *saved_cmdlines_path, CommCache **ret) {
         CommCache *c = calloc(1, sizeof(CommCache));
-        struct stat st;
 
         if (!c)
                 return -ENOMEM;
@@ -104,7 +100,7 @@ int comm_cache_new(const char *saved_cmdlines_path, CommCache **ret) {
         c->proc_credit = COMM_PROC_BURST * COMM_PROC_COST;
         c->key = hash_key_new();
         comm_cache_clear(c);
-        c->proc_first = stat("/proc/self/ns/pid", &st) == 0 && st.st_ino == PROC_PID_INIT_INO;
+        c->proc_first = pid_namespace_is_initial();
         *ret = c;
         return 0;
 }

@@ -85,9 +85,7 @@ int manager_counting_start(Manager *m, Peer *p) {
         (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
         if (!m->counters || now >= m->counting_flushed_usec + MANAGER_COUNTING_FLUSH_USEC) {
                 m->counting_flushed_usec = now;
-                for (unsigned i = 0; i < m->n_cpus; i++)
-                        if (m->readers[i])
-                                (void) reader_flush(m->readers[i]);
+                manager_read_all(m);
                 manager_sync_decoding(m);
         }
         if (p->counting)

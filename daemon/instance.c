@@ -54,9 +54,7 @@ static void manager_check_instance(Manager *m) {
                         log_debug("Tracefs instance '%s' changed again: %s.",
                                   tracing_instance_name(m->tracing), report);
 
-                for (unsigned i = 0; i < m->n_cpus; i++)
-                        if (m->readers[i])
-                                (void) reader_flush(m->readers[i]);
+                manager_read_all(m);
                 manager_sync_decoding(m);
                 ts = manager_trace_clock_now_ns(m);
                 manager_publish_notice(m, ts, "instance-changed", report);

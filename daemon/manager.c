@@ -33,6 +33,7 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->flush_timer);
         sd_event_source_disable_unref(m->status_timer);
         sd_event_source_disable_unref(m->check_timer);
+        sd_event_source_disable_unref(m->sync_defer);
         sd_event_source_disable_unref(m->save_timer);
         sd_event_source_disable_unref(m->clock_source);
         safe_close(m->clock_fd);
@@ -41,6 +42,7 @@ Manager *manager_free(Manager *m) {
         decoder_free(m->decoder);
         tracing_free(m->tracing);
         comm_cache_free(m->comm);
+        manager_follow_done(m);
         batch_unref(m->batch);
         counters_free(m->counters);
         free(m->accounts);
@@ -192,6 +194,25 @@ void manager_on_decoded(Manager *m, unsigned cpu, Batch *b, int error) {
 
 void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_pages, size_t page_size) {
         Manager *m = userdata;
+
+        if (manager_following(m))
+                manager_follow_pages(m, cpu, pages, n_pages, page_size);
+        else
+                manager_take_pages(m, cpu, pages, n_pages, page_size);
+}
+
+void manager_read_all(Manager *m) {
+        /* While a stream follows pids, the pages of all CPUs wait for each other (lineage.h). */
+        if (manager_following(m)) {
+                manager_follow_flush(m);
+                return;
+        }
+        for (unsigned i = 0; i < m->n_cpus; i++)
+                if (m->readers[i])
+                        (void) reader_flush(m->readers[i]);
+}
+
+void manager_take_pages(Manager *m, unsigned cpu, const void *pages, size_t n_pages, size_t page_size) {
         uint64_t begin;
         Batch *b;
         int r;
@@ -275,7 +296,7 @@ static void manager_set_partial(Manager *m, bool partial) {
 static bool manager_quiet_enter(Manager *m) {
         int r;
 
-        if (m->quiet_unsupported)
+        if (m->quiet_unsupported || m->lineage.queued > 0)
                 return false;
         for (Peer *p = m->peers; p; p = p->next)
                 if (p->stream && p->stream->drops_pending)
@@ -294,9 +315,7 @@ static bool manager_quiet_enter(Manager *m) {
         m->quiet = true;
         manager_set_partial(m, true);
         /* A record written before the fds were polled again is in the buffer now: read it. */
-        for (unsigned i = 0; i < m->n_cpus; i++)
-                if (m->readers[i])
-                        (void) reader_flush(m->readers[i]);
+        manager_read_all(m);
         log_debug("No records for %u flushes: waiting for the next one.", QUIET_AFTER_FLUSHES);
         return m->quiet;
 }
@@ -331,9 +350,7 @@ static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
         comm_cache_next_generation(m->comm);
         if (m->workers)
                 workers_next_generation(m->workers);
-        for (unsigned i = 0; i < m->n_cpus; i++)
-                if (m->readers[i])
-                        (void) reader_flush(m->readers[i]);
+        manager_read_all(m);
         if (m->n_streams > 0) {
                 manager_report_kernel_losses(m);
                 /* No page may follow to push out what was just queued. */
@@ -441,6 +458,8 @@ static void manager_on_peer_free(Peer *p, void *userdata) {
         if (p->refusal_error)
                 m->n_refused--;
         if (p->stream) {
+                if (p->stream->selection.follow)
+                        manager_follow_stop(m);
                 m->n_streams--;
                 if (p->recording)
                         m->n_recordings--;
@@ -616,9 +635,7 @@ int manager_run(Manager *m) {
                 return log_error_errno(r, "Event loop failed: %m");
 
         /* Hand the streams what is still queued before closing them. */
-        for (unsigned i = 0; i < m->n_cpus; i++)
-                if (m->readers[i])
-                        (void) reader_flush(m->readers[i]);
+        manager_read_all(m);
         manager_sync_decoding(m);
         manager_flush_peers(m);
 

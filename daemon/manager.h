@@ -13,6 +13,7 @@
 #include "config.h"
 #include "core/counters.h"
 #include "core/decode.h"
+#include "lineage.h"
 #include "loop.h"
 #include "reader.h"
 #include "rings.h"
@@ -62,6 +63,7 @@ typedef struct Manager {
         uint64_t status_usec;         /* when the last STATUS= was sent */
         uint64_t status_records;      /* records decoded until then */
         sd_event_source *check_timer; /* once a second: CPUs online, and the instance as tpd set it */
+        sd_event_source *sync_defer;  /* answers SYNC frames on the loop's next turn (transport.c) */
         unsigned instance_repairs;    /* repairs in a row, until a check finds nothing changed */
 
         Tracing *tracing;
@@ -100,6 +102,23 @@ typedef struct Manager {
         unsigned n_streams;    /* decoded streams and recordings */
         unsigned n_recordings; /* of n_streams, recordings: they take pages, never decoded */
         Access access;         /* who may connect, and the limits of each */
+
+        /* Streams that follow pids (following.c): the pages of all CPUs in time order. */
+        Lineage lineage;
+        struct {
+                unsigned n;                /* streams that follow */
+                TracingEvent *fork, *exit; /* once set up; held by tpd while n > 0 */
+                bool held;
+                bool draining; /* the last follower ended: the kernel's last records of
+                                * fork and exit are yet to be read, and stripped */
+                clockid_t clock;
+                bool have_clock;        /* the trace clock is one the system reads */
+                uint64_t *read_upto;    /* per CPU: everything written before this ts was read */
+                bool reading;           /* the readers' pages go to the queues, nothing more */
+                bool busy;              /* routing: the queues stay */
+                sd_event_source *defer; /* reads and routes once the reader that handed pages over returns */
+                uint64_t reads;
+        } follow;
 
         Batch *batch;   /* reused while no peer holds a part of it */
         ShmRings rings; /* the shared-memory rings of streams that read them (rings.h) */
@@ -163,8 +182,32 @@ void manager_flush_peers(Manager *m);
 
 /* A reader's pages (its ReaderHandler): streams get them, as pages or records. */
 void manager_on_pages(void *userdata, unsigned cpu, const void *pages, size_t n_pages, size_t page_size);
+/* Reads what every CPU's buffer holds now and routes it: the partially filled pages too, and
+ * through following.c's queues while a stream follows pids. */
+void manager_read_all(Manager *m);
+/* Routes pages to the recordings, the decoding and the streams: following.c's queued pages too. */
+void manager_take_pages(Manager *m, unsigned cpu, const void *pages, size_t n_pages, size_t page_size);
 /* The first record after a quiet spell: buffer_percent as configured, the flush timer running. */
 void manager_quiet_leave(Manager *m);
+
+/* following.c: streams that follow pids (lineage.h). A following stream starts (the first one holds
+ * the fork and exit events: 0 or a negative errno from tracefs, nothing held then) and ends. */
+int manager_follow_start(Manager *m);
+void manager_follow_stop(Manager *m);
+void manager_follow_done(Manager *m);
+/* Marks f's start (follow.h) and adds to f the threads and descendants its roots have now (read
+ * from /proc, when tpd sees the records' pids): call after manager_follow_start(), so that no
+ * fork falls between. */
+void manager_follow_seed(Manager *m, Follow *f);
+/* The readers' pages while pages wait for each other: queued, and read and routed on the loop's
+ * next turn. */
+void manager_follow_pages(Manager *m, unsigned cpu, const void *pages, size_t n_pages, size_t page_size);
+/* Reads every CPU and routes what the watermark allows: for the flush timer, while pages wait. */
+void manager_follow_flush(Manager *m);
+
+static inline bool manager_following(const Manager *m) {
+        return m->follow.n > 0 || m->follow.draining || m->follow.reading || m->lineage.queued > 0;
+}
 
 /* decoding.c: the decoders, the loss counters they ask, the decode workers. */
 int manager_setup_decoding(Manager *m);

@@ -160,7 +160,7 @@ int peer_flush(Peer *p) {
                 /* Room again: tell the peer what it missed. */
                 if (r >= 0 && p->stream->drops_pending) {
                         int k = p->recording ? recording_report_losses(p->recording)
-                                             : stream_report_drops(p->stream);
+                                             : stream_report_drops(p->stream, false);
                         if (k >= 0 && !queue_is_empty(&p->stream->queue))
                                 r = queue_write(&p->stream->queue, p->fd);
                 }

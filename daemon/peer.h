@@ -81,6 +81,7 @@ struct Peer {
         char *refusal_group; /* PermissionDenied: the access group, sent for the peer's hint */
         bool upgraded;
         bool read_closed;
+        bool sync_pending;      /* its client sent SYNC: a "sync" notice goes out on the loop's next turn */
         bool counting;          /* asked for counters (GetCounters): tpd keeps them while it is connected */
         PeerDeferred *deferred; /* a call still being answered: the next calls wait */
 };

@@ -86,12 +86,14 @@ static json_object *status_events(Manager *m, int *r) {
         for (size_t i = 0; i < n; i++) {
                 json_object *o;
 
-                if (!events[i]->pinned && events[i]->streams == 0)
+                if (!events[i]->pinned && events[i]->streams == 0 && events[i]->internal == 0)
                         continue;
                 o = json_object_new_object();
                 json_set(r, o, "name", json_object_new_string(events[i]->name));
                 json_set(r, o, "pinned", json_object_new_boolean(events[i]->pinned));
                 json_set(r, o, "streams", json_object_new_int((int) events[i]->streams));
+                if (events[i]->internal > 0)
+                        json_set(r, o, "internal", json_object_new_boolean(true));
                 if (events[i]->filter)
                         json_set(r, o, "filter", json_object_new_string(events[i]->filter));
                 status_add_holders(m, events[i], o, r);
@@ -118,6 +120,11 @@ static json_object *status_connections(Manager *m, int *r) {
                                          json_object_new_string(k->shm ? "shm" : "socket"));
                         if (k->shm)
                                 json_set(r, o, "reader_delivered", json_u64(k->shm->reported_delivered));
+                        if (k->stream->selection.follow) {
+                                json_set(r, o, "followed", json_u64(k->stream->selection.follow->live));
+                                json_set(r, o, "follow_refused",
+                                         json_u64(k->stream->selection.follow->refused));
+                        }
                 }
                 json_push(r, conns, o);
         }
@@ -229,6 +236,16 @@ int status_method_get_status(Manager *m, Peer *peer, const VarlinkCall *call) {
         json_set(&r, p, "settings", settings);
         json_set(&r, p, "loop", status_loop(m, &r));
         json_set(&r, p, "decoding", status_decoding(m, &r));
+        if (m->follow.n > 0 || m->lineage.forks > 0) {
+                json_object *f = json_object_new_object();
+
+                json_set(&r, f, "streams", json_object_new_int((int) m->follow.n));
+                json_set(&r, f, "forks", json_u64(m->lineage.forks));
+                json_set(&r, f, "exits", json_u64(m->lineage.exits));
+                json_set(&r, f, "reads", json_u64(m->follow.reads));
+                json_set(&r, f, "waiting_bytes", json_u64(m->lineage.queued));
+                json_set(&r, p, "follow", f);
+        }
         return status_reply(peer, p, r);
 }
 
@@ -321,7 +338,8 @@ static int counters_build(Manager *m, char **ret, size_t *ret_len) {
                 const TracingEvent *e = events[i];
                 unsigned id;
 
-                if (!e->enabled || !e->format || e->format->id < 0)
+                /* tpd's own (tracing_event_hidden()): no stream gets its records. */
+                if (!e->enabled || !e->format || e->format->id < 0 || tracing_event_hidden(e))
                         continue;
                 id = (unsigned) e->format->id;
                 if (id < m->counters->n_index && m->counters->index[id] != 0)

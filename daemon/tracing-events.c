@@ -432,7 +432,7 @@ int tracing_event_set_filter(Tracing *t, TracingEvent *e, const char *filter, ch
 }
 
 static int event_update(Tracing *t, TracingEvent *e) {
-        bool want = e->always_on || e->pinned || e->streams > 0;
+        bool want = e->always_on || e->pinned || e->streams > 0 || e->internal > 0;
         int r;
 
         if (want == e->enabled)
@@ -528,6 +528,21 @@ int tracing_event_unref(Tracing *t, TracingEvent *e) {
         if (e->streams > 0)
                 e->streams--;
         return event_update(t, e);
+}
+
+int tracing_event_hold(Tracing *t, TracingEvent *e, bool hold) {
+        int r;
+
+        if (!hold) {
+                if (e->internal > 0)
+                        e->internal--;
+                return event_update(t, e);
+        }
+        e->internal++;
+        r = event_update(t, e);
+        if (r < 0)
+                e->internal--;
+        return r;
 }
 
 int tracing_event_print_fmt(Tracing *t, TracingEvent *e, char **ret) {

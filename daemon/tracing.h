@@ -35,6 +35,9 @@ typedef struct TracingEvent {
         char *filter;     /* kernel-side filter, NULL when none */
         uid_t filter_uid; /* who set it */
         unsigned streams;
+        /* Held by tpd itself (tracing_event_hold()): its records are read for tpd's own use and,
+         * unless a pin or a stream wants them too, shown to nobody (tracing_event_hidden()). */
+        unsigned internal;
         uid_t *pin_uids; /* the uids that pinned the event, ascending, each once */
         size_t n_pin_uids;
         bool pinned; /* n_pin_uids > 0 */
@@ -134,6 +137,18 @@ int tracing_event_pin_uid(Tracing *t, TracingEvent *e, uid_t uid, bool pin);
 bool tracing_event_pinned_by(const TracingEvent *e, uid_t uid);
 int tracing_event_ref(Tracing *t, TracingEvent *e);
 int tracing_event_unref(Tracing *t, TracingEvent *e);
+/* tpd's own hold of an event (TracingEvent.internal), counted like a stream's. */
+int tracing_event_hold(Tracing *t, TracingEvent *e, bool hold);
+
+/* Whether a pin, a stream or the config wants the event's records (tpd's own hold aside). */
+static inline bool tracing_event_wanted(const TracingEvent *e) {
+        return e->pinned || e->streams > 0 || e->always_on;
+}
+
+/* Whether only tpd's own hold keeps the event enabled: its records are nobody's to see. */
+static inline bool tracing_event_hidden(const TracingEvent *e) {
+        return e->internal > 0 && !tracing_event_wanted(e);
+}
 
 /* The "print fmt" line of an event's format, as the kernel wrote it. */
 int tracing_event_print_fmt(Tracing *t, TracingEvent *e, char **ret);

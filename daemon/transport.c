@@ -38,6 +38,58 @@ void manager_publish_notice(Manager *m, uint64_t ts, const char *notice, const c
         batch_unref(b);
 }
 
+/* SYNC frames: what every CPU holds now goes out, then each asker's notice. Not from the peer's
+ * input handler: routing flushes the streams, which may end the asking one. */
+static int manager_on_sync(sd_event_source *s, void *userdata) {
+        Manager *m = userdata;
+        uint64_t ts;
+
+        manager_read_all(m);
+        manager_sync_decoding(m);
+        ts = manager_trace_clock_now_ns(m);
+        for (Peer *p = m->peers; p; p = p->next)
+                if (p->sync_pending) {
+                        p->sync_pending = false;
+                        /* What the stream lost comes before the sync too. */
+                        if (stream_report_drops(p->stream, true) < 0 ||
+                            stream_queue_notice(
+                                    p->stream, ts, "sync",
+                                    "every record written before the sync came before this line") < 0)
+                                log_debug("Peer %d: failed to queue the sync notice.", (int) p->pid);
+                }
+        manager_flush_peers(m);
+        return 0;
+}
+
+static int manager_want_sync(Manager *m, Peer *p) {
+        int r;
+
+        if (!m->sync_defer) {
+                r = sd_event_add_defer(m->event, &m->sync_defer, manager_on_sync, m);
+                if (r < 0)
+                        return r;
+        }
+        p->sync_pending = true;
+        return sd_event_source_set_enabled(m->sync_defer, SD_EVENT_ONESHOT);
+}
+
+/* A socket stream's client may send SYNC frames; anything else is discarded. */
+static ssize_t manager_on_socket_input(Manager *m, Peer *p, const uint8_t *in, size_t size) {
+        size_t taken = 0;
+
+        while (size - taken >= sizeof(TpdFrame)) {
+                TpdFrame h;
+
+                memcpy(&h, in + taken, sizeof(h));
+                if (h.type != TPD_FRAME_SYNC || h.length != 0 || h.cpu != 0 || h.arg != 0 || p->recording)
+                        return (ssize_t) size;
+                taken += sizeof(h);
+                if (manager_want_sync(m, p) < 0)
+                        return -ENOMEM;
+        }
+        return (ssize_t) taken;
+}
+
 /* A ring's reader asks to be woken (WAIT) and tells what it delivered and lost (STATS): nothing
  * else. */
 ssize_t manager_on_stream_input(Peer *p, const void *data, size_t size, void *userdata) {
@@ -45,7 +97,7 @@ ssize_t manager_on_stream_input(Peer *p, const void *data, size_t size, void *us
         size_t taken = 0;
 
         if (!p->shm)
-                return (ssize_t) size; /* nothing is expected from a socket stream: discarded */
+                return manager_on_socket_input(userdata, p, in, size);
         while (size - taken >= sizeof(TpdFrame)) {
                 TpdFrame h;
                 uint64_t v[2];

@@ -93,6 +93,17 @@ enum {
         TPD_FRAME_STATS = 8,
 };
 
+/*
+ * A stream of NDJSON over the socket takes one frame from its client: SYNC, a TpdFrame header of
+ * type 9 with length, cpu and arg 0. tpd reads every CPU's buffer then, routes what it read, and
+ * queues the notice {"ts":…,"notice":"sync","message":…} after it: every record written before the
+ * client sent SYNC that the stream selects comes before that line. `tpctl stream -- CMD` ends so
+ * once CMD exits. Anything else from the client is discarded, as before this frame.
+ */
+enum {
+        TPD_FRAME_SYNC = 9,
+};
+
 /* A STATS frame, header and payload. */
 typedef struct TpdStatsFrame {
         TpdFrame header;

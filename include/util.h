@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -77,6 +78,14 @@ static inline uint64_t now_nsec(clockid_t clock) {
  * tpd and tpctl take is read here or by now_nsec(). */
 static inline uint64_t now_usec(clockid_t clock) {
         return now_nsec(clock) / 1000;
+}
+
+/* Whether this process sees pids as trace records carry them: the initial PID namespace's (the inode
+ * number of include/linux/proc_ns.h). */
+static inline bool pid_namespace_is_initial(void) {
+        struct stat st;
+
+        return stat("/proc/self/ns/pid", &st) == 0 && st.st_ino == 0xEFFFFFFCU;
 }
 
 static inline bool streq(const char *a, const char *b) {

@@ -67,9 +67,9 @@ static inline int gen_pin_cpu(int cpu) {
 }
 
 /*
- * The command line. Every generator takes --count/-n, --cpu/-c and --help/-h; the flags add the
- * rest of the common options and say whether operands follow. -w is --no-wait in the generators
- * that wait for the go by default and --wait in those that do not.
+ * The command line. Every generator takes --count/-n, --cpu/-c, --out/-o FILE (its lines go there)
+ * and --help/-h; the flags add the rest of the common options and say whether operands follow. -w is
+ * --no-wait in the generators that wait for the go by default and --wait in those that do not.
  */
 enum {
         GEN_OPT_RATE = 1 << 0,     /* --rate/-r */
@@ -124,6 +124,7 @@ static inline void gen_build_options(GenArgs *a) {
                                    cpu = { "cpu", required_argument, NULL, 'c' },
                                    no_wait = { "no-wait", no_argument, NULL, 'w' },
                                    wait = { "wait", no_argument, NULL, 'w' },
+                                   out = { "out", required_argument, NULL, 'o' },
                                    help = { "help", no_argument, NULL, 'h' };
         size_t n = 0;
 
@@ -138,6 +139,7 @@ static inline void gen_build_options(GenArgs *a) {
                 gen_add_option(a, &n, &no_wait);
         if (a->flags & GEN_OPT_WAIT)
                 gen_add_option(a, &n, &wait);
+        gen_add_option(a, &n, &out);
         gen_add_option(a, &n, &help);
         a->options[n] = (struct option){ NULL, 0, NULL, 0 };
         a->wait_for_go = !!(a->flags & GEN_OPT_NO_WAIT);
@@ -145,7 +147,7 @@ static inline void gen_build_options(GenArgs *a) {
 
 /*
  * getopt_long() over the common options and a->extra, whose val must be their short option (none
- * of n, r, c, w, h). Handles the common ones itself, --help and bad usage included (those exit
+ * of n, r, c, w, o, h). Handles the common ones itself, --help and bad usage included (those exit
  * with 0 and 2), and returns the generator's own ones one at a time, optarg set. Returns 0 once
  * all options are read and the operands are as the flags want them; a generator without options
  * of its own calls it just once.
@@ -173,6 +175,15 @@ static inline int gen_getopt(GenArgs *a, int argc, char **argv) {
                         break;
                 case 'w':
                         a->wait_for_go = !(a->flags & GEN_OPT_NO_WAIT);
+                        break;
+                case 'o':
+                        /* The lines elsewhere: a generator run by `tpctl stream -- CMD` shares
+                         * tpctl's stdout otherwise. */
+                        if (!freopen(optarg, "w", stdout)) {
+                                fprintf(stderr, "%s: cannot write %s: %s\n", a->name, optarg,
+                                        strerror(errno));
+                                exit(2);
+                        }
                         break;
                 case 'h':
                         fputs(a->usage, stdout);

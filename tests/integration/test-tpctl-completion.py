@@ -118,6 +118,9 @@ def zsh_completion(ctx, tpd, names):
             z.complete(f'tpctl --socket {tpd.socket} enable sche', f'tpctl --socket {tpd.socket} enable sched:')
         z.complete('tpctl met', 'tpctl metrics')
         z.complete('tpctl metrics --o', 'tpctl metrics --openmetrics')
+        z.complete('tpctl stream -e sched:sched_switch -- tpct', 'tpctl stream -e sched:sched_switch -- tpctl')
+        os.mkdir(os.path.join(ctx.tmpdir, 'only-dir'))
+        z.complete(f'tpctl stream -- ls {ctx.tmpdir}/only-d', f'tpctl stream -- ls {ctx.tmpdir}/only-dir/')
     finally:
         z.close()
 
@@ -152,6 +155,14 @@ def main(ctx):
     check(reply == ['--openmetrics'], f'metrics --o: {reply}')
     reply, _ = complete('tpctl stream --pr')
     check(reply == ['--print'], f'stream --pr: {reply}')
+    # After stream's "--", the command's line: commands first, then files; no event, no option.
+    reply, _ = complete('tpctl stream -e sched:sched_switch -- tpct')
+    check(reply == ['tpctl'], f'-- tpct: {reply}')
+    reply, _ = complete(f'tpctl stream -- ls {ctx.tmpdir}/')
+    check(sorted(reply) == [os.path.join(ctx.tmpdir, f) for f in sorted(os.listdir(ctx.tmpdir))],
+          f'-- ls DIR/: {reply}, expected the files of {ctx.tmpdir}')
+    reply, _ = complete('tpctl stream -- ls --pr')
+    check(reply == [], f'-- ls --pr completed tpctl options: {reply}')
     reply, _ = complete('tpctl enable --pr')
     check(reply == [], f'enable --pr: {reply}')
     reply, _ = complete('tpctl --json=')

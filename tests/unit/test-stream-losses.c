@@ -99,7 +99,7 @@ static void test_queue_limit(void) {
         ASSERT_U64_EQ(s->lost_client, 7);
 
         /* No room yet: nothing is reported. */
-        ASSERT_INT_EQ(stream_report_drops(s), 0);
+        ASSERT_INT_EQ(stream_report_drops(s, false), 0);
         ASSERT_INT_EQ(s->queue.bytes, 100);
         ASSERT(s->drops_pending);
 
@@ -109,7 +109,7 @@ static void test_queue_limit(void) {
         out.len = 0;
 
         /* Room again: one lost record per CPU, with the exact count and the last dropped ts. */
-        ASSERT_INT_EQ(stream_report_drops(s), 0);
+        ASSERT_INT_EQ(stream_report_drops(s, false), 0);
         ASSERT(!s->drops_pending);
         ASSERT_U64_EQ(s->dropped[0], 0);
         ASSERT_U64_EQ(s->dropped[1], 0);
@@ -117,7 +117,7 @@ static void test_queue_limit(void) {
         ASSERT_U64_EQ(s->lost_client, 7);
         ASSERT_INT_EQ(s->queue.bytes, 2 * 44);
         /* Reported once only. */
-        ASSERT_INT_EQ(stream_report_drops(s), 0);
+        ASSERT_INT_EQ(stream_report_drops(s, false), 0);
         ASSERT_INT_EQ(s->queue.bytes, 2 * 44);
 
         ASSERT_INT_EQ(stream_offer(s, NULL, b, add_line(b, 0, ts)), 1);
@@ -143,7 +143,7 @@ static void test_queue_limit(void) {
         ASSERT_U64_EQ(s->lost_client, 8);
         flush_queue(&s->queue, &out);
         out.len = 0;
-        ASSERT_INT_EQ(stream_report_drops(s), 0);
+        ASSERT_INT_EQ(stream_report_drops(s, false), 0);
         ASSERT(!s->drops_pending);
         flush_queue(&s->queue, &out);
         ASSERT_INT_EQ(stream_offer(s, NULL, b, add_line(b, 0, 31)), 1);
@@ -175,7 +175,7 @@ static void test_queue_threshold(void) {
                 ASSERT_INT_EQ(stream_offer(s, NULL, b, big), 0);
                 ASSERT(s->drops_pending);
 
-                ASSERT_INT_EQ(stream_report_drops(s), 0);
+                ASSERT_INT_EQ(stream_report_drops(s, false), 0);
                 if (lines == 5) {
                         /* 50 bytes is half of 100: reported at once, after what was queued. */
                         ASSERT(!s->drops_pending);
@@ -213,7 +213,7 @@ static void test_more_mode(void) {
         ASSERT_U64_EQ(s->delivered + s->lost_client, 29);
         flush_queue(&s->queue, &out);
         out.len = 0;
-        ASSERT_INT_EQ(stream_report_drops(s), 0);
+        ASSERT_INT_EQ(stream_report_drops(s, false), 0);
         flush_queue(&s->queue, &out);
         {
                 char lost[128];
@@ -224,6 +224,31 @@ static void test_more_mode(void) {
                 ASSERT_MEM_EQ(out.data, out.len, lost, (size_t) n + 1);
         }
 
+        jsonbuf_done(&out);
+        stream_free(s);
+        batch_unref(b);
+}
+
+/* A line that must follow every loss (the answer to a sync) finds the queue full: the pending lost
+ * records go before it all the same, past the bound, rather than after it or never. */
+static void test_report_before_sync(void) {
+        Stream *s = stream_make(STREAM_RAW, 1, 100);
+        Batch *b = batch_new();
+        JsonBuf out = {};
+
+        for (uint64_t ts = 1; ts <= 12; ts++)
+                (void) stream_offer(s, NULL, b, add_line(b, 0, ts));
+        ASSERT_U64_EQ(s->lost_client, 2);
+        ASSERT_INT_EQ(stream_report_drops(s, false), 0);
+        ASSERT(s->drops_pending);
+        ASSERT_INT_EQ(stream_report_drops(s, true), 0);
+        ASSERT(!s->drops_pending);
+        ASSERT_INT_EQ(stream_queue_notice(s, 13, "sync", "m"), 0);
+        flush_queue(&s->queue, &out);
+        ASSERT_OUT(&out, "{\"n\":001}\n{\"n\":002}\n{\"n\":003}\n{\"n\":004}\n{\"n\":005}\n"
+                         "{\"n\":006}\n{\"n\":007}\n{\"n\":008}\n{\"n\":009}\n{\"n\":010}\n"
+                         "{\"ts\":12,\"cpu\":0,\"lost\":2,\"cause\":\"client\"}\n"
+                         "{\"ts\":13,\"notice\":\"sync\",\"message\":\"m\"}\n");
         jsonbuf_done(&out);
         stream_free(s);
         batch_unref(b);
@@ -240,5 +265,6 @@ int main(int argc, char **argv) {
         test_queue_limit();
         test_queue_threshold();
         test_more_mode();
+        test_report_before_sync();
         return EXIT_SUCCESS;
 }

@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Streams that follow pids: tpd's own hold of sched:sched_process_fork and sched:sched_process_exit,
+ * the reads of every CPU that make a watermark, and the routing of the pages it allows
+ * (daemon/lineage.h says why).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <traceevent/event-parse.h>
+
+#include "core/clock.h"
+#include "log.h"
+#include "manager.h"
+#include "peer.h"
+
+/* Pages one read of a CPU takes at most: more than its buffer holds unless its writers outpace
+ * the read, which must end all the same. */
+#define FOLLOW_READ_PAGES_MAX 16384U
+/* Past this many bytes waiting, pages are routed without waiting for the watermark: a CPU whose
+ * writers outpace every read must not make tpd's memory grow. Its followers may then miss the
+ * first records of a child. */
+#define FOLLOW_QUEUED_MAX (64U * 1024U * 1024U)
+/* Generations of descendants that exist at a stream's start taken from /proc: a chain of forks
+ * deeper than this is not walked (the set's bound holds anyway). */
+#define FOLLOW_SEED_DEPTH 64U
+/* Tasks whose children are read at a stream's start, at most: three reads of /proc each, within
+ * the loop's bound however many pids the call names (pid 1 names the whole system). */
+#define FOLLOW_SEED_TASKS_MAX 2048U
+
+static int follow_field(struct tep_event *format, const char *name, bool common, size_t *ret) {
+        struct tep_format_field *f =
+                common ? tep_find_common_field(format, name) : tep_find_field(format, name);
+
+        if (!f || f->size != 4 || f->offset < 0)
+                return -EPROTO;
+        *ret = (size_t) f->offset;
+        return 0;
+}
+
+/* The events go off unless another wants them; their ids stay, for the records still to be read. */
+static void follow_release(Manager *m) {
+        if (!m->follow.held)
+                return;
+        (void) tracing_event_hold(m->tracing, m->follow.fork, false);
+        (void) tracing_event_hold(m->tracing, m->follow.exit, false);
+        m->follow.held = false;
+}
+
+static int follow_on_defer(sd_event_source *s, void *userdata) {
+        manager_follow_flush(userdata);
+        return 0;
+}
+
+static int follow_setup(Manager *m) {
+        Lineage *l = &m->lineage;
+        _cleanup_free_ char *clock = NULL;
+        TracingEvent *fork, *exit;
+        int r;
+
+        r = tracing_event_get(m->tracing, "sched:sched_process_fork", &fork);
+        if (r < 0)
+                return r;
+        r = tracing_event_get(m->tracing, "sched:sched_process_exit", &exit);
+        if (r < 0)
+                return r;
+        if (follow_field(fork->format, "parent_pid", false, &l->parent_offset) < 0 ||
+            follow_field(fork->format, "child_pid", false, &l->child_offset) < 0 ||
+            follow_field(exit->format, "common_pid", true, &l->pid_offset) < 0)
+                return -EPROTO;
+        r = lineage_init(l, m->n_cpus);
+        if (r < 0)
+                return r;
+        if (!m->follow.read_upto) {
+                m->follow.read_upto = calloc(m->n_cpus, sizeof(uint64_t));
+                if (!m->follow.read_upto)
+                        return -ENOMEM;
+        }
+        memset(m->follow.read_upto, 0, m->n_cpus * sizeof(uint64_t));
+        if (!m->follow.defer) {
+                r = sd_event_add_defer(m->event, &m->follow.defer, follow_on_defer, m);
+                if (r < 0)
+                        return r;
+                (void) sd_event_source_set_enabled(m->follow.defer, SD_EVENT_OFF);
+        }
+        r = tracing_event_hold(m->tracing, fork, true);
+        if (r < 0)
+                return r;
+        r = tracing_event_hold(m->tracing, exit, true);
+        if (r < 0) {
+                (void) tracing_event_hold(m->tracing, fork, false);
+                return r;
+        }
+        m->follow.fork = fork;
+        m->follow.exit = exit;
+        m->follow.held = true;
+        l->fork_id = (unsigned) fork->format->id;
+        l->exit_id = (unsigned) exit->format->id;
+        m->follow.have_clock =
+                tracing_get_clock(m->tracing, &clock) >= 0 && trace_clock_id(clock, &m->follow.clock) >= 0;
+        return 0;
+}
+
+int manager_follow_start(Manager *m) {
+        int r;
+
+        if (m->follow.n == 0) {
+                r = follow_setup(m);
+                if (r < 0)
+                        return r;
+        }
+        m->follow.n++;
+        return 0;
+}
+
+/* The queues' memory, once nothing waits and nobody follows. */
+static void follow_trim(Manager *m) {
+        if (m->follow.n == 0 && m->lineage.queued == 0 && !m->follow.busy)
+                lineage_trim(&m->lineage);
+}
+
+/* The tasks of pid and its descendants as /proc shows them now, down to depth generations: they
+ * were forked before the stream's start, when no fork was read for it. */
+static void follow_seed_pid(Follow *f, int pid, unsigned depth, unsigned *budget) {
+        char path[64];
+        struct dirent *de;
+        DIR *tasks;
+
+        if (*budget == 0)
+                return;
+        (void) snprintf(path, sizeof(path), "/proc/%d/task", pid);
+        tasks = opendir(path);
+        if (!tasks)
+                return;
+        while ((de = readdir(tasks))) {
+                FILE *children;
+                int tid, child;
+
+                if (*budget == 0)
+                        break;
+                if (sscanf(de->d_name, "%d", &tid) != 1 || follow_add_root(f, tid) < 0 || depth == 0)
+                        continue;
+                (*budget)--;
+                (void) snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, tid);
+                children = fopen(path, "re");
+                if (!children)
+                        continue;
+                while (fscanf(children, "%d", &child) == 1)
+                        follow_seed_pid(f, child, depth - 1, budget);
+                fclose(children);
+        }
+        closedir(tasks);
+}
+
+void manager_follow_seed(Manager *m, Follow *f) {
+        size_t n = f->n;
+        unsigned budget = FOLLOW_SEED_TASKS_MAX;
+
+        /* Before /proc is read: a child forked after this is the fork records'. */
+        f->start = m->follow.have_clock ? now_nsec(m->follow.clock) : 0;
+        /* In another PID namespace /proc's pids are not the records'. */
+        if (!pid_namespace_is_initial())
+                return;
+        for (size_t i = 0; i < n; i++)
+                follow_seed_pid(f, f->entries[i].pid, FOLLOW_SEED_DEPTH, &budget);
+}
+
+void manager_follow_stop(Manager *m) {
+        if (m->follow.n == 0 || --m->follow.n > 0)
+                return;
+        /* The last one: the events go off now, and what the kernel wrote of them before is read
+         * and stripped on the loop's next turn (manager_follow_flush()), not here, inside a call or
+         * a peer's end. */
+        follow_release(m);
+        m->follow.draining = true;
+        (void) sd_event_source_set_enabled(m->follow.defer, SD_EVENT_ONESHOT);
+}
+
+void manager_follow_done(Manager *m) {
+        sd_event_source_disable_unref(m->follow.defer);
+        free(m->follow.read_upto);
+        lineage_done(&m->lineage);
+}
+
+void manager_follow_pages(Manager *m, unsigned cpu, const void *pages, size_t n_pages, size_t page_size) {
+        if (lineage_enqueue(&m->lineage, cpu, pages, n_pages, page_size) < 0) {
+                log_debug("CPU %u: no memory to hold pages for the forks of other CPUs; routed now.", cpu);
+                manager_take_pages(m, cpu, pages, n_pages, page_size);
+                return;
+        }
+        /* Not from here: this runs inside a reader's read, and every reader is read again. */
+        if (!m->follow.reading && m->follow.defer)
+                (void) sd_event_source_set_enabled(m->follow.defer, SD_EVENT_ONESHOT);
+}
+
+static void follow_hand_over(void *userdata, const LineageChange *c) {
+        Manager *m = userdata;
+
+        for (Peer *p = m->peers; p; p = p->next) {
+                Follow *f = p->stream ? p->stream->selection.follow : NULL;
+
+                if (!f)
+                        continue;
+                if (c->parent >= 0)
+                        follow_fork(f, c->parent, c->pid, c->ts);
+                else
+                        follow_exit(f, c->pid, c->ts);
+        }
+}
+
+static void follow_route(void *userdata, unsigned cpu, const void *pages, size_t n_pages, size_t page_size) {
+        manager_take_pages(userdata, cpu, pages, n_pages, page_size);
+}
+
+void manager_follow_flush(Manager *m) {
+        Lineage *l = &m->lineage;
+        /* Without a clock the system reads, the reads alone order the pages. */
+        uint64_t now = m->follow.have_clock ? now_nsec(m->follow.clock) : UINT64_MAX, watermark = UINT64_MAX;
+        size_t page_size = tracing_page_size(m->tracing);
+
+        if (m->follow.busy)
+                return;
+        /* While one follows, and once more after the last one ended (every page goes out then). */
+        if (m->follow.n > 0 || m->follow.draining) {
+                m->follow.reading = true;
+                /* A CPU whose read fails (logged) holds nothing that could be read: only one whose
+                 * writers outpace the read holds the watermark back. */
+                for (unsigned c = 0; c < m->n_cpus; c++)
+                        if (m->readers[c] && reader_drain_all(m->readers[c], FOLLOW_READ_PAGES_MAX) != 0)
+                                m->follow.read_upto[c] = now;
+                m->follow.reading = false;
+                m->follow.reads++;
+                for (unsigned c = 0; m->follow.n > 0 && c < m->n_cpus; c++)
+                        if (m->readers[c])
+                                watermark = MIN(watermark, m->follow.read_upto[c]);
+                m->follow.draining = false;
+        }
+        if (l->queued > FOLLOW_QUEUED_MAX) {
+                static bool warned;
+
+                if (!warned)
+                        log_warning("Pages waiting for the forks of other CPUs passed %u MiB: routed "
+                                    "without them; a following stream may miss a child's first records.",
+                                    FOLLOW_QUEUED_MAX >> 20);
+                warned = true;
+                watermark = UINT64_MAX;
+        }
+        /* Their records are nobody's unless a pin or a stream wants them; once the last follower
+         * ended, those still read are tpd's all the same. */
+        l->hide_fork = m->follow.fork && !tracing_event_wanted(m->follow.fork);
+        l->hide_exit = m->follow.exit && !tracing_event_wanted(m->follow.exit);
+        lineage_scan(l, page_size);
+        lineage_apply(l, watermark, follow_hand_over, m);
+        m->follow.busy = true;
+        lineage_route(l, watermark, page_size, follow_route, m);
+        m->follow.busy = false;
+        /* What waits goes out with the next flush at the latest: a quiet tpd's timer sleeps. */
+        if (l->queued > 0 && m->quiet)
+                manager_quiet_leave(m);
+        follow_trim(m);
+}
