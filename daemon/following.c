@@ -50,8 +50,11 @@ static void follow_release(Manager *m) {
         m->follow.held = false;
 }
 
+static void follow_flush(Manager *m, bool whole);
+
+/* After a batch: what is whole goes on, the page that crosses the watermark waits for the next. */
 static int follow_on_defer(sd_event_source *s, void *userdata) {
-        manager_follow_flush(userdata);
+        follow_flush(userdata, false);
         return 0;
 }
 
@@ -215,7 +218,9 @@ static void follow_route(void *userdata, unsigned cpu, const void *pages, size_t
         manager_take_pages(userdata, cpu, pages, n_pages, page_size);
 }
 
-void manager_follow_flush(Manager *m) {
+/* whole: every record before the watermark goes out, the page that crosses it split (a sync, a
+ * flush, the last reads); else whole pages only, which costs nothing more per page. */
+static void follow_flush(Manager *m, bool whole) {
         Lineage *l = &m->lineage;
         /* Without a clock the system reads, the reads alone order the pages. */
         uint64_t now = m->follow.have_clock ? now_nsec(m->follow.clock) : UINT64_MAX, watermark = UINT64_MAX;
@@ -255,10 +260,14 @@ void manager_follow_flush(Manager *m) {
         lineage_scan(l, page_size);
         lineage_apply(l, watermark, follow_hand_over, m);
         m->follow.busy = true;
-        lineage_route(l, watermark, page_size, follow_route, m);
+        lineage_route(l, watermark, whole, page_size, follow_route, m);
         m->follow.busy = false;
         /* What waits goes out with the next flush at the latest: a quiet tpd's timer sleeps. */
         if (l->queued > 0 && m->quiet)
                 manager_quiet_leave(m);
         follow_trim(m);
+}
+
+void manager_follow_flush(Manager *m) {
+        follow_flush(m, true);
 }

@@ -208,21 +208,24 @@ static int lineage_split(LineageSplit *s, uint8_t *page, size_t page_size, uint8
         return before;
 }
 
-void lineage_route(Lineage *l, uint64_t watermark, size_t page_size, LineageRouteFn fn, void *userdata) {
+void lineage_route(Lineage *l, uint64_t watermark, bool split, size_t page_size, LineageRouteFn fn,
+                   void *userdata) {
         for (unsigned c = 0; c < l->n_cpus; c++) {
                 LineageQueue *q = &l->queue[c];
                 size_t n_pages = q->scanned / page_size, k = 0;
-                LineageSplit split = { .l = l, .watermark = watermark, .strip = q->hidden };
+                LineageSplit cut = { .l = l, .watermark = watermark, .strip = q->hidden };
                 const uint8_t *pages = q->data;
                 uint8_t *buf = NULL;
+                bool cuts;
                 int first = 0;
 
                 while (k < n_pages && q->newest[k] <= watermark)
                         k++;
                 if (n_pages == 0)
                         continue;
+                cuts = split && k < n_pages;
                 /* Room for the k pages stripped, the first part of page k, and a page of scratch. */
-                if (q->hidden || k < n_pages) {
+                if (q->hidden || cuts) {
                         buf = realloc(l->strip, (k + 2) * page_size);
                         if (buf)
                                 l->strip = buf;
@@ -238,9 +241,9 @@ void lineage_route(Lineage *l, uint64_t watermark, size_t page_size, LineageRout
                                 pages = buf;
                         }
                 }
-                if (buf && k < n_pages)
-                        first = lineage_split(&split, q->data + k * page_size, page_size,
-                                              buf + k * page_size, buf + (k + 1) * page_size);
+                if (buf && cuts)
+                        first = lineage_split(&cut, q->data + k * page_size, page_size, buf + k * page_size,
+                                              buf + (k + 1) * page_size);
                 if (pages && k > 0)
                         fn(userdata, c, pages, k, page_size);
                 if (first > 0)

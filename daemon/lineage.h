@@ -68,8 +68,9 @@ void lineage_apply(Lineage *l, uint64_t watermark, void (*fn)(void *userdata, co
                    void *userdata);
 
 /* Passes the pages of each CPU whose records all precede watermark to fn, without the records
- * nobody may see, and takes them out of the queue; of the first page that ends past it, the
- * records before it go too, and the page keeps the rest. fn may not enqueue. */
+ * nobody may see, and takes them out of the queue; with split, of the first page that ends past
+ * it the records before it go too, and the page keeps the rest. fn may not enqueue. */
 typedef void (*LineageRouteFn)(void *userdata, unsigned cpu, const void *pages, size_t n_pages,
                                size_t page_size);
-void lineage_route(Lineage *l, uint64_t watermark, size_t page_size, LineageRouteFn fn, void *userdata);
+void lineage_route(Lineage *l, uint64_t watermark, bool split, size_t page_size, LineageRouteFn fn,
+                   void *userdata);

@@ -55,6 +55,9 @@ TRACERS = ('tpd1', 'tpdsym', 'tpd8', 'tpdtop', 'tpdcount', 'tpd-record', 'tc-rec
 # memory (tpctl's default), for the two side by side. A "wK" suffix: tpd decodes on K worker threads
 # (--decode-workers=K) instead of its event loop.
 TPD_STREAMS = re.compile(r'tpd([1-9][0-9]*)(sel|py)?(sock)?(?:w([1-9][0-9]*))?$')
+# tpdpid: one stream of the generator's pids (-p, over the socket, as a following stream goes);
+# tpdfollow: the same with --follow, tpd reading forks for it. Not in the default run.
+SCOPE_TRACERS = ('tpdpid', 'tpdfollow')
 FANOUT_TRACERS = ('tpd1', 'tpd2', 'tpd4', 'tpd8', 'tpd32', 'tpd8sel', 'tpd8py', 'tpd1sock', 'tpd8sock',
                   'tpd32sock')
 FANOUT_WORKLOADS = ('getppid', 'pingpong')
@@ -546,12 +549,15 @@ class Bench:
     # --- tpd on a bulk load
 
     def tpd_bulk(self, load, tracer, k, counting, extra=(), top=False, selective=False, python=False,
-                 workers=0):
+                 workers=0, scope=None):
         """tpd with k `tpctl stream`s of the load's event. selective: stream i filters with
         load.selections[i % 2] (k even: each pair passes every record once); python: one more
-        stream, the Python Varlink client (varlink-stream.py); workers: tpd's decode workers."""
+        stream, the Python Varlink client (varlink-stream.py); workers: tpd's decode workers;
+        scope: -p of each of the generator's pids, and these options after them."""
         tpd = self.new_tpd((f'--decode-workers={workers}',) if workers else ())
         gen, flt = load.spawn(self.ctx)
+        if scope is not None:
+            extra = (*extra, *(a for pid in load.pids for a in ('-p', str(pid))), *scope)
         tpd.tpctl_ok('enable', load.event, '--filter', flt)
         streams = [start_stream(self.ctx, tpd, ['-e', load.event, *extra,
                                                 *(('--filter', load.selections[i % 2]) if selective else ())],
@@ -595,7 +601,10 @@ class Bench:
         tpd.stop(clear_pins=False)
 
         delta = T.stats_delta(stats0, stats1)
-        written = T.written(delta)
+        # The kernel counts the fork and exit records tpd reads for a following stream; no stream
+        # gets them.
+        own = sum(st1.get('follow', {}).get(k, 0) - st0.get('follow', {}).get(k, 0) for k in ('forks', 'exits'))
+        written = T.written(delta) - own
         queued = st1['delivered'] - st0['delivered']
         lost = {'kernel_overrun': T.kernel_lost(delta),
                 'tpd_overrun': st1['lost']['overrun'] - st0['lost']['overrun'],
@@ -1036,6 +1045,7 @@ class GetppidLoad(Load):
     def spawn(self, ctx):
         gen = ctx.gen('GEN_GETPPID', '--count', self.n, '--cpu', GEN_CPU)
         pid, = gen.pids()
+        self.pids = (pid,)
         # One process on one CPU: a stream filter passes all of it or nothing.
         self.selections = (f'common_pid == {pid}', f'common_pid != {pid}')
         return gen, f'common_pid == {pid}'
@@ -1058,6 +1068,7 @@ class PingpongLoad(Load):
     def spawn(self, ctx):
         gen = ctx.gen('GEN_PINGPONG', '--count', self.n, '--cpu', GEN_CPU)
         parent, child = gen.pids()
+        self.pids = (parent, child)
         # Each switch away from one of the two: the pair of filters passes every record once.
         self.selections = (f'prev_pid == {parent}', f'prev_pid == {child}')
         return gen, f'common_pid == {parent} || common_pid == {child}'
@@ -1320,7 +1331,8 @@ def parse_args():
     ap.add_argument('--workloads', help=f'subset of {",".join(WORKLOADS)} (default: all)')
     ap.add_argument('--tracers', help=f'on getppid and pingpong, in this order: {",".join(TRACERS)} (the default), '
                     'or tpdN (N streams), tpdNsel (N streams with a filter each, N even), tpdNpy (N streams and a '
-                    'Python Varlink client)')
+                    'Python Varlink client), tpdpid and tpdfollow (one stream -p of the generator, without and with '
+                    '--follow)')
     ap.add_argument('--fanout', action='store_true', help=f'the fan-out comparison: --workloads '
                     f'{",".join(FANOUT_WORKLOADS)} --tracers {",".join(FANOUT_TRACERS)}')
     o = ap.parse_args()
@@ -1343,7 +1355,7 @@ def parse_args():
     bad = set(o.workloads) - set(WORKLOADS)
     if bad:
         ap.error(f'unknown workload {", ".join(sorted(bad))}; known: {", ".join(WORKLOADS)}')
-    bad = {t for t in o.tracers if t not in TRACERS and not TPD_STREAMS.match(t)}
+    bad = {t for t in o.tracers if t not in TRACERS + SCOPE_TRACERS and not TPD_STREAMS.match(t)}
     if bad:
         ap.error(f'unknown tracer {", ".join(sorted(bad))}; known: {", ".join(TRACERS)}, tpdN, tpdNsel, tpdNpy')
     odd = [t for t in o.tracers if t.endswith('sel') and int(TPD_STREAMS.match(t)[1]) % 2]
@@ -1380,6 +1392,12 @@ def run_tracer(bench, load, tracer):
         bench.guarded(f'{load.title}: {what}', bench.tpd_bulk, load, label, k, None,
                       ('--transport=socket',) if sock else ('--transport=shm',), False, kind == 'sel', kind == 'py',
                       workers)
+    elif tracer in SCOPE_TRACERS:
+        follow = tracer == 'tpdfollow'
+        scope = ('--follow',) if follow else ('--transport=socket',)
+        bench.guarded(f'{load.title}: tpd, 1 stream of the generator\'s pids' + (', following' if follow else ''),
+                      bench.tpd_bulk, load, 'tpd, 1 × tpctl stream -p GEN' + (' --follow' if follow else ' (socket)'),
+                      1, None, (), False, False, False, 0, scope)
     elif tracer == 'tpdsym':
         bench.guarded(f'{load.title}: tpd, 1 stream --symbolic', bench.tpd_bulk, load,
                       'tpd, 1 × tpctl stream --symbolic', 1, None, ('--symbolic',))

@@ -110,11 +110,14 @@ static void test_split(void) {
         ASSERT_U64_EQ(l.queued, PAGE_SIZE);
 
         /* Before the page's first record: nothing goes, the page stays as it was. */
-        lineage_route(&l, 999, PAGE_SIZE, on_route, &r);
+        lineage_route(&l, 999, true, PAGE_SIZE, on_route, &r);
         ASSERT_INT_EQ(r.n, 0);
         ASSERT_MEM_EQ(l.queue[1].data, PAGE_SIZE, page, PAGE_SIZE);
 
-        lineage_route(&l, 1150, PAGE_SIZE, on_route, &r);
+        /* Whole pages only: it waits. */
+        lineage_route(&l, 1150, false, PAGE_SIZE, on_route, &r);
+        ASSERT_INT_EQ(r.n, 0);
+        lineage_route(&l, 1150, true, PAGE_SIZE, on_route, &r);
         ASSERT_INT_EQ(r.n, 2);
         ASSERT_U64_EQ(r.ts[0], 1000);
         ASSERT_U64_EQ(r.ts[1], 1100);
@@ -122,10 +125,10 @@ static void test_split(void) {
         ASSERT_INT_EQ(r.missed, 1);
         ASSERT_U64_EQ(l.queued, PAGE_SIZE); /* the rest waits */
 
-        lineage_route(&l, 1200, PAGE_SIZE, on_route, &r); /* a record at the watermark goes */
+        lineage_route(&l, 1200, true, PAGE_SIZE, on_route, &r); /* a record at the watermark goes */
         ASSERT_INT_EQ(r.n, 3);
         ASSERT_U64_EQ(r.ts[2], 1200);
-        lineage_route(&l, 5000, PAGE_SIZE, on_route, &r);
+        lineage_route(&l, 5000, false, PAGE_SIZE, on_route, &r);
         ASSERT_INT_EQ(r.n, 4);
         ASSERT_U64_EQ(r.ts[3], 1300);
         ASSERT_INT_EQ(r.pid[3], 13);
@@ -165,7 +168,7 @@ static void test_forks_and_strip(void) {
         ASSERT(ch.c[1].ts == 170 && ch.c[1].parent == 2 && ch.c[1].pid == 3);
         ASSERT(ch.c[2].ts == 190 && ch.c[2].parent == -1 && ch.c[2].pid == 3);
 
-        lineage_route(&l, 250, PAGE_SIZE, on_route, &r);
+        lineage_route(&l, 250, true, PAGE_SIZE, on_route, &r);
         /* CPU 0: the first page whole, less its fork; the second's first record. CPU 1: the
          * record of pid 3 between its fork and its exit. */
         ASSERT_INT_EQ(r.n, 3);
@@ -173,7 +176,7 @@ static void test_forks_and_strip(void) {
         ASSERT(r.cpu[1] == 0 && r.ts[1] == 200);
         ASSERT(r.cpu[2] == 1 && r.ts[2] == 180 && r.pid[2] == 3);
 
-        lineage_route(&l, UINT64_MAX, PAGE_SIZE, on_route, &r);
+        lineage_route(&l, UINT64_MAX, false, PAGE_SIZE, on_route, &r);
         ASSERT_INT_EQ(r.n, 5);
         ASSERT(r.cpu[3] == 0 && r.ts[3] == 400);
         ASSERT(r.cpu[4] == 1 && r.ts[4] == 690 && r.pid[4] == 2);
