@@ -218,6 +218,33 @@ static void follow_route(void *userdata, unsigned cpu, const void *pages, size_t
         manager_take_pages(userdata, cpu, pages, n_pages, page_size);
 }
 
+/* Reads cpu for a watermark: read_upto[cpu] gets the time up to which every record of it was read.
+ * A CPU whose read fails (logged) holds nothing that could be read: only one whose writers outpace
+ * the read holds the watermark back. After a batch, a CPU whose full pages came is read up to
+ * their last record: reading the page the kernel is still writing, again after every batch, would
+ * cut a busy CPU's records into many small pages. */
+static void follow_read(Manager *m, unsigned cpu, bool whole, uint64_t now) {
+        Reader *r = m->readers[cpu];
+        size_t page_size = tracing_page_size(m->tracing);
+        uint64_t upto;
+        int k;
+
+        if (!whole) {
+                k = reader_drain_full(r, FOLLOW_READ_PAGES_MAX);
+                if (k < 0 || (size_t) k >= FOLLOW_READ_PAGES_MAX)
+                        return;
+                lineage_scan(&m->lineage, page_size);
+                if (lineage_read_upto(&m->lineage, cpu, page_size, &upto)) {
+                        m->follow.read_upto[cpu] = MAX(m->follow.read_upto[cpu], upto);
+                        return;
+                }
+        }
+        if (reader_drain_all(r, FOLLOW_READ_PAGES_MAX) != 0)
+                m->follow.read_upto[cpu] = now;
+        lineage_scan(&m->lineage, page_size);
+        (void) lineage_read_upto(&m->lineage, cpu, page_size, &upto);
+}
+
 /* whole: every record before the watermark goes out, the page that crosses it split (a sync, a
  * flush, the last reads); else whole pages only, which costs nothing more per page. */
 static void follow_flush(Manager *m, bool whole) {
@@ -231,11 +258,9 @@ static void follow_flush(Manager *m, bool whole) {
         /* While one follows, and once more after the last one ended (every page goes out then). */
         if (m->follow.n > 0 || m->follow.draining) {
                 m->follow.reading = true;
-                /* A CPU whose read fails (logged) holds nothing that could be read: only one whose
-                 * writers outpace the read holds the watermark back. */
                 for (unsigned c = 0; c < m->n_cpus; c++)
-                        if (m->readers[c] && reader_drain_all(m->readers[c], FOLLOW_READ_PAGES_MAX) != 0)
-                                m->follow.read_upto[c] = now;
+                        if (m->readers[c])
+                                follow_read(m, c, whole, now);
                 m->follow.reading = false;
                 m->follow.reads++;
                 for (unsigned c = 0; m->follow.n > 0 && c < m->n_cpus; c++)

@@ -64,6 +64,7 @@ int lineage_enqueue(Lineage *l, unsigned cpu, const void *pages, size_t n_pages,
         }
         memcpy(q->data + q->size, pages, size);
         q->size += size;
+        q->fresh = true;
         l->queued += size;
         return 0;
 }
@@ -129,6 +130,17 @@ static uint64_t lineage_scan_page(Lineage *l, const uint8_t *page, size_t page_s
                              payload_s32(&e, fork ? l->child_offset : l->pid_offset));
         }
         return newest;
+}
+
+bool lineage_read_upto(Lineage *l, unsigned cpu, size_t page_size, uint64_t *ret) {
+        LineageQueue *q = cpu < l->n_cpus ? &l->queue[cpu] : NULL;
+        bool fresh = q && q->fresh && q->scanned >= page_size;
+
+        if (fresh)
+                *ret = q->newest[q->scanned / page_size - 1];
+        if (q)
+                q->fresh = false;
+        return fresh;
 }
 
 void lineage_scan(Lineage *l, size_t page_size) {

@@ -33,6 +33,7 @@ typedef struct LineageQueue {
         uint64_t *newest; /* per page: the ts of its last record */
         size_t newest_cap;
         size_t scanned; /* bytes whose forks and exits were noted */
+        bool fresh;     /* pages came since lineage_read_upto() */
         bool hidden;    /* holds records nobody may see */
 } LineageQueue;
 
@@ -62,6 +63,10 @@ int lineage_enqueue(Lineage *l, unsigned cpu, const void *pages, size_t n_pages,
 
 /* Notes the forks and exits of the pages queued since the last call. */
 void lineage_scan(Lineage *l, size_t page_size);
+
+/* Whether pages of cpu were queued since the last call (after lineage_scan()); *ret then gets the
+ * ts of the last record of the last of them: every record of cpu up to it was read. */
+bool lineage_read_upto(Lineage *l, unsigned cpu, size_t page_size, uint64_t *ret);
 
 /* Passes the forks and exits up to watermark to fn, in time order, and forgets them. */
 void lineage_apply(Lineage *l, uint64_t watermark, void (*fn)(void *userdata, const LineageChange *c),

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -257,6 +258,22 @@ static int reader_flush_moved(Reader *r, size_t *moved) {
 int reader_flush(Reader *r) {
         size_t moved = 0;
         return reader_flush_moved(r, &moved);
+}
+
+int reader_drain_full(Reader *r, size_t max_pages) {
+        uint64_t start = r->stats.pages;
+
+        while (r->stats.pages - start < max_pages) {
+                ssize_t n = reader_splice(r);
+
+                if (n == 0)
+                        break;
+                if (n < 0) {
+                        reader_read_failed(r, (int) n);
+                        return (int) n;
+                }
+        }
+        return (int) MIN(r->stats.pages - start, (uint64_t) INT_MAX);
 }
 
 int reader_drain_all(Reader *r, size_t max_pages) {

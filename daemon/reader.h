@@ -39,6 +39,10 @@ int reader_flush(Reader *r);
 /* Moves every full page there is now. */
 int reader_drain(Reader *r);
 
+/* Moves the full pages there are now, up to max_pages (splice alone: the page the kernel is still
+ * writing stays). Returns the pages moved, or a negative errno (logged). */
+int reader_drain_full(Reader *r, size_t max_pages);
+
 /* Reads up to max_pages of what the buffer holds, full pages and the partial one: for a CPU that
  * went offline, whose buffer no longer wakes anyone. Returns 1 once the buffer is empty (or has
  * no pages at all: -ENODEV from the kernel), 0 when max_pages were read and more may be left, or
