@@ -255,6 +255,10 @@ static void follow_flush(Manager *m, bool whole) {
 
         if (m->follow.busy)
                 return;
+        /* Their records are nobody's unless a pin or a stream wants them; once the last follower
+         * ended, those still read are tpd's all the same. Before any page is scanned. */
+        l->hide_fork = m->follow.fork && !tracing_event_wanted(m->follow.fork);
+        l->hide_exit = m->follow.exit && !tracing_event_wanted(m->follow.exit);
         /* While one follows, and once more after the last one ended (every page goes out then). */
         if (m->follow.n > 0 || m->follow.draining) {
                 m->follow.reading = true;
@@ -278,10 +282,6 @@ static void follow_flush(Manager *m, bool whole) {
                 warned = true;
                 watermark = UINT64_MAX;
         }
-        /* Their records are nobody's unless a pin or a stream wants them; once the last follower
-         * ended, those still read are tpd's all the same. */
-        l->hide_fork = m->follow.fork && !tracing_event_wanted(m->follow.fork);
-        l->hide_exit = m->follow.exit && !tracing_event_wanted(m->follow.exit);
         lineage_scan(l, page_size);
         lineage_apply(l, watermark, follow_hand_over, m);
         m->follow.busy = true;

@@ -35,8 +35,9 @@ def fork_tree(ctx, tpd):
     root, = tree.pids()
     other, = outside.pids()
     tpd.tpctl_ok('enable', EVENT)
-    follow = tpd.stream('-e', EVENT, '-p', str(root), '--follow')
+    # The unselected stream first: it would see any record of tpd's own from the first reads on.
     everything = tpd.stream()
+    follow = tpd.stream('-e', EVENT, '-p', str(root), '--follow')
 
     def probe():
         tree.probe()
