@@ -12,6 +12,7 @@
 
 #include "capdir.h"
 #include "capture.h"
+#include "linereader.h"
 #include "loss.h"
 #include "message.h"
 #include "output.h"
@@ -241,7 +242,9 @@ static int capture_notice(Capture *c, const uint8_t *payload, size_t length) {
                 message = json_object_get_string(v);
         if (o && json_object_object_get_ex(o, "ts", &v) && json_object_is_type(v, json_type_int))
                 ts = json_object_get_int64(v);
-        if (notice)
+        if (notice && streq(notice, "sync") && c->o->until_sync)
+                c->synced = true; /* the answer to the command's SYNC frame: no news for the user */
+        else if (notice)
                 fprintf(stderr, "%stpctl: tpd notice %s at ts %" PRId64 ": %s\n", c->tty ? "\r\033[K" : "",
                         output_escape(notice), ts, output_escape(message ?: ""));
         else
@@ -337,8 +340,16 @@ int capture_lines(Capture *c, const uint8_t *data, size_t len, size_t *ret_used)
         for (;;) {
                 const uint8_t *line = data + used + run, *nl = memchr(line, '\n', len - used - run);
                 size_t n = nl ? (size_t) (nl - line) + 1 : 0;
+                LineHead head = {};
 
-                if (nl && capture_fits(c, run + n)) {
+                if (nl && c->o->until_sync)
+                        line_head_parse((const char *) line, n, &head);
+                if (head.sync || c->synced) {
+                        /* The answer to the command's SYNC frame ends the capture, unwritten. */
+                        c->synced = true;
+                        nl = NULL;
+                        n = 0;
+                } else if (nl && capture_fits(c, run + n)) {
                         capture_count_line(c, line, n);
                         run += n;
                         continue;

@@ -30,7 +30,8 @@ typedef struct RecordOptions {
         unsigned keep;        /* files kept when rotating; 0: all */
         int file_version;     /* of a trace-cmd data file: 6 or 7 */
         bool kallsyms;
-        bool force; /* replace files that exist at the capture's names (by rename, never through) */
+        bool force;      /* replace files that exist at the capture's names (by rename, never through) */
+        bool until_sync; /* a command's capture (command.h): it ends at tpd's "sync" notice */
 } RecordOptions;
 
 typedef struct CaptureFile {
@@ -62,6 +63,7 @@ typedef struct Capture {
         bool size_reached;
         bool names_only; /* a data file at --size: of what follows, only names go in */
         bool tty;        /* stderr shows a status line */
+        bool synced;     /* tpd's "sync" notice came (with until_sync): every record is in */
 } Capture;
 
 /* CLOCK_MONOTONIC in seconds: of file_start, and of record's deadlines. */

@@ -27,6 +27,7 @@ enum {
         ARG_CPU,
         ARG_PRINT,
         ARG_DURATION,
+        ARG_FOLLOW,
 };
 
 static const OptionSpec common_specs[] = {
@@ -42,6 +43,7 @@ static const OptionSpec common_specs[] = {
         { "cpu", 'c', required_argument, ARG_CPU, OPTION_CPU },
         { "print", 0, no_argument, ARG_PRINT, OPTION_PRINT },
         { "duration", 0, required_argument, ARG_DURATION, OPTION_DURATION },
+        { "follow", 0, no_argument, ARG_FOLLOW, OPTION_FOLLOW },
 };
 
 int parse_int(const char *s, int *ret) {
@@ -157,6 +159,9 @@ static int common_parse_option(const OptionSpec *spec, const char *arg) {
                 if (parse_duration_usec(arg, &common.duration_usec) < 0)
                         return log_usage("invalid duration '%s': seconds, like 10 or 0.5", arg);
                 return 0;
+        case ARG_FOLLOW:
+                common.follow = true;
+                return 0;
         }
         return -EINVAL;
 }
@@ -231,7 +236,8 @@ json_object *selection_params(const CommonOptions *c, char **args, size_t n) {
             (c->n_pids > 0 && json_add_ints(params, "pids", c->pids, c->n_pids) < 0) ||
             (c->n_cpus > 0 && json_add_ints(params, "cpus", c->cpus, c->n_cpus) < 0) ||
             (c->filter && json_add(params, "filter", json_object_new_string(c->filter)) < 0) ||
-            (c->print && json_add(params, "print", json_object_new_boolean(true)) < 0)) {
+            (c->print && json_add(params, "print", json_object_new_boolean(true)) < 0) ||
+            (c->follow && json_add(params, "follow", json_object_new_boolean(true)) < 0)) {
                 json_object_put(params);
                 return NULL;
         }

@@ -45,6 +45,7 @@ enum {
         OPTION_CPU = 1 << 3,
         OPTION_PRINT = 1 << 4,
         OPTION_DURATION = 1 << 5,
+        OPTION_FOLLOW = 1 << 6, /* the -p processes' descendants too: stream and record */
         /* What stream, record, replay and export select records by. */
         OPTION_SELECTION = OPTION_EVENT | OPTION_PID | OPTION_CPU | OPTION_FILTER,
 };
@@ -70,6 +71,7 @@ typedef struct CommonOptions {
         size_t n_cpus;
         bool print;
         uint64_t duration_usec; /* 0: until interrupted */
+        bool follow;            /* -p's processes and what they fork (Stream and Record "follow") */
         char **command;         /* after "--": the command whose tasks a stream follows (command.h) */
         size_t n_command;
 } CommonOptions;

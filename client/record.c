@@ -15,6 +15,7 @@
 
 #include "capdir.h"
 #include "capture.h"
+#include "command.h"
 #include "connection.h"
 #include "datfile.h"
 #include "loss.h"
@@ -238,7 +239,7 @@ static int recorder_step(Recorder *rec, double now) {
 
         if (rec->closed || (c->size_reached && !c->names_only))
                 return -1;
-        if (c->names_only && rec->stop_at == 0)
+        if ((c->names_only || c->synced) && rec->stop_at == 0)
                 rec->stop_at = now; /* the pages are in: no flush interval to wait */
         if (rec->stop_at > 0 && now >= rec->stop_at) {
                 /* The pages are in: ask for the last names (include/tpd-protocol.h) and read until
@@ -305,8 +306,10 @@ static void summary_print(const Capture *c) {
                 c->size_reached ? "; stopped at the size limit" : "");
 }
 
-/* Runs a capture with the selection in params (taken over). Returns the exit status. */
-static int record_run(const char *socket_path, json_object *params, const RecordOptions *o) {
+/* Runs a capture with the selection in params (taken over); with cmd, the command's (command.h),
+ * released once tpd records, and waited for before its SYNC frame's socket closes. Returns the
+ * exit status. */
+static int record_run(const char *socket_path, json_object *params, const RecordOptions *o, Command *cmd) {
         _cleanup_(connection_done) Connection conn = CONNECTION_NULL;
         _cleanup_(varlink_reply_done) VarlinkReply reply = {};
         struct sigaction sa = { .sa_handler = on_signal }, sa_ignore = { .sa_handler = SIG_IGN };
@@ -316,13 +319,18 @@ static int record_run(const char *socket_path, json_object *params, const Record
         int r;
 
         (void) sigaction(SIGPIPE, &sa_ignore, NULL);
-        (void) sigaction(SIGINT, &sa, NULL);
-        (void) sigaction(SIGTERM, &sa, NULL);
+        /* A command's capture ends with the command: the signals go on to it (command.h). */
+        if (!cmd) {
+                (void) sigaction(SIGINT, &sa, NULL);
+                (void) sigaction(SIGTERM, &sa, NULL);
+        }
         /* The stop signals are taken only inside ppoll(): one that comes while frames are written is
          * seen at the next wait, never lost between a check and the wait. */
         sigemptyset(&blocked);
-        sigaddset(&blocked, SIGINT);
-        sigaddset(&blocked, SIGTERM);
+        if (!cmd) {
+                sigaddset(&blocked, SIGINT);
+                sigaddset(&blocked, SIGTERM);
+        }
         (void) sigprocmask(SIG_BLOCK, &blocked, &unblocked);
 
         /* The output's directory is opened once, and its names checked before tpd is asked. */
@@ -353,13 +361,49 @@ static int record_run(const char *socket_path, json_object *params, const Record
         memcpy(rec.buf, conn.in.data + conn.in.consumed, rec.len);
 
         rec.start = capture_now();
-        r = capture_open(&c) < 0 ? EXIT_FAILURE : recorder_loop(&rec, &unblocked);
+        r = capture_open(&c) < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+        /* The recording is live: what the command does from its exec on is in it. */
+        if (r == EXIT_SUCCESS && cmd && command_release(cmd, conn.fd) < 0)
+                r = EXIT_FAILURE;
+        if (r == EXIT_SUCCESS)
+                r = recorder_loop(&rec, &unblocked);
         if (capture_close(&c) < 0 && r == EXIT_SUCCESS)
                 r = EXIT_FAILURE;
         if (c.tty)
                 capture_status_line(&c, rec.start, true);
         summary_print(&c);
         free(rec.buf);
+        if (cmd) {
+                /* Its waiter writes to the socket: joined before it closes. */
+                int status = command_finish(cmd);
+
+                cmd->pid = -1;
+                if (r == EXIT_SUCCESS)
+                        r = status;
+        }
+        return r;
+}
+
+/* `tpctl record -o FILE -- CMD`: CMD and what it forks, until it exited and its records are in the
+ * file; tpctl exits as CMD did. */
+static int record_command(const CommonOptions *c, char **args, size_t n, const RecordOptions *o) {
+        Command cmd = COMMAND_NULL;
+        CommonOptions own = *c;
+        json_object *params;
+        int pid, r;
+
+        if (command_spawn(c->command, &cmd) < 0)
+                return EXIT_FAILURE;
+        command_forward_signals(&cmd);
+        pid = (int) cmd.pid;
+        own.pids = &pid;
+        own.n_pids = 1;
+        own.follow = true;
+        params = selection_params(&own, args, n);
+        r = params ? record_run(c->socket_path, params, o, &cmd) : connection_exit_status(log_oom());
+        /* Not released (the recording did not start): it exits without exec. */
+        if (cmd.pid > 0)
+                (void) command_finish(&cmd);
         return r;
 }
 
@@ -460,8 +504,16 @@ int record_verb(const CommonOptions *c, char **args, size_t n) {
         if (o.file_version == 0)
                 o.file_version = 6;
         o.duration = (double) c->duration_usec / 1e6;
+        if (c->n_command > 0) {
+                if (c->n_pids > 0)
+                        return usage_error("-p and -- COMMAND: the command is the process to follow");
+                o.until_sync = true;
+                return record_command(c, args, n, &o);
+        }
+        if (c->follow && c->n_pids == 0)
+                return usage_error("--follow follows the processes of -p PID: name at least one");
         params = selection_params(c, args, n);
         if (!params)
                 return connection_exit_status(log_oom());
-        return record_run(c->socket_path, params, &o);
+        return record_run(c->socket_path, params, &o, NULL);
 }

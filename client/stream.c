@@ -32,7 +32,6 @@ static struct {
         LinesTime time;
         bool ordered;
         uint64_t order_delay_ms; /* 0: from tpd's flush interval */
-        bool follow;             /* -p's descendants too */
 } opt = { .transport = STREAM_TRANSPORT_DEFAULT, .symbolic = -1 };
 
 enum {
@@ -41,7 +40,6 @@ enum {
         ARG_TIME,
         ARG_ORDERED,
         ARG_TRANSPORT,
-        ARG_FOLLOW,
 };
 
 static const OptionSpec stream_specs[] = {
@@ -50,7 +48,6 @@ static const OptionSpec stream_specs[] = {
         { "time", 0, required_argument, ARG_TIME },
         { "ordered", 0, optional_argument, ARG_ORDERED },
         { "transport", 0, required_argument, ARG_TRANSPORT },
-        { "follow", 0, no_argument, ARG_FOLLOW },
 };
 
 static int stream_parse_option(const OptionSpec *spec, const char *arg) {
@@ -92,9 +89,6 @@ static int stream_parse_option(const OptionSpec *spec, const char *arg) {
                         opt.transport = STREAM_TRANSPORT_SOCKET;
                 else
                         return log_usage("invalid --transport '%s': auto, shm or socket", arg);
-                return 0;
-        case ARG_FOLLOW:
-                opt.follow = true;
                 return 0;
         }
         return -EINVAL;
@@ -152,7 +146,6 @@ static json_object *stream_params(const CommonOptions *c, char **args, size_t n,
                         json_add(params, "symbolic", json_object_new_boolean(opt.symbolic)) < 0) ||
                        (opt.time == LINES_TIME_ISO &&
                         json_add(params, "realtime", json_object_new_boolean(true)) < 0) ||
-                       (opt.follow && json_add(params, "follow", json_object_new_boolean(true)) < 0) ||
                        (shm && json_add(params, "transport", json_object_new_string("shm")) < 0))) {
                 json_object_put(params);
                 return NULL;
@@ -285,7 +278,7 @@ static int stream_command(const CommonOptions *c, char **args, size_t n) {
         pid = (int) cmd.pid;
         own.pids = &pid;
         own.n_pids = 1;
-        opt.follow = true;
+        own.follow = true;
         opt.transport = STREAM_TRANSPORT_SOCKET;
         r = stream_call(&conn, &own, args, n, &reply);
         if (r != 0) {
@@ -323,7 +316,7 @@ int stream_verb(const CommonOptions *c, char **args, size_t n) {
 
         if (c->n_command > 0)
                 return stream_command(c, args, n);
-        if (opt.follow && c->n_pids == 0)
+        if (c->follow && c->n_pids == 0)
                 return usage_error("--follow follows the processes of -p PID: name at least one");
         /* A closed stdout (| head) must show up as EPIPE, to end quietly with 0. */
         (void) sigaction(SIGPIPE, &sa_ignore, NULL);

@@ -37,7 +37,7 @@ _tpctl() {
                 fi
                 case ${words[i]} in
                 --)
-                        # stream -- COMMAND: the rest is the command's line.
+                        # stream|record -- COMMAND: the rest is the command's line.
                         command_at=$((i + 1))
                         break
                         ;;
@@ -106,7 +106,7 @@ _tpctl() {
                 enable) opts+=' --filter=' ;;
                 disable) opts+=' --all' ;;
                 stream) opts+=' -e --event= -p --pid= --follow -c --cpu= -f --filter= --print --symbolic --symbolic= --count= --duration= --time= --ordered --ordered= --transport= --' ;;
-                record) opts+=' -o --output= -e --event= -p --pid= -c --cpu= -f --filter= --format= --duration= --size= --rotate-size= --rotate-time= --keep= --file-version= --no-kallsyms --force' ;;
+                record) opts+=' -o --output= -e --event= -p --pid= --follow -c --cpu= -f --filter= --format= --duration= --size= --rotate-size= --rotate-time= --keep= --file-version= --no-kallsyms --force --' ;;
                 replay) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --print' ;;
                 metrics) opts+=' --openmetrics' ;;
                 top) opts+=' -n --iterations= -d --delay= --sort=' ;;

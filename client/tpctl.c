@@ -202,6 +202,8 @@ static void help(void) {
                "  record -o FILE [EVENT...]  Record to a trace-cmd data file (or NDJSON) until "
                "interrupted,\n"
                "                             --duration or --size; without EVENT or -e, the enabled events\n"
+               "  record -o FILE [EVENT...] -- CMD\n"
+               "                             Run CMD, recording it and what it forks until it exits\n"
                "  replay FILE [EVENT...]     Print a capture's records as stream would have: FILE is a\n"
                "                             trace-cmd data file (.dat) or stream's NDJSON\n"
                "  metrics                    Print tpd's counters as Prometheus metrics (text format,\n"
@@ -235,7 +237,8 @@ static void help(void) {
                "                             arguments)\n"
                "  -p --pid=PID               stream, record, replay: only records of process PID "
                "(repeatable)\n"
-               "     --follow                stream: -p's processes and the tasks they fork from now on\n"
+               "     --follow                stream, record: -p's processes and the tasks they fork from\n"
+               "                             now on\n"
                "  -c --cpu=CPU               stream, record, replay: only records of CPU (repeatable)\n"
                "     --print                 stream, replay: add the kernel's formatted text as \"print\"\n"
                "     --symbolic[=yes|no]     stream: add \"sym\", readable forms of flags, symbols,\n"
@@ -450,8 +453,8 @@ static int run(int argc, char *argv[]) {
                 return EXIT_FAILURE;
         if (r <= 0)
                 return r < 0 ? EXIT_USAGE : EXIT_SUCCESS;
-        if (n < argc && !streq(verb->name, "stream"))
-                return usage_error("-- COMMAND applies to stream");
+        if (n < argc && !streq(verb->name, "stream") && !streq(verb->name, "record"))
+                return usage_error("-- COMMAND applies to stream and record");
         if (n < argc && n == argc - 1)
                 return usage_error("-- needs a command to run");
         argc = n;

@@ -618,7 +618,7 @@ static int record_queue_files(Manager *m, StreamSetup *st, bool kernel_addresses
 }
 
 static int method_record(Manager *m, Peer *peer, const VarlinkCall *call) {
-        static const char *const keys[] = { "events", "pids", "cpus", "filter", NULL };
+        static const char *const keys[] = { "events", "pids", "cpus", "filter", "follow", NULL };
         _cleanup_free_ char *clock = NULL;
         StreamSetup st = {};
         json_object *p, *names;

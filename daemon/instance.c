@@ -59,10 +59,7 @@ static void manager_check_instance(Manager *m) {
                 ts = manager_trace_clock_now_ns(m);
                 manager_publish_notice(m, ts, "instance-changed", report);
                 for (Peer *p = m->peers; p; p = p->next)
-                        if (p->stream && !p->shm &&
-                            (p->recording
-                                     ? recording_queue_notice(p->recording, ts, "instance-changed", report)
-                                     : stream_queue_notice(p->stream, ts, "instance-changed", report)) < 0)
+                        if (p->stream && !p->shm && peer_queue_notice(p, ts, "instance-changed", report) < 0)
                                 log_debug("Peer %d: failed to queue a notice.", (int) p->pid);
                 manager_flush_peers(m);
         }

@@ -143,6 +143,11 @@ static bool peer_done(Peer *p) {
                (!p->stream || queue_is_empty(&p->stream->queue));
 }
 
+int peer_queue_notice(Peer *p, uint64_t ts, const char *notice, const char *message) {
+        return p->recording ? recording_queue_notice(p->recording, ts, notice, message)
+                            : stream_queue_notice(p->stream, ts, notice, message);
+}
+
 int peer_flush(Peer *p) {
         int r;
 

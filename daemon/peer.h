@@ -121,3 +121,7 @@ int peer_defer(Peer *p, PeerWork work, void *userdata, void (*free_userdata)(voi
 
 /* Writes what is queued. Returns 0, or a negative errno after which p was freed. */
 int peer_flush(Peer *p);
+
+/* Queues a notice on the peer's stream: a NOTICE frame of a recording, else a line. Call only on a
+ * peer with a stream. */
+int peer_queue_notice(Peer *p, uint64_t ts, const char *notice, const char *message);

@@ -49,12 +49,14 @@ static int manager_on_sync(sd_event_source *s, void *userdata) {
         ts = manager_trace_clock_now_ns(m);
         for (Peer *p = m->peers; p; p = p->next)
                 if (p->sync_pending) {
+                        static const char message[] =
+                                "every record written before the sync came before this line";
+
                         p->sync_pending = false;
-                        /* What the stream lost comes before the sync too. */
-                        if (stream_report_drops(p->stream, true) < 0 ||
-                            stream_queue_notice(
-                                    p->stream, ts, "sync",
-                                    "every record written before the sync came before this line") < 0)
+                        /* What the stream lost comes before the sync too; a recording flags its
+                         * losses on its pages, and a notice that finds its queue full waits. */
+                        if ((!p->recording && stream_report_drops(p->stream, true) < 0) ||
+                            peer_queue_notice(p, ts, "sync", message) < 0)
                                 log_debug("Peer %d: failed to queue the sync notice.", (int) p->pid);
                 }
         manager_flush_peers(m);
@@ -73,7 +75,7 @@ static int manager_want_sync(Manager *m, Peer *p) {
         return sd_event_source_set_enabled(m->sync_defer, SD_EVENT_ONESHOT);
 }
 
-/* A socket stream's client may send SYNC frames; anything else is discarded. */
+/* A socket stream's or a recording's client may send SYNC frames; anything else is discarded. */
 static ssize_t manager_on_socket_input(Manager *m, Peer *p, const uint8_t *in, size_t size) {
         size_t taken = 0;
 
@@ -81,7 +83,7 @@ static ssize_t manager_on_socket_input(Manager *m, Peer *p, const uint8_t *in, s
                 TpdFrame h;
 
                 memcpy(&h, in + taken, sizeof(h));
-                if (h.type != TPD_FRAME_SYNC || h.length != 0 || h.cpu != 0 || h.arg != 0 || p->recording)
+                if (h.type != TPD_FRAME_SYNC || h.length != 0 || h.cpu != 0 || h.arg != 0)
                         return (ssize_t) size;
                 taken += sizeof(h);
                 if (manager_want_sync(m, p) < 0)

@@ -98,7 +98,9 @@ enum {
  * type 9 with length, cpu and arg 0. tpd reads every CPU's buffer then, routes what it read, and
  * queues the notice {"ts":…,"notice":"sync","message":…} after it: every record written before the
  * client sent SYNC that the stream selects comes before that line. `tpctl stream -- CMD` ends so
- * once CMD exits. Anything else from the client is discarded, as before this frame.
+ * once CMD exits. A recording's client may send it too: the notice comes as a NOTICE frame after
+ * the pages (`tpctl record -- CMD`). Anything else from the client is discarded, as before this
+ * frame.
  */
 enum {
         TPD_FRAME_SYNC = 9,

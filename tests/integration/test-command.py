@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""tpctl stream -- CMD: a command from its first system call, its descendants, its exit status.
+"""tpctl stream -- CMD and tpctl record -- CMD: a command from its first system call, its
+descendants, its exit status.
 
 1. `-- gen-getppid --count 100000 --no-wait`, while an outside generator runs at the same time:
    exactly 100,000 records, all of the command's pid, none of the outside one's; tpctl ends once
@@ -12,10 +13,18 @@
 5. Nobody reads tpctl's output while the command runs: the stream's losses (cause client) come
    before its end, and records + lost = calls, exactly.
 6. Usage: -p with a command, a command for another verb, and `--` alone are refused.
+7. `record -o x.dat -- gen-getppid --count 100000` beside an outside generator: trace-cmd reads
+   the file, with exactly the command's 100,000 records and nothing else; tpctl ends once they
+   are in, with the command's status.
+8. `record -o x.ndjson -- gen-fork 3 2 2`: every call of the 22 processes; `record -- sh -c
+   'exit 3'` exits 3.
+9. `record -p SHELL --follow`: trace-cmd reads exactly the calls of the children the shell started
+   after the recording began.
 """
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -129,8 +138,103 @@ def slow_reader(ctx):
     tpd.stop()
 
 
+SUMMARY_RE = re.compile(r'tpctl: (\d+) records in 1 file, (\d+) lost')
+
+
+def run_record(tpd, out, cmd, timeout=60):
+    argv = [T.env_program('TPCTL'), '--socket', tpd.socket, 'record', '-o', out, '-e', EVENT, '--', *cmd]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    m = SUMMARY_RE.search(r.stderr)
+    return r, (int(m[1]), int(m[2])) if m else None
+
+
+def record_exact(ctx, tpd):
+    """The data file of a command, read by trace-cmd: its records and no other's."""
+    out = os.path.join(ctx.tmpdir, 'command.dat')
+    gen_out = os.path.join(ctx.tmpdir, 'record.out')
+    n = 100_000
+    outside = ctx.gen('GEN_GETPPID', '--count', n, '--rate', 200_000)
+    other, = outside.pids()
+    outside_go = outside.go()
+    r, summary = run_record(tpd, out, [T.env_program('GEN_GETPPID'), '--count', str(n), '--no-wait',
+                                       '--rate', '200000', '--out', gen_out])
+    outside_done = outside.wait_done(timeout=60)[0]
+    check(r.returncode == 0, f'tpctl record exited with {r.returncode}; stderr {r.stderr!r}')
+    check(summary == (n, 0), f'tpctl record said {r.stderr!r}, expected {n} records, 0 lost')
+    with open(gen_out) as f:
+        pid = int(f.readline())
+    records, dropped = T.trace_cmd_report(out)
+    check(not dropped, f'trace-cmd reports dropped events: {dropped}')
+    others = [x for x in records if x['pid'] != pid or x['event'] != 'sys_enter_getppid']
+    check(not others, f'{len(others)} records not of the command, e.g. {others[:2]} (outside: {other})')
+    check(len(records) == n, f'trace-cmd lists {len(records)} records of the command, expected {n}')
+    check(records[0]['ts'] < outside_done and records[-1]['ts'] > outside_go,
+          f'the command ran from {records[0]["ts"]} to {records[-1]["ts"]}, the outside generator from '
+          f'{outside_go} to {outside_done}: not at the same time')
+    log(f'record: trace-cmd reads exactly {len(records)} records of pid {pid}; the outside generator ran beside it')
+
+
+def record_tree(ctx, tpd):
+    n = 1000
+    out = os.path.join(ctx.tmpdir, 'tree.ndjson')
+    r, summary = run_record(tpd, out, [T.env_program('GEN_FORK'), '--count', str(n), '--no-wait', '--out',
+                                       '/dev/null', '3', '2', '2'])
+    check(r.returncode == 0, f'tpctl record -- gen-fork exited with {r.returncode}; stderr {r.stderr!r}')
+    by_pid = {}
+    with open(out) as f:
+        for line in f:
+            x = json.loads(line)
+            check('lost' not in x and 'notice' not in x, f'a line that is no record of the tree: {line!r}')
+            by_pid[x['pid']] = by_pid.get(x['pid'], 0) + 1
+    short = {p: k for p, k in by_pid.items() if k != n}
+    check(len(by_pid) == 22 and not short, f'records by pid: {sorted(by_pid.items())}')
+    check(summary == (22 * n, 0), f'tpctl record said {r.stderr!r}')
+    r, _ = run_record(tpd, os.path.join(ctx.tmpdir, 'exit3.dat'), ['sh', '-c', 'exit 3'])
+    check(r.returncode == 3, f'record -- sh -c "exit 3": tpctl exited with {r.returncode}; stderr {r.stderr!r}')
+    log(f'record: the fork tree\'s {sum(by_pid.values())} records, {n} of each of {len(by_pid)} pids; status 3')
+
+
+def record_follow(ctx, tpd):
+    """A recording of a shell with --follow holds the calls of the children it starts later."""
+    out = os.path.join(ctx.tmpdir, 'shell.dat')
+    gen = T.env_program('GEN_GETPPID')
+    shell = subprocess.Popen(['sh'], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+    argv = [T.env_program('TPCTL'), '--socket', tpd.socket, 'record', '-o', out, '-e', EVENT,
+            '-p', str(shell.pid), '--follow']
+    rec = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        # The file is made once tpd answered, and the selection is live with its answer.
+        deadline = time.monotonic() + 10
+        while not [f for f in os.listdir(ctx.tmpdir) if f.startswith('.tpctl-record-')]:
+            check(rec.poll() is None and time.monotonic() < deadline, 'tpctl record did not start')
+            time.sleep(0.02)
+        shell.stdin.write(f'{gen} --count 3000 --no-wait >/dev/null\n'
+                          f'{gen} --count 2000 --no-wait >/dev/null &\n'
+                          f'( {gen} --count 1000 --no-wait >/dev/null )\n'
+                          'wait\necho done\n')
+        check(shell.stdout.readline().strip() == 'done', 'the shell did not finish')
+        rec.send_signal(signal.SIGINT)
+        rc = rec.wait(30)
+        stderr = rec.stderr.read()
+        check(rc == 0, f'tpctl record -p --follow exited with {rc}; stderr {stderr!r}')
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+        shell.stdin.close()
+        shell.wait(10)
+    records, dropped = T.trace_cmd_report(out)
+    check(not dropped, f'trace-cmd reports dropped events: {dropped}')
+    pids = {x['pid'] for x in records}
+    check(len(records) == 6000 and len(pids) == 3,
+          f'trace-cmd lists {len(records)} records of {len(pids)} pids, expected 6000 of 3')
+    log(f'record --follow: trace-cmd reads the {len(records)} calls of the shell\'s 3 children')
+
+
 def usage(tpd):
     for args, what in ((['stream', '-p', '1', '--', 'true'], '-p with a command'),
+                       (['record', '-o', '/nonexistent/x.dat', '-p', '1', '--', 'true'], '-p with a command'),
+                       (['record', '-o', '/nonexistent/x.dat', '--follow'], '--follow without -p'),
+                       (['top', '--follow'], '--follow for top'),
                        (['status', '--', 'true'], 'a command for status'),
                        (['stream', '--'], '-- alone')):
         r = tpd.tpctl(*args)
@@ -150,6 +254,9 @@ def main(ctx):
     fork_tree(tpd)
     statuses(tpd)
     forwarding(tpd)
+    record_exact(ctx, tpd)
+    record_tree(ctx, tpd)
+    record_follow(ctx, tpd)
     tpd.stop()
     slow_reader(ctx)
 

@@ -44,8 +44,6 @@ import time
 import tpdtest as T
 from tpdtest import check, fail, log
 
-REPORT_RE = re.compile(r'^\s*(?P<comm>.*)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s*(?P<ts>\d+): (?P<event>\w+):\s*(?P<body>.*)$')
-DROPPED_RE = re.compile(r'^CPU:(\d+) \[(?:(\d+) )?EVENTS DROPPED\]$')
 KERNEL_RE = re.compile(r'^\s*(?P<comm>.*)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+(?P<sec>\d+)\.(?P<usec>\d{6}): '
                        r'(?:(?P<event>\w+): ?(?P<body>.*)|(?P<syscall>sys_\w+)\(.*\))$')
 RAW_RE = re.compile(r'^(\d+) (\d+) (\d+) type: (\d+)')
@@ -55,25 +53,6 @@ GETPPID_N = 20_000
 ROUND_TRIPS = 2_000
 MARKER_N = 2_000
 TS_SKEW_MAX_NS = 5_000_000
-
-
-def trace_cmd_report(path, *args):
-    r = subprocess.run(['trace-cmd', 'report', '-N', '-t', *args, path], capture_output=True, text=True, timeout=120)
-    check(r.returncode == 0, f'trace-cmd report {path} exited with {r.returncode}: {r.stderr[:1000]!r}')
-    check(not r.stderr.strip(), f'trace-cmd report {path} warned: {r.stderr[:1000]!r}')
-    records, dropped = [], []
-    for line in r.stdout.splitlines():
-        if not line.strip() or line.startswith('cpus='):
-            continue
-        m = DROPPED_RE.match(line.strip())
-        if m:
-            dropped.append((int(m[1]), int(m[2]) if m[2] else None))
-            continue
-        m = REPORT_RE.match(line)
-        check(m, f'cannot parse trace-cmd report line: {line!r}')
-        records.append({'comm': m['comm'], 'pid': int(m['pid']), 'cpu': int(m['cpu']), 'ts': int(m['ts']),
-                        'event': m['event'], 'body': m['body'].strip()})
-    return records, dropped
 
 
 class Recording(T.Process):
@@ -163,7 +142,7 @@ def truth(ctx):
     log(f'tpctl record: {n} records in {files} file, {lost} lost')
     check(files == 1 and lost == 0, f'expected 1 file and nothing lost, got {files} files, {lost} lost')
 
-    records, dropped = trace_cmd_report(out)
+    records, dropped = T.trace_cmd_report(out)
     check(not dropped, f'trace-cmd reports dropped events: {dropped}')
     check(len(records) == n, f'trace-cmd report lists {len(records)} records, tpctl said {n}')
     mine = [r for r in records if r['pid'] in pids]
@@ -267,7 +246,7 @@ def stalled_storm(ctx, tpd, stalled, n, what):
     check(written == n + 100, f'the kernel wrote {written} records, expected {n + 100}')
     check(lost > 0, f'{what}: nothing lost: the test did not stall anything')
     check(recorded + lost == written, f'{recorded} recorded + {lost} lost != {written} written')
-    records, dropped = trace_cmd_report(out)
+    records, dropped = T.trace_cmd_report(out)
     check(len(records) == recorded, f'trace-cmd report lists {len(records)} records, tpctl said {recorded}')
     check(dropped, 'trace-cmd report shows no dropped events in a capture that lost some')
     counted = sum(c for _, c in dropped if c is not None)
@@ -325,7 +304,7 @@ def late_names(ctx, at_size=False):
         n, files, lost = rec.stop()
     kernel = kernel_names()
     check(files == 1 and lost == 0, f'expected 1 file and nothing lost, got {files} files, {lost} lost')
-    records, _ = trace_cmd_report(out)
+    records, _ = T.trace_cmd_report(out)
     # One line per pid: trace-cmd sorts the lines by pid, and of two lines of a pid (tpd's, and the
     # kernel's table at the start naming an earlier task of it) may take either.
     r = subprocess.run(['trace-cmd', 'dump', '--cmd-lines', out], capture_output=True, text=True, timeout=60)
@@ -378,7 +357,7 @@ def rotation(ctx):
             size = os.path.getsize(name)
             check(size <= 1024 * 1024, f'{name} is {size} bytes, more than 1 MiB')
             if fmt == 'dat':
-                recs, dropped = trace_cmd_report(name)
+                recs, dropped = T.trace_cmd_report(name)
                 check(not dropped, f'{name}: dropped {dropped}')
                 texts = [r['body'] for r in recs]
             else:
@@ -414,7 +393,7 @@ def concurrent(ctx):
         recs = s.records()
         check(not [r for r in recs if 'lost' in r], f'stream {i} lost records')
         check(len(recs) == n + probes, f'stream {i}: {len(recs)} records, expected {n} + {probes} probes')
-    records, _ = trace_cmd_report(out)
+    records, _ = T.trace_cmd_report(out)
     calls = [r for r in records if r['pid'] == pid]
     check(lost == 0, f'the recording lost {lost}')
     check(len(calls) >= n and len(calls) <= n + probes and recorded == len(records),
@@ -460,7 +439,7 @@ def version7_and_status(ctx):
     check(re.search(r'recording: \d+ records, [\d.]+ MiB, \d+ records/s, lost 0', text),
           f'no live status line on the terminal: {text!r}')
     check('tpctl: 500 records in 1 file, 0 lost' in text, f'summary: {text!r}')
-    records, dropped = trace_cmd_report(out)
+    records, dropped = T.trace_cmd_report(out)
     check(not dropped and [int(r['body'].rsplit(' ', 1)[1]) for r in records] == list(range(500)),
           f'version 7 file: {len(records)} records, dropped {dropped}')
     r = subprocess.run(['trace-cmd', 'dump', '--summary', out], capture_output=True, text=True, timeout=60)

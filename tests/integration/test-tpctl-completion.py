@@ -121,6 +121,8 @@ def zsh_completion(ctx, tpd, names):
         z.complete('tpctl stream -e sched:sched_switch -- tpct', 'tpctl stream -e sched:sched_switch -- tpctl')
         os.mkdir(os.path.join(ctx.tmpdir, 'only-dir'))
         z.complete(f'tpctl stream -- ls {ctx.tmpdir}/only-d', f'tpctl stream -- ls {ctx.tmpdir}/only-dir/')
+        z.complete('tpctl record -o x.dat -- tpct', 'tpctl record -o x.dat -- tpctl')
+        z.complete('tpctl record --fol', 'tpctl record --follow')
     finally:
         z.close()
 
@@ -155,7 +157,7 @@ def main(ctx):
     check(reply == ['--openmetrics'], f'metrics --o: {reply}')
     reply, _ = complete('tpctl stream --pr')
     check(reply == ['--print'], f'stream --pr: {reply}')
-    # After stream's "--", the command's line: commands first, then files; no event, no option.
+    # After stream's (and record's) "--", the command's line: commands first, then files; no event, no option.
     reply, _ = complete('tpctl stream -e sched:sched_switch -- tpct')
     check(reply == ['tpctl'], f'-- tpct: {reply}')
     reply, _ = complete(f'tpctl stream -- ls {ctx.tmpdir}/')
@@ -163,6 +165,10 @@ def main(ctx):
           f'-- ls DIR/: {reply}, expected the files of {ctx.tmpdir}')
     reply, _ = complete('tpctl stream -- ls --pr')
     check(reply == [], f'-- ls --pr completed tpctl options: {reply}')
+    reply, _ = complete('tpctl record -o x.dat -- tpct')
+    check(reply == ['tpctl'], f'record -- tpct: {reply}')
+    reply, _ = complete('tpctl record --fol')
+    check(reply == ['--follow'], f'record --fol: {reply}')
     reply, _ = complete('tpctl enable --pr')
     check(reply == [], f'enable --pr: {reply}')
     reply, _ = complete('tpctl --json=')

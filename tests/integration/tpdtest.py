@@ -952,6 +952,31 @@ ASAN = built_with_asan()
 SLOWDOWN = float(os.environ.get('TPD_TEST_SLOWDOWN', '8' if ASAN else '1'))
 
 
+REPORT_RE = re.compile(r'^\s*(?P<comm>.*)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s*(?P<ts>\d+): (?P<event>\w+):\s*(?P<body>.*)$')
+DROPPED_RE = re.compile(r'^CPU:(\d+) \[(?:(\d+) )?EVENTS DROPPED\]$')
+
+
+def trace_cmd_report(path, *args):
+    """Debian's trace-cmd reads a data file: its records (comm, pid, cpu, ts, event, body) and its
+    lines of dropped events (cpu, count or None); a warning fails."""
+    r = subprocess.run(['trace-cmd', 'report', '-N', '-t', *args, path], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, f'trace-cmd report {path} exited with {r.returncode}: {r.stderr[:1000]!r}')
+    check(not r.stderr.strip(), f'trace-cmd report {path} warned: {r.stderr[:1000]!r}')
+    records, dropped = [], []
+    for line in r.stdout.splitlines():
+        if not line.strip() or line.startswith('cpus='):
+            continue
+        m = DROPPED_RE.match(line.strip())
+        if m:
+            dropped.append((int(m[1]), int(m[2]) if m[2] else None))
+            continue
+        m = REPORT_RE.match(line)
+        check(m, f'cannot parse trace-cmd report line: {line!r}')
+        records.append({'comm': m['comm'], 'pid': int(m['pid']), 'cpu': int(m['cpu']), 'ts': int(m['ts']),
+                        'event': m['event'], 'body': m['body'].strip()})
+    return records, dropped
+
+
 def trace_lines(instance_dir, option=None):
     """The record lines of an instance's `trace` file (the kernel's own text output), read with
     options/OPTION turned on for the read when given (e.g. 'raw', 'fields')."""
