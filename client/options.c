@@ -28,6 +28,7 @@ enum {
         ARG_PRINT,
         ARG_DURATION,
         ARG_FOLLOW,
+        ARG_CGROUP,
 };
 
 static const OptionSpec common_specs[] = {
@@ -44,6 +45,7 @@ static const OptionSpec common_specs[] = {
         { "print", 0, no_argument, ARG_PRINT, OPTION_PRINT },
         { "duration", 0, required_argument, ARG_DURATION, OPTION_DURATION },
         { "follow", 0, no_argument, ARG_FOLLOW, OPTION_FOLLOW },
+        { "cgroup", 0, required_argument, ARG_CGROUP, OPTION_CGROUP },
 };
 
 int parse_int(const char *s, int *ret) {
@@ -162,6 +164,9 @@ static int common_parse_option(const OptionSpec *spec, const char *arg) {
         case ARG_FOLLOW:
                 common.follow = true;
                 return 0;
+        case ARG_CGROUP:
+                common.cgroup = arg;
+                return 0;
         }
         return -EINVAL;
 }
@@ -237,7 +242,8 @@ json_object *selection_params(const CommonOptions *c, char **args, size_t n) {
             (c->n_cpus > 0 && json_add_ints(params, "cpus", c->cpus, c->n_cpus) < 0) ||
             (c->filter && json_add(params, "filter", json_object_new_string(c->filter)) < 0) ||
             (c->print && json_add(params, "print", json_object_new_boolean(true)) < 0) ||
-            (c->follow && json_add(params, "follow", json_object_new_boolean(true)) < 0)) {
+            (c->follow && json_add(params, "follow", json_object_new_boolean(true)) < 0) ||
+            (c->cgroup && json_add(params, "cgroup", json_object_new_string(c->cgroup)) < 0)) {
                 json_object_put(params);
                 return NULL;
         }

@@ -46,6 +46,7 @@ enum {
         OPTION_PRINT = 1 << 4,
         OPTION_DURATION = 1 << 5,
         OPTION_FOLLOW = 1 << 6, /* the -p processes' descendants too: stream and record */
+        OPTION_CGROUP = 1 << 7, /* a cgroup's tasks (--cgroup, --unit): stream and record */
         /* What stream, record, replay and export select records by. */
         OPTION_SELECTION = OPTION_EVENT | OPTION_PID | OPTION_CPU | OPTION_FILTER,
 };
@@ -72,6 +73,7 @@ typedef struct CommonOptions {
         bool print;
         uint64_t duration_usec; /* 0: until interrupted */
         bool follow;            /* -p's processes and what they fork (Stream and Record "follow") */
+        const char *cgroup;     /* the tasks of a cgroup v2 subtree (Stream and Record "cgroup") */
         char **command;         /* after "--": the command whose tasks a stream follows (command.h) */
         size_t n_command;
 } CommonOptions;

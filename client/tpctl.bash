@@ -105,8 +105,8 @@ _tpctl() {
                 case $verb in
                 enable) opts+=' --filter=' ;;
                 disable) opts+=' --all' ;;
-                stream) opts+=' -e --event= -p --pid= --follow -c --cpu= -f --filter= --print --symbolic --symbolic= --count= --duration= --time= --ordered --ordered= --transport= --' ;;
-                record) opts+=' -o --output= -e --event= -p --pid= --follow -c --cpu= -f --filter= --format= --duration= --size= --rotate-size= --rotate-time= --keep= --file-version= --no-kallsyms --force --' ;;
+                stream) opts+=' -e --event= -p --pid= --follow --cgroup= -c --cpu= -f --filter= --print --symbolic --symbolic= --count= --duration= --time= --ordered --ordered= --transport= --' ;;
+                record) opts+=' -o --output= -e --event= -p --pid= --follow --cgroup= -c --cpu= -f --filter= --format= --duration= --size= --rotate-size= --rotate-time= --keep= --file-version= --no-kallsyms --force --' ;;
                 replay) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --print' ;;
                 metrics) opts+=' --openmetrics' ;;
                 top) opts+=' -n --iterations= -d --delay= --sort=' ;;

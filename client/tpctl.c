@@ -239,6 +239,8 @@ static void help(void) {
                "(repeatable)\n"
                "     --follow                stream, record: -p's processes and the tasks they fork from\n"
                "                             now on\n"
+               "     --cgroup=PATH           stream, record: only records of the tasks of the cgroup v2\n"
+               "                             subtree PATH (/system.slice/ssh.service), as they come and go\n"
                "  -c --cpu=CPU               stream, record, replay: only records of CPU (repeatable)\n"
                "     --print                 stream, replay: add the kernel's formatted text as \"print\"\n"
                "     --symbolic[=yes|no]     stream: add \"sym\", readable forms of flags, symbols,\n"

@@ -127,6 +127,24 @@ void follow_fork(Follow *f, int32_t parent, int32_t child, uint64_t ts) {
                 f->refused++;
 }
 
+int follow_join(Follow *f, int32_t pid, uint64_t ts) {
+        int r;
+
+        if (ts < f->start || follow_open(f, pid))
+                return 0;
+        r = follow_insert(f, pid, ts);
+        if (r == -ENOSPC)
+                f->refused++;
+        return r;
+}
+
+void follow_leave(Follow *f, int32_t pid, uint64_t ts) {
+        FollowEntry *e = ts < f->start ? NULL : follow_open(f, pid);
+
+        if (e && e->since <= ts)
+                follow_end(f, e, ts);
+}
+
 void follow_exit(Follow *f, int32_t pid, uint64_t ts) {
         FollowEntry *e = ts < f->start ? NULL : follow_open(f, pid);
 

@@ -51,3 +51,11 @@ bool follow_matches(const Follow *f, int32_t pid, uint64_t ts);
 void follow_fork(Follow *f, int32_t parent, int32_t child, uint64_t ts);
 /* The task pid exited at ts. */
 void follow_exit(Follow *f, int32_t pid, uint64_t ts);
+
+/* A task that came into what the set selects at ts (a cgroup it was moved into): a member from
+ * then on, unless it is one already. Ignored before start. 0, -ENOSPC (counted as refused) or
+ * -ENOMEM. */
+int follow_join(Follow *f, int32_t pid, uint64_t ts);
+/* A task that left it at ts (moved to another cgroup): its records from then on are not selected.
+ * Ignored before start. */
+void follow_leave(Follow *f, int32_t pid, uint64_t ts);

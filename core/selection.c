@@ -16,6 +16,7 @@ void selection_done(Selection *sel) {
         free(sel->events);
         free(sel->pids);
         follow_free(sel->follow);
+        free(sel->cgroup);
         free(sel->cpus);
         *sel = (Selection){};
 }
@@ -149,8 +150,12 @@ int selection_build(Selection *sel, const SelectionSpec *spec, SelectionError *r
                 r = selection_select_event(sel, (unsigned) spec->events[i]->id);
         for (size_t i = 0; i < spec->n_pids && r >= 0; i++)
                 r = selection_select_pid(sel, (int32_t) spec->pids[i]);
-        if (r >= 0 && spec->follow_max > 0 && spec->n_pids > 0)
+        if (r >= 0 && spec->follow_max > 0 && (spec->n_pids > 0 || spec->cgroup))
                 r = follow_new(spec->follow_max, &sel->follow);
+        if (r >= 0 && sel->follow && spec->cgroup) {
+                sel->cgroup = strdup(spec->cgroup);
+                r = sel->cgroup ? 0 : -ENOMEM;
+        }
         for (size_t i = 0; sel->follow && i < sel->n_pids && r >= 0; i++)
                 r = follow_add_root(sel->follow, sel->pids[i]);
         for (size_t i = 0; i < spec->n_cpus && r >= 0; i++)

@@ -25,6 +25,9 @@ typedef struct Selection {
         /* The pids and their descendants (follow.h), in place of pids: NULL unless the stream
          * follows; its owner feeds it the kernel's forks and exits. */
         Follow *follow;
+        /* With follow and no pids: the cgroup v2 subtree (cgroup.h) whose tasks follow holds; its
+         * owner seeds it from the cgroup and feeds it the tasks' moves too. */
+        char *cgroup;
         uint8_t *cpus; /* bitmap; NULL means every CPU */
         size_t cpus_bits;
         struct tep_event_filter *filter;
@@ -43,6 +46,7 @@ typedef struct SelectionSpec {
         const int64_t *pids; /* checked by the caller: 0 to INT32_MAX */
         size_t n_pids;
         size_t follow_max;   /* 0: the pids alone; else their descendants too, this many at most */
+        const char *cgroup;  /* with follow_max and no pids: a cgroup's tasks (checked by the caller) */
         const int64_t *cpus; /* checked by the caller: 0 to UINT_MAX */
         size_t n_cpus;
         const char *filter; /* NULL: none */

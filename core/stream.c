@@ -418,7 +418,7 @@ int stream_offer(Stream *s, Decoder *d, Batch *b, size_t index) {
 static bool stream_selects_all(const Stream *s, const Batch *b) {
         const Selection *sel = &s->selection;
 
-        if (sel->filter || sel->n_pids > 0 || !selection_has_cpu(sel, b->records[0].cpu))
+        if (sel->filter || sel->n_pids > 0 || sel->follow || !selection_has_cpu(sel, b->records[0].cpu))
                 return false;
         if (sel->events) {
                 if (b->many_ids)

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <traceevent/event-parse.h>
@@ -10,6 +12,8 @@
 #include "api.h"
 #include "build-config.h"
 #include "calls.h"
+#include "cgroups.h"
+#include "core/cgroup.h"
 #include "core/names.h"
 #include "log.h"
 #include "manager.h"
@@ -212,6 +216,7 @@ typedef struct StreamParams {
         bool realtime;
         const char *transport; /* "socket" or "shm"; NULL: socket */
         bool follow;
+        const char *cgroup; /* a cgroup v2 subtree's tasks */
 } StreamParams;
 
 #define STREAM_PARAM(f) offsetof(StreamParams, f)
@@ -226,6 +231,7 @@ static const CallParam stream_params[] = {
         { "realtime", CALL_PARAM_BOOL, STREAM_PARAM(realtime) },
         { "transport", CALL_PARAM_STRING, STREAM_PARAM(transport), 0, 16 },
         { "follow", CALL_PARAM_BOOL, STREAM_PARAM(follow) },
+        { "cgroup", CALL_PARAM_STRING, STREAM_PARAM(cgroup), 0, CGROUP_PATH_MAX },
 };
 
 static void stream_params_done(StreamParams *p) {
@@ -331,7 +337,8 @@ static int stream_setup_selection(Manager *m, Peer *peer, const StreamParams *p,
                                               .n_others = n_others,
                                               .pids = p->pids,
                                               .n_pids = p->n_pids,
-                                              .follow_max = p->follow ? API_FOLLOW_MAX : 0,
+                                              .follow_max = p->follow || p->cgroup ? API_FOLLOW_MAX : 0,
+                                              .cgroup = p->cgroup,
                                               .cpus = p->cpus,
                                               .n_cpus = p->n_cpus,
                                               .filter = p->filter,
@@ -374,6 +381,35 @@ static int stream_setup_hold(Manager *m, Peer *p, TracingEvent **events, size_t 
         return 0;
 }
 
+/* A cgroup named must be a path of the v2 hierarchy that exists, alone: a stream selects by pids
+ * or by a cgroup. Returns 0, 1 when an error reply was queued, or a negative errno. */
+static int stream_check_cgroup(Peer *peer, const StreamParams *p) {
+        _cleanup_free_ char *mount = NULL, *dir = NULL;
+        struct stat st;
+        int r;
+
+        if (!p->cgroup)
+                return 0;
+        if (p->n_pids > 0 || p->follow)
+                r = peer_errorf(peer, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "cgroup",
+                                "A stream selects by \"pids\" (and \"follow\") or by \"cgroup\", not both.");
+        else if (!cgroup_path_valid(p->cgroup))
+                r = peer_errorf(peer, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "cgroup",
+                                "\"cgroup\" is a path of the cgroup v2 hierarchy as /proc/PID/cgroup "
+                                "shows it after \"0::\", like /system.slice/ssh.service.");
+        else if ((r = cgroups_mount(&mount)) < 0)
+                r = peer_errorf(peer, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "cgroup",
+                                "No cgroup v2 hierarchy is mounted here.");
+        else if (asprintf(&dir, "%s%s", mount, p->cgroup) < 0)
+                return -ENOMEM;
+        else if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+                r = peer_errorf(peer, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "cgroup",
+                                "No cgroup '%s' in the cgroup v2 hierarchy.", p->cgroup);
+        else
+                return 0;
+        return r < 0 ? r : 1;
+}
+
 /* Parses a Stream or Record call's selection, checks it, and sets up its stream (a recording) and
  * holds. Returns 0 with *ret set, 1 when an error reply was queued, or a negative errno. */
 static int stream_setup(Manager *m, Peer *peer, const VarlinkCall *call, const char *const *keys,
@@ -400,6 +436,9 @@ static int stream_setup(Manager *m, Peer *peer, const VarlinkCall *call, const c
                                    "\"follow\" follows the pids named in \"pids\": name at least one.") < 0
                                ? -ENOMEM
                                : 1;
+        r = stream_check_cgroup(peer, &p);
+        if (r != 0)
+                return r;
         r = access_check_stream(&m->access, m->peers, m->n_streams, peer);
         if (r != 0)
                 return r < 0 ? r : 1;
@@ -420,10 +459,10 @@ static int stream_setup(Manager *m, Peer *peer, const VarlinkCall *call, const c
         r = stream_setup_selection(m, peer, &p, events, n, &st.stream->selection);
         if (r == 0)
                 r = stream_setup_hold(m, peer, events, n, &st);
-        if (r == 0 && p.follow) {
+        if (r == 0 && (p.follow || p.cgroup)) {
                 r = manager_follow_start(m);
                 if (r >= 0)
-                        manager_follow_seed(m, st.stream->selection.follow);
+                        manager_follow_seed(m, &st.stream->selection);
                 if (r < 0) {
                         release_holds(m, st.events, st.n_events);
                         r = tracefs_error(peer, r, "follow forks (sched:sched_process_fork)");
@@ -434,7 +473,7 @@ static int stream_setup(Manager *m, Peer *peer, const VarlinkCall *call, const c
                 stream_setup_done(m, &st, false);
                 return r;
         }
-        st.follow = p.follow;
+        st.follow = p.follow || p.cgroup;
         st.filtered = p.filter != NULL;
         st.print = p.print;
         st.transport = p.transport != NULL;
@@ -506,8 +545,8 @@ static void stream_reply_transport(json_object *p, const StreamSetup *st, const 
 }
 
 static int method_stream(Manager *m, Peer *peer, const VarlinkCall *call) {
-        static const char *const keys[] = { "events",   "pids",     "cpus",      "filter", "print",
-                                            "symbolic", "realtime", "transport", "follow", NULL };
+        static const char *const keys[] = { "events",   "pids",      "cpus",   "filter", "print", "symbolic",
+                                            "realtime", "transport", "follow", "cgroup", NULL };
         _cleanup_free_ char *clock = NULL;
         StreamSetup st = {};
         ShmReply sr = { .fds = { -1, -1 } };
@@ -618,7 +657,7 @@ static int record_queue_files(Manager *m, StreamSetup *st, bool kernel_addresses
 }
 
 static int method_record(Manager *m, Peer *peer, const VarlinkCall *call) {
-        static const char *const keys[] = { "events", "pids", "cpus", "filter", "follow", NULL };
+        static const char *const keys[] = { "events", "pids", "cpus", "filter", "follow", "cgroup", NULL };
         _cleanup_free_ char *clock = NULL;
         StreamSetup st = {};
         json_object *p, *names;

@@ -1,17 +1,21 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Streams that follow pids: tpd's own hold of sched:sched_process_fork and sched:sched_process_exit,
- * the reads of every CPU that make a watermark, and the routing of the pages it allows
- * (daemon/lineage.h says why).
+ * Streams that follow pids or select a cgroup's tasks: tpd's own hold of
+ * sched:sched_process_fork, sched:sched_process_exit and cgroup:cgroup_attach_task, the reads of
+ * every CPU that make a watermark, and the routing of the pages it allows (daemon/lineage.h says
+ * why).
  */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <traceevent/event-parse.h>
 
+#include "cgroups.h"
+#include "core/cgroup.h"
 #include "core/clock.h"
 #include "log.h"
 #include "manager.h"
@@ -30,6 +34,12 @@
 /* Tasks whose children are read at a stream's start, at most: three reads of /proc each, within
  * the loop's bound however many pids the call names (pid 1 names the whole system). */
 #define FOLLOW_SEED_TASKS_MAX 2048U
+/* Threads of a cgroup's subtree taken at a stream's start, at most: one read of cgroup.threads per
+ * cgroup, each line a thread (a cgroup may hold more than the set's bound anyway). */
+#define FOLLOW_CGROUP_SEED_MAX 16384U
+/* Threads of a moved process that move with it, at most: a process with more keeps the others
+ * where they were for its streams of cgroups. */
+#define FOLLOW_MOVE_THREADS_MAX 1024U
 
 static int follow_field(struct tep_event *format, const char *name, bool common, size_t *ret) {
         struct tep_format_field *f =
@@ -47,7 +57,35 @@ static void follow_release(Manager *m) {
                 return;
         (void) tracing_event_hold(m->tracing, m->follow.fork, false);
         (void) tracing_event_hold(m->tracing, m->follow.exit, false);
+        if (m->follow.attach)
+                (void) tracing_event_hold(m->tracing, m->follow.attach, false);
         m->follow.held = false;
+}
+
+/* Moves between cgroups, for streams of a cgroup's tasks: where its fields are, and the hold. A
+ * kernel without the event has streams of pids only. */
+static int follow_setup_moves(Manager *m) {
+        Lineage *l = &m->lineage;
+        struct tep_format_field *path;
+        TracingEvent *attach;
+        int r;
+
+        l->attach_id = UINT_MAX;
+        m->follow.attach = NULL;
+        if (tracing_event_get(m->tracing, "cgroup:cgroup_attach_task", &attach) < 0)
+                return 0;
+        path = tep_find_field(attach->format, "dst_path");
+        if (!path || !(path->flags & TEP_FIELD_IS_DYNAMIC) || path->size != 4 || path->offset < 0 ||
+            follow_field(attach->format, "dst_root", false, &l->attach_root_offset) < 0 ||
+            follow_field(attach->format, "pid", false, &l->attach_pid_offset) < 0)
+                return 0;
+        r = tracing_event_hold(m->tracing, attach, true);
+        if (r < 0)
+                return r;
+        l->attach_path_offset = (size_t) path->offset;
+        l->attach_id = (unsigned) attach->format->id;
+        m->follow.attach = attach;
+        return 0;
 }
 
 static void follow_flush(Manager *m, bool whole);
@@ -93,6 +131,11 @@ static int follow_setup(Manager *m) {
         if (r < 0)
                 return r;
         r = tracing_event_hold(m->tracing, exit, true);
+        if (r >= 0) {
+                r = follow_setup_moves(m);
+                if (r < 0)
+                        (void) tracing_event_hold(m->tracing, exit, false);
+        }
         if (r < 0) {
                 (void) tracing_event_hold(m->tracing, fork, false);
                 return r;
@@ -158,15 +201,25 @@ static void follow_seed_pid(Follow *f, int pid, unsigned depth, unsigned *budget
         closedir(tasks);
 }
 
-void manager_follow_seed(Manager *m, Follow *f) {
+void manager_follow_seed(Manager *m, Selection *sel) {
+        Follow *f = sel->follow;
         size_t n = f->n;
         unsigned budget = FOLLOW_SEED_TASKS_MAX;
 
-        /* Before /proc is read: a child forked after this is the fork records'. */
+        /* Before /proc or the cgroup is read: a child forked or a task moved after this is the
+         * records'. */
         f->start = m->follow.have_clock ? now_nsec(m->follow.clock) : 0;
         /* In another PID namespace /proc's pids are not the records'. */
         if (!pid_namespace_is_initial())
                 return;
+        if (sel->cgroup) {
+                if (!m->follow.cgroup_mount && cgroups_mount(&m->follow.cgroup_mount) < 0)
+                        return;
+                /* Threads, not tasks whose children are read: a cgroup may hold many more. */
+                budget = FOLLOW_CGROUP_SEED_MAX;
+                cgroups_seed(m->follow.cgroup_mount, sel->cgroup, f, &budget);
+                return;
+        }
         for (size_t i = 0; i < n; i++)
                 follow_seed_pid(f, f->entries[i].pid, FOLLOW_SEED_DEPTH, &budget);
 }
@@ -184,6 +237,7 @@ void manager_follow_stop(Manager *m) {
 
 void manager_follow_done(Manager *m) {
         sd_event_source_disable_unref(m->follow.defer);
+        free(m->follow.cgroup_mount);
         free(m->follow.read_upto);
         lineage_done(&m->lineage);
 }
@@ -199,9 +253,72 @@ void manager_follow_pages(Manager *m, unsigned cpu, const void *pages, size_t n_
                 (void) sd_event_source_set_enabled(m->follow.defer, SD_EVENT_ONESHOT);
 }
 
+/* A task moved (with its threads, as the kernel moves a process written to cgroup.procs) into
+ * path or out of the subtree: for each stream of a cgroup. */
+static void follow_move(Manager *m, const LineageChange *c) {
+        int32_t tids[FOLLOW_MOVE_THREADS_MAX];
+        size_t n = 0;
+        char dir[64];
+        struct dirent *de;
+        DIR *tasks;
+
+        if (!c->path)
+                return;
+        /* Its threads now: those it had at the move, unless some were born or gone since. */
+        tids[n++] = c->pid;
+        (void) snprintf(dir, sizeof(dir), "/proc/%d/task", (int) c->pid);
+        tasks = pid_namespace_is_initial() ? opendir(dir) : NULL;
+        while (tasks && n < FOLLOW_MOVE_THREADS_MAX && (de = readdir(tasks))) {
+                int tid;
+
+                if (sscanf(de->d_name, "%d", &tid) == 1 && tid != c->pid)
+                        tids[n++] = tid;
+        }
+        if (tasks)
+                closedir(tasks);
+        for (Peer *p = m->peers; p; p = p->next) {
+                const Selection *sel = p->stream ? &p->stream->selection : NULL;
+                bool in;
+
+                if (!sel || !sel->follow || !sel->cgroup)
+                        continue;
+                in = cgroup_in_subtree(c->path, strlen(c->path), sel->cgroup);
+                for (size_t i = 0; i < n; i++)
+                        if (in)
+                                (void) follow_join(sel->follow, tids[i], c->ts);
+                        else
+                                follow_leave(sel->follow, tids[i], c->ts);
+        }
+}
+
+/* A fork whose parent a stream of a cgroup does not select may still put the child in its
+ * cgroup (clone3()'s CLONE_INTO_CGROUP, as service managers start services): the child's cgroup
+ * is read then, once. */
+static void follow_fork_into(Manager *m, const LineageChange *c) {
+        char path[CGROUP_PATH_MAX];
+        ssize_t len = 0;
+
+        for (Peer *p = m->peers; p; p = p->next) {
+                const Selection *sel = p->stream ? &p->stream->selection : NULL;
+
+                if (!sel || !sel->follow || !sel->cgroup || follow_matches(sel->follow, c->parent, c->ts))
+                        continue;
+                if (len == 0)
+                        len = pid_namespace_is_initial() ? cgroups_of_task(c->pid, path, sizeof(path)) : -1;
+                if (len < 0)
+                        return;
+                if (cgroup_in_subtree(path, (size_t) len, sel->cgroup))
+                        (void) follow_join(sel->follow, c->pid, c->ts);
+        }
+}
+
 static void follow_hand_over(void *userdata, const LineageChange *c) {
         Manager *m = userdata;
 
+        if (c->parent == LINEAGE_ATTACH) {
+                follow_move(m, c);
+                return;
+        }
         for (Peer *p = m->peers; p; p = p->next) {
                 Follow *f = p->stream ? p->stream->selection.follow : NULL;
 
@@ -212,6 +329,8 @@ static void follow_hand_over(void *userdata, const LineageChange *c) {
                 else
                         follow_exit(f, c->pid, c->ts);
         }
+        if (c->parent >= 0)
+                follow_fork_into(m, c);
 }
 
 static void follow_route(void *userdata, unsigned cpu, const void *pages, size_t n_pages, size_t page_size) {
@@ -259,6 +378,7 @@ static void follow_flush(Manager *m, bool whole) {
          * ended, those still read are tpd's all the same. Before any page is scanned. */
         l->hide_fork = m->follow.fork && !tracing_event_wanted(m->follow.fork);
         l->hide_exit = m->follow.exit && !tracing_event_wanted(m->follow.exit);
+        l->hide_attach = m->follow.attach && !tracing_event_wanted(m->follow.attach);
         /* While one follows, and once more after the last one ended (every page goes out then). */
         if (m->follow.n > 0 || m->follow.draining) {
                 m->follow.reading = true;

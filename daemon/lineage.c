@@ -18,6 +18,11 @@ int lineage_init(Lineage *l, unsigned n_cpus) {
         return 0;
 }
 
+static void lineage_forget(Lineage *l, size_t from, size_t to) {
+        for (size_t i = from; i < to; i++)
+                free(l->pending[i].path);
+}
+
 void lineage_trim(Lineage *l) {
         for (unsigned c = 0; l->queue && c < l->n_cpus; c++) {
                 free(l->queue[c].data);
@@ -25,6 +30,7 @@ void lineage_trim(Lineage *l) {
                 l->queue[c] = (LineageQueue){};
         }
         l->queued = 0;
+        lineage_forget(l, 0, l->n_pending);
         l->pending = mfree(l->pending);
         l->n_pending = l->pending_cap = 0;
         l->strip = mfree(l->strip);
@@ -69,19 +75,21 @@ int lineage_enqueue(Lineage *l, unsigned cpu, const void *pages, size_t n_pages,
         return 0;
 }
 
-static void lineage_note(Lineage *l, uint64_t ts, int32_t parent, int32_t pid) {
+/* Takes path over. */
+static void lineage_note(Lineage *l, uint64_t ts, int32_t parent, int32_t pid, char *path) {
         if (l->n_pending == l->pending_cap) {
                 size_t cap = l->pending_cap ? l->pending_cap * 2 : 64;
                 LineageChange *c = reallocarray(l->pending, cap, sizeof(LineageChange));
 
                 if (!c) {
-                        log_debug("No memory to follow a fork or an exit.");
+                        log_debug("No memory to follow a fork, an exit or a move.");
+                        free(path);
                         return;
                 }
                 l->pending = c;
                 l->pending_cap = cap;
         }
-        l->pending[l->n_pending++] = (LineageChange){ .ts = ts, .parent = parent, .pid = pid };
+        l->pending[l->n_pending++] = (LineageChange){ .ts = ts, .parent = parent, .pid = pid, .path = path };
 }
 
 static int32_t payload_s32(const PageEntry *e, size_t offset) {
@@ -101,8 +109,27 @@ static int entry_id(const PageEntry *e) {
         return id;
 }
 
-/* Notes the forks and exits of a page. Returns the ts of its last record (of the page if none);
- * *hidden gets whether it holds records nobody may see. */
+/* A move's record (to the v2 hierarchy: root 0) noted; others, and records cut short, are not. */
+static void lineage_scan_move(Lineage *l, const PageEntry *e) {
+        uint32_t loc;
+        size_t off, len;
+
+        if (e->size < MAX(MAX(l->attach_pid_offset, l->attach_root_offset), l->attach_path_offset) + 4 ||
+            payload_s32(e, l->attach_root_offset) != 0)
+                return;
+        memcpy(&loc, e->payload + l->attach_path_offset, sizeof(loc));
+        off = loc & 0xffff;
+        len = loc >> 16;
+        if (off > e->size || len > e->size - off || len == 0)
+                return;
+        len = strnlen((const char *) e->payload + off, len);
+        l->moves++;
+        lineage_note(l, e->ts, LINEAGE_ATTACH, payload_s32(e, l->attach_pid_offset),
+                     strndup((const char *) e->payload + off, len));
+}
+
+/* Notes the forks, exits and moves of a page. Returns the ts of its last record (of the page if
+ * none); *hidden gets whether it holds records nobody may see. */
 static uint64_t lineage_scan_page(Lineage *l, const uint8_t *page, size_t page_size, bool *hidden) {
         PageWalk w;
         PageEntry e;
@@ -116,6 +143,11 @@ static uint64_t lineage_scan_page(Lineage *l, const uint8_t *page, size_t page_s
                 bool fork = id >= 0 && (unsigned) id == l->fork_id;
 
                 newest = MAX(newest, e.ts);
+                if (id >= 0 && (unsigned) id == l->attach_id) {
+                        *hidden = *hidden || l->hide_attach;
+                        lineage_scan_move(l, &e);
+                        continue;
+                }
                 if (!fork && (id < 0 || (unsigned) id != l->exit_id))
                         continue;
                 if (e.size <
@@ -126,8 +158,8 @@ static uint64_t lineage_scan_page(Lineage *l, const uint8_t *page, size_t page_s
                         l->forks++;
                 else
                         l->exits++;
-                lineage_note(l, e.ts, fork ? payload_s32(&e, l->parent_offset) : -1,
-                             payload_s32(&e, fork ? l->child_offset : l->pid_offset));
+                lineage_note(l, e.ts, fork ? payload_s32(&e, l->parent_offset) : LINEAGE_EXIT,
+                             payload_s32(&e, fork ? l->child_offset : l->pid_offset), NULL);
         }
         return newest;
 }
@@ -169,6 +201,7 @@ void lineage_apply(Lineage *l, uint64_t watermark, void (*fn)(void *userdata, co
         qsort(l->pending, l->n_pending, sizeof(LineageChange), change_cmp);
         while (n < l->n_pending && l->pending[n].ts <= watermark)
                 fn(userdata, &l->pending[n++]);
+        lineage_forget(l, 0, n);
         memmove(l->pending, l->pending + n, (l->n_pending - n) * sizeof(LineageChange));
         l->n_pending -= n;
 }
@@ -178,7 +211,8 @@ static bool lineage_keep(void *userdata, const PageEntry *e) {
         int id = entry_id(e);
 
         return !((l->hide_fork && id >= 0 && (unsigned) id == l->fork_id) ||
-                 (l->hide_exit && id >= 0 && (unsigned) id == l->exit_id));
+                 (l->hide_exit && id >= 0 && (unsigned) id == l->exit_id) ||
+                 (l->hide_attach && id >= 0 && (unsigned) id == l->attach_id));
 }
 
 /* A page that ends past the watermark, split at it: the records before go out now (a page ends

@@ -20,10 +20,15 @@
  * the two events) stripped from what is routed.
  */
 
-/* A fork (parent >= 0) or an exit (parent -1), not yet handed over. */
+/* A fork (parent >= 0), an exit (parent LINEAGE_EXIT) or a move of pid (with its threads) into
+ * the cgroup v2 path (parent LINEAGE_ATTACH), not yet handed over. */
+#define LINEAGE_EXIT (-1)
+#define LINEAGE_ATTACH (-2)
+
 typedef struct LineageChange {
         uint64_t ts;
         int32_t parent, pid;
+        char *path; /* of a move: the cgroup, owned */
 } LineageChange;
 
 /* A CPU's pages read and not routed yet, in order. */
@@ -39,17 +44,20 @@ typedef struct LineageQueue {
 
 typedef struct Lineage {
         unsigned n_cpus;
-        /* The two events' ids, and where their pids are in a record's payload (each an s32). */
-        unsigned fork_id, exit_id;
+        /* The events' ids, and where their fields are in a record's payload: the pids (each an
+         * s32); of a move (cgroup:cgroup_attach_task; UINT_MAX: none), the hierarchy (s32) and
+         * the cgroup's path (a __data_loc). */
+        unsigned fork_id, exit_id, attach_id;
         size_t pid_offset, parent_offset, child_offset;
+        size_t attach_pid_offset, attach_root_offset, attach_path_offset;
         /* Their records go to nobody: only tpd holds them. */
-        bool hide_fork, hide_exit;
+        bool hide_fork, hide_exit, hide_attach;
         LineageQueue *queue; /* per CPU */
         size_t queued;       /* bytes in the queues */
         LineageChange *pending;
         size_t n_pending, pending_cap;
         uint8_t *strip; /* pages without the hidden records */
-        uint64_t forks, exits;
+        uint64_t forks, exits, moves;
 } Lineage;
 
 int lineage_init(Lineage *l, unsigned n_cpus);
@@ -61,14 +69,14 @@ void lineage_trim(Lineage *l);
 /* Appends whole pages to cpu's queue. 0 or -ENOMEM. */
 int lineage_enqueue(Lineage *l, unsigned cpu, const void *pages, size_t n_pages, size_t page_size);
 
-/* Notes the forks and exits of the pages queued since the last call. */
+/* Notes the forks, exits and moves of the pages queued since the last call. */
 void lineage_scan(Lineage *l, size_t page_size);
 
 /* Whether pages of cpu were queued since the last call (after lineage_scan()); *ret then gets the
  * ts of the last record of the last of them: every record of cpu up to it was read. */
 bool lineage_read_upto(Lineage *l, unsigned cpu, size_t page_size, uint64_t *ret);
 
-/* Passes the forks and exits up to watermark to fn, in time order, and forgets them. */
+/* Passes the forks, exits and moves up to watermark to fn, in time order, and forgets them. */
 void lineage_apply(Lineage *l, uint64_t watermark, void (*fn)(void *userdata, const LineageChange *c),
                    void *userdata);
 

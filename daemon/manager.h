@@ -108,6 +108,8 @@ typedef struct Manager {
         struct {
                 unsigned n;                /* streams that follow */
                 TracingEvent *fork, *exit; /* once set up; held by tpd while n > 0 */
+                TracingEvent *attach;      /* the same; NULL on a kernel without it */
+                char *cgroup_mount;        /* the cgroup v2 hierarchy's, once a stream named a cgroup */
                 bool held;
                 bool draining; /* the last follower ended: the kernel's last records of
                                 * fork and exit are yet to be read, and stripped */
@@ -195,10 +197,11 @@ void manager_quiet_leave(Manager *m);
 int manager_follow_start(Manager *m);
 void manager_follow_stop(Manager *m);
 void manager_follow_done(Manager *m);
-/* Marks f's start (follow.h) and adds to f the threads and descendants its roots have now (read
- * from /proc, when tpd sees the records' pids): call after manager_follow_start(), so that no
+/* Marks the start of the selection's follow set (follow.h) and adds to it the threads and
+ * descendants its roots have now (read from /proc, when tpd sees the records' pids), or the tasks
+ * of its cgroup subtree: call after manager_follow_start(), so that no
  * fork falls between. */
-void manager_follow_seed(Manager *m, Follow *f);
+void manager_follow_seed(Manager *m, Selection *sel);
 /* The readers' pages while pages wait for each other: queued, and read and routed on the loop's
  * next turn. */
 void manager_follow_pages(Manager *m, unsigned cpu, const void *pages, size_t n_pages, size_t page_size);

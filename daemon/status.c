@@ -242,6 +242,7 @@ int status_method_get_status(Manager *m, Peer *peer, const VarlinkCall *call) {
                 json_set(&r, f, "streams", json_object_new_int((int) m->follow.n));
                 json_set(&r, f, "forks", json_u64(m->lineage.forks));
                 json_set(&r, f, "exits", json_u64(m->lineage.exits));
+                json_set(&r, f, "moves", json_u64(m->lineage.moves));
                 json_set(&r, f, "reads", json_u64(m->follow.reads));
                 json_set(&r, f, "waiting_bytes", json_u64(m->lineage.queued));
                 json_set(&r, p, "follow", f);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The pages of following streams: forks noted, routed up to the watermark (a page that ends past
  * it split there), tpd's own records stripped. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@
 #define PAGE_SIZE 4096U
 #define FORK_ID 300U
 #define EXIT_ID 301U
+#define ATTACH_ID 302U
 #define OTHER_ID 7U
 
 /* A record's payload: common_type, flags, preempt count, common_pid, then a fork's parent and
@@ -46,6 +48,41 @@ static void setup(Lineage *l) {
         l->pid_offset = 4;
         l->parent_offset = 8;
         l->child_offset = 12;
+        l->attach_id = ATTACH_ID;
+        l->attach_root_offset = 8;
+        l->attach_pid_offset = 12;
+        l->attach_path_offset = 16;
+}
+
+/* A page of moves, as cgroup_attach_task writes them (32 bytes of payload each: its fields, then
+ * the path, which dst_path's __data_loc points at), of which hierarchy root, and a record of
+ * pid 5 after each. */
+static void build_moves(uint8_t *page, uint64_t page_ts, const int32_t *roots, const char *const *paths,
+                        size_t n) {
+        uint64_t commit = n * (36 + 20);
+        uint8_t *e = page + PAGE_HEADER_SIZE;
+
+        memset(page, 0, PAGE_SIZE);
+        memcpy(page, &page_ts, 8);
+        memcpy(page + 8, &commit, 8);
+        for (size_t i = 0; i < n; i++) {
+                uint32_t header = 8U | 10U << 5, other = 4U | 10U << 5; /* 32 and 16 bytes */
+                uint16_t id = ATTACH_ID, other_id = OTHER_ID;
+                int32_t pid = 5;
+                uint32_t loc = 20U | (uint32_t) (strlen(paths[i]) + 1) << 16;
+
+                memcpy(e, &header, 4);
+                memcpy(e + 4, &id, 2);
+                memcpy(e + 4 + 8, &roots[i], 4);
+                memcpy(e + 4 + 12, &pid, 4);
+                memcpy(e + 4 + 16, &loc, 4);
+                memcpy(e + 4 + 20, paths[i], strlen(paths[i]) + 1);
+                e += 36;
+                memcpy(e, &other, 4);
+                memcpy(e + 4, &other_id, 2);
+                memcpy(e + 8, &pid, 4);
+                e += 20;
+        }
 }
 
 /* What was routed: each record's cpu, ts and pid, and the pages' losses. */
@@ -82,13 +119,17 @@ static void on_route(void *userdata, unsigned cpu, const void *pages, size_t n_p
 typedef struct Changes {
         unsigned n;
         LineageChange c[16];
+        char path[16][16]; /* a move's, which lineage_apply() frees after the call */
 } Changes;
 
 static void on_change(void *userdata, const LineageChange *c) {
         Changes *ch = userdata;
 
         ASSERT(ch->n < 16);
-        ch->c[ch->n++] = *c;
+        if (c->path)
+                snprintf(ch->path[ch->n], sizeof(ch->path[0]), "%s", c->path);
+        ch->c[ch->n] = *c;
+        ch->c[ch->n++].path = NULL;
 }
 
 /* A page whose last record comes after the watermark: its records before it go now, the rest
@@ -184,8 +225,55 @@ static void test_forks_and_strip(void) {
         lineage_done(&l);
 }
 
+/* Moves to the v2 hierarchy (root 0) are noted with their path, others not; all are stripped. */
+static void test_moves(void) {
+        static const int32_t roots[] = { 0, 3, 0 };
+        static const char *const paths[] = { "/a/b", "/v1", "/" };
+        uint8_t page[PAGE_SIZE];
+        Changes ch = {};
+        Routed r = {};
+        Lineage l = {};
+
+        setup(&l);
+        l.hide_attach = true;
+        build_moves(page, 1000, roots, paths, 3);
+        ASSERT_INT_EQ(lineage_enqueue(&l, 0, page, 1, PAGE_SIZE), 0);
+        lineage_scan(&l, PAGE_SIZE);
+        ASSERT_U64_EQ(l.moves, 2);
+        lineage_apply(&l, UINT64_MAX, on_change, &ch);
+        ASSERT_INT_EQ(ch.n, 2);
+        ASSERT(ch.c[0].ts == 1010 && ch.c[0].parent == LINEAGE_ATTACH && ch.c[0].pid == 5);
+        ASSERT(strcmp(ch.path[0], "/a/b") == 0);
+        ASSERT(ch.c[1].ts == 1050 && ch.c[1].parent == LINEAGE_ATTACH && strcmp(ch.path[1], "/") == 0);
+        lineage_route(&l, UINT64_MAX, true, PAGE_SIZE, on_route, &r);
+        /* Only the three records of pid 5 go. */
+        ASSERT_INT_EQ(r.n, 3);
+        ASSERT(r.ts[0] == 1020 && r.ts[1] == 1040 && r.ts[2] == 1060 && r.pid[2] == 5);
+        lineage_done(&l);
+}
+
+/* A move whose path runs past its record is not one. */
+static void test_move_cut_short(void) {
+        static const int32_t roots[] = { 0 };
+        static const char *const paths[] = { "/abc" };
+        uint8_t page[PAGE_SIZE];
+        uint32_t loc = 20U | 200U << 16;
+        Lineage l = {};
+
+        setup(&l);
+        build_moves(page, 1000, roots, paths, 1);
+        memcpy(page + PAGE_HEADER_SIZE + 4 + 16, &loc, 4);
+        ASSERT_INT_EQ(lineage_enqueue(&l, 0, page, 1, PAGE_SIZE), 0);
+        lineage_scan(&l, PAGE_SIZE);
+        ASSERT_U64_EQ(l.moves, 0);
+        ASSERT_INT_EQ(l.n_pending, 0);
+        lineage_done(&l);
+}
+
 int main(void) {
         test_split();
         test_forks_and_strip();
+        test_moves();
+        test_move_cut_short();
         return 0;
 }

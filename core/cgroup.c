@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <string.h>
+
+#include "core/cgroup.h"
+
+bool cgroup_path_valid(const char *s) {
+        size_t n = strnlen(s, CGROUP_PATH_MAX);
+
+        if (n == 0 || n >= CGROUP_PATH_MAX || s[0] != '/')
+                return false;
+        if (n == 1)
+                return true;
+        for (size_t i = 0; i < n; i++) {
+                unsigned char c = (unsigned char) s[i];
+                size_t len;
+
+                if (c < 0x20 || c == 0x7f)
+                        return false;
+                if (c != '/')
+                        continue;
+                /* The component after this '/'. */
+                len = strcspn(s + i + 1, "/");
+                if (len == 0 || (len == 1 && s[i + 1] == '.') ||
+                    (len == 2 && s[i + 1] == '.' && s[i + 2] == '.'))
+                        return false;
+        }
+        return true;
+}
+
+bool cgroup_in_subtree(const char *path, size_t len, const char *root) {
+        size_t n = strlen(root);
+
+        if (n == 1 && root[0] == '/')
+                return len > 0 && path[0] == '/';
+        return len >= n && memcmp(path, root, n) == 0 && (len == n || path[n] == '/');
+}
+
+bool cgroup_v2_line(const char *text, size_t n, const char **ret, size_t *ret_len) {
+        const char *p = text, *end = text + n;
+
+        while (p < end) {
+                const char *nl = memchr(p, '\n', (size_t) (end - p));
+                size_t len = nl ? (size_t) (nl - p) : (size_t) (end - p);
+
+                if (len >= 3 && memcmp(p, "0::", 3) == 0) {
+                        *ret = p + 3;
+                        *ret_len = len - 3;
+                        return true;
+                }
+                p += len + 1;
+        }
+        return false;
+}

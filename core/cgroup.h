@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/*
+ * Paths of the cgroup v2 hierarchy (the unified one, also in the hybrid layout), as the kernel
+ * writes them: "/" the root, "/system.slice/ssh.service" below it; in /proc/PID/cgroup on the
+ * line "0::PATH", and in sched's cgroup_attach_task records (dst_root 0) as dst_path.
+ * Pure code.
+ */
+
+/* The longest path a stream may name. */
+#define CGROUP_PATH_MAX 4096U
+
+/* Whether s is a path as the kernel writes one: absolute, no empty, "." or ".." component, no
+ * trailing '/' (except "/" itself), no control byte, shorter than CGROUP_PATH_MAX. */
+bool cgroup_path_valid(const char *s);
+
+/* Whether path (len bytes, not NUL-terminated) is root or below it. */
+bool cgroup_in_subtree(const char *path, size_t len, const char *root);
+
+/* The v2 path in the text of /proc/PID/cgroup (n bytes): the line "0::PATH". Returns whether there
+ * is one; *ret points into text. */
+bool cgroup_v2_line(const char *text, size_t n, const char **ret, size_t *ret_len);

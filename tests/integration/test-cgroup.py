@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""--cgroup PATH: the tasks of a cgroup v2 subtree as they come and go, exactly.
+
+Two sibling cgroups a and b are made under a cgroup of the test's own in the cgroup v2 hierarchy
+(the unified one of the hybrid layout too). A generator runs in each, and a third starts in b and
+is moved to a while it runs:
+1. A stream of a gets exactly a's calls and, of the moved one, exactly those written from its move
+   on (the ts of the kernel's cgroup_attach_task record, which a third stream shows); a stream of
+   b gets b's and the moved one's before the move; none of a's. A stream of their parent gets
+   them all.
+2. `record --cgroup`: trace-cmd reads exactly the calls of a cgroup's task.
+3. A path that is no cgroup, one not in the kernel's form, and --cgroup with -p are refused.
+"""
+
+import os
+import signal
+import time
+
+import tpdtest as T
+from tpdtest import check, log
+
+EVENT = 'syscalls:sys_enter_getppid'
+N = 20_000
+RATE = 100_000
+
+
+def cgroup_mount():
+    with open('/proc/self/mountinfo') as f:
+        for line in f:
+            head, _, tail = line.partition(' - ')
+            if tail.split()[0] == 'cgroup2':
+                return head.split()[4]
+    return None
+
+
+class Cgroups:
+    """A cgroup of the test's own, with children; removed on exit (their tasks moved up first)."""
+
+    def __init__(self, ctx, mount, names):
+        self.mount = mount
+        self.base = '/' + ctx.unique_name('-cg')
+        self.dirs = [self.dir('')] + [self.dir(n) for n in names]
+        for d in self.dirs:
+            os.mkdir(d)
+
+    def dir(self, name):
+        return self.mount + self.base + (f'/{name}' if name else '')
+
+    def path(self, name):
+        return self.base + (f'/{name}' if name else '')
+
+    def move(self, pid, name):
+        with open(os.path.join(self.dir(name), 'cgroup.procs'), 'w') as f:
+            f.write(f'{pid}\n')
+
+    def close(self):
+        for d in reversed(self.dirs):
+            try:
+                with open(os.path.join(d, 'cgroup.procs')) as f:
+                    for pid in f.read().split():
+                        with open(os.path.join(self.mount, 'cgroup.procs'), 'w') as up:
+                            up.write(pid)
+                os.rmdir(d)
+            except OSError as e:
+                log(f'cannot remove {d}: {e}')
+
+
+def by_pid(records, go_ts):
+    counts = {}
+    for r in records:
+        check('lost' not in r, f'a loss: {r}')
+        if r['ts'] >= go_ts and r.get('event') == EVENT:
+            counts[r['pid']] = counts.get(r['pid'], 0) + 1
+    return counts
+
+
+def moves(ctx, tpd, cg):
+    gen_a = ctx.gen('GEN_GETPPID', '--count', N, '--rate', RATE)
+    gen_b = ctx.gen('GEN_GETPPID', '--count', N, '--rate', RATE)
+    moved = ctx.gen('GEN_GETPPID', '--count', N, '--rate', RATE // 4)
+    a, = gen_a.pids()
+    b, = gen_b.pids()
+    m, = moved.pids()
+    cg.move(a, 'a')
+    cg.move(b, 'b')
+    cg.move(m, 'b')
+    tpd.tpctl_ok('enable', EVENT)
+    attach = tpd.stream('-e', 'cgroup:cgroup_attach_task')
+    in_a = tpd.stream('-e', EVENT, '--cgroup', cg.path('a'))
+    in_b = tpd.stream('-e', EVENT, '--cgroup', cg.path('b'))
+    both = tpd.stream('-e', EVENT, '--cgroup', cg.path(''))
+    # Live once each shows a probe of a task that was in its cgroup before it started (tpd read
+    # the cgroup's tasks at the start).
+    T.confirm_live([in_a], gen_a.probe)
+    T.confirm_live([in_b, both], gen_b.probe)
+    conns = tpd.call('io.tpd.tracing.GetStatus')['parameters']['connections']
+    followed = sorted(c['followed'] for c in conns if 'followed' in c)
+    check(followed == [1, 2, 3], f'tasks followed by the three streams of cgroups: {followed}')
+
+    go_ts = min(gen_a.go(), gen_b.go(), moved.go())
+    # A quarter of the way (paced), the moved generator goes to a.
+    time.sleep(N / (RATE // 4) / 4)
+    cg.move(m, 'a')
+    for g in (gen_a, gen_b, moved):
+        g.wait_done(timeout=60)
+    total = {a: N, b: N, m: N}
+    both.drain(lambda: sum(by_pid(both.records(), go_ts).values()) >= 3 * N, timeout=30)
+    in_a.drain(lambda: by_pid(in_a.records(), go_ts).get(a, 0) >= N, timeout=30)
+    in_b.drain(lambda: by_pid(in_b.records(), go_ts).get(b, 0) >= N, timeout=30)
+    attach.drain(lambda: any(r.get('fields', {}).get('pid') == m for r in attach.records()), timeout=10)
+
+    moves_m = [r for r in attach.records() if r.get('fields', {}).get('pid') == m and r['ts'] >= go_ts]
+    check(len(moves_m) == 1 and moves_m[0]['fields']['dst_path'] == cg.path('a'),
+          f'the kernel\'s records of the move: {moves_m}')
+    move_ts = moves_m[0]['ts']
+    ca, cb, call = by_pid(in_a.records(), go_ts), by_pid(in_b.records(), go_ts), by_pid(both.records(), go_ts)
+    check(call == total, f'the parent cgroup\'s stream: {call}, expected {total}')
+    check(set(ca) <= {a, m} and ca.get(a) == N, f'the stream of a: {ca} (a {a}, b {b}, moved {m})')
+    check(set(cb) <= {b, m} and cb.get(b) == N, f'the stream of b: {cb} (a {a}, b {b}, moved {m})')
+    m_a = [r['ts'] for r in in_a.records() if r.get('pid') == m and r['ts'] >= go_ts]
+    m_b = [r['ts'] for r in in_b.records() if r.get('pid') == m and r['ts'] >= go_ts]
+    check(len(m_a) + len(m_b) == N and m_a and m_b,
+          f'the moved generator: {len(m_a)} records in a + {len(m_b)} in b, expected {N} split by its move')
+    check(min(m_a) >= move_ts and max(m_b) < move_ts,
+          f'the moved generator\'s records split at {min(m_a)}/{max(m_b)}, its move at {move_ts}')
+    log(f'cgroups: a {ca[a]} + {len(m_a)} of the moved one from its move at {move_ts}; '
+        f'b {cb[b]} + {len(m_b)} before it; the parent all {sum(call.values())}')
+    for s in (attach, in_a, in_b, both):
+        s.stop()
+    return a
+
+
+def record(ctx, tpd, cg):
+    gen = ctx.gen('GEN_GETPPID', '--count', N)
+    outside = ctx.gen('GEN_GETPPID', '--count', N)
+    pid, = gen.pids()
+    outside.pids()
+    cg.move(pid, 'a')
+    out = os.path.join(ctx.tmpdir, 'a.dat')
+    rec = T.Process(ctx, 'record', [T.env_program('TPCTL'), '--socket', tpd.socket, 'record', '-o', out,
+                                    '-e', EVENT, '--cgroup', cg.path('a')])
+    deadline = time.monotonic() + 10
+    while not [f for f in os.listdir(ctx.tmpdir) if f.startswith('.tpctl-record-')]:
+        check(rec.running() and time.monotonic() < deadline, f'tpctl record did not start: {rec.stderr_text()!r}')
+        time.sleep(0.02)
+    gen.go()
+    outside.go()
+    gen.wait_done(timeout=60)
+    outside.wait_done(timeout=60)
+    rec.signal(signal.SIGINT)
+    check(rec.wait(30) == 0, f'tpctl record --cgroup: {rec.stderr_text()!r}')
+    records, dropped = T.trace_cmd_report(out)
+    pids = {r['pid'] for r in records}
+    check(not dropped and len(records) == N and pids == {pid},
+          f'trace-cmd reads {len(records)} records of {pids}, expected {N} of {pid}')
+    log(f'record --cgroup: trace-cmd reads exactly {len(records)} records of the cgroup\'s task')
+
+
+def refusals(tpd, cg):
+    for args, what in ((['--cgroup', cg.path('') + '/none'], 'no such cgroup'),
+                       (['--cgroup', cg.path('a') + '/'], 'a path not in the kernel\'s form'),
+                       (['--cgroup', cg.path('a') + '/../b'], 'a path with ..'),
+                       (['--cgroup', cg.path('a'), '-p', '1'], '--cgroup with -p')):
+        r = tpd.tpctl('stream', '-e', EVENT, *args)
+        check(r.returncode == 1 and 'cgroup' in r.stderr, f'{what}: tpctl exited {r.returncode}: {r.stderr!r}')
+    log('refusals: a missing cgroup, two malformed paths, --cgroup with -p')
+
+
+def main(ctx):
+    mount = cgroup_mount()
+    if not mount:
+        raise T.TestSkip('no cgroup v2 hierarchy is mounted here')
+    tpd = ctx.tpd(args=['--buffer-size-kb', '8192', '--stream-queue-kb', '65536'])
+    # Built with AddressSanitizer, a generator that exits forks LeakSanitizer's tracer into its
+    # cgroup, a task the streams rightly select. tpd (started above) still checks.
+    os.environ['ASAN_OPTIONS'] = os.environ.get('ASAN_OPTIONS', '') + ':detect_leaks=0'
+    cg = Cgroups(ctx, mount, ('a', 'b'))
+    try:
+        refusals(tpd, cg)
+        moves(ctx, tpd, cg)
+        record(ctx, tpd, cg)
+    finally:
+        cg.close()
+    tpd.stop()
+
+
+if __name__ == '__main__':
+    T.run(main)
