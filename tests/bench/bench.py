@@ -56,8 +56,9 @@ TRACERS = ('tpd1', 'tpdsym', 'tpd8', 'tpdtop', 'tpdcount', 'tpd-record', 'tc-rec
 # (--decode-workers=K) instead of its event loop.
 TPD_STREAMS = re.compile(r'tpd([1-9][0-9]*)(sel|py)?(sock)?(?:w([1-9][0-9]*))?$')
 # tpdpid: one stream of the generator's pids (-p, over the socket, as a following stream goes);
-# tpdfollow: the same with --follow, tpd reading forks for it. Not in the default run.
-SCOPE_TRACERS = ('tpdpid', 'tpdfollow')
+# tpdfollow: the same with --follow, tpd reading forks for it; tpdcgroup: one stream --cgroup of a
+# cgroup holding the generator. Not in the default run.
+SCOPE_TRACERS = ('tpdpid', 'tpdfollow', 'tpdcgroup')
 FANOUT_TRACERS = ('tpd1', 'tpd2', 'tpd4', 'tpd8', 'tpd32', 'tpd8sel', 'tpd8py', 'tpd1sock', 'tpd8sock',
                   'tpd32sock')
 FANOUT_WORKLOADS = ('getppid', 'pingpong')
@@ -553,10 +554,16 @@ class Bench:
         """tpd with k `tpctl stream`s of the load's event. selective: stream i filters with
         load.selections[i % 2] (k even: each pair passes every record once); python: one more
         stream, the Python Varlink client (varlink-stream.py); workers: tpd's decode workers;
-        scope: -p of each of the generator's pids, and these options after them."""
+        scope: -p of each of the generator's pids, and these options after them; 'cgroup': --cgroup
+        of a cgroup the generator is moved into."""
         tpd = self.new_tpd((f'--decode-workers={workers}',) if workers else ())
         gen, flt = load.spawn(self.ctx)
-        if scope is not None:
+        if scope == 'cgroup':
+            cg = self.ctx.cgroups()
+            for pid in load.pids:
+                cg.move(pid, '')
+            extra = (*extra, '--cgroup', cg.path(''))
+        elif scope is not None:
             extra = (*extra, *(a for pid in load.pids for a in ('-p', str(pid))), *scope)
         tpd.tpctl_ok('enable', load.event, '--filter', flt)
         streams = [start_stream(self.ctx, tpd, ['-e', load.event, *extra,
@@ -1332,7 +1339,7 @@ def parse_args():
     ap.add_argument('--tracers', help=f'on getppid and pingpong, in this order: {",".join(TRACERS)} (the default), '
                     'or tpdN (N streams), tpdNsel (N streams with a filter each, N even), tpdNpy (N streams and a '
                     'Python Varlink client), tpdpid and tpdfollow (one stream -p of the generator, without and with '
-                    '--follow)')
+                    '--follow), tpdcgroup (one stream --cgroup of the generator\'s cgroup)')
     ap.add_argument('--fanout', action='store_true', help=f'the fan-out comparison: --workloads '
                     f'{",".join(FANOUT_WORKLOADS)} --tracers {",".join(FANOUT_TRACERS)}')
     o = ap.parse_args()
@@ -1393,11 +1400,13 @@ def run_tracer(bench, load, tracer):
                       ('--transport=socket',) if sock else ('--transport=shm',), False, kind == 'sel', kind == 'py',
                       workers)
     elif tracer in SCOPE_TRACERS:
-        follow = tracer == 'tpdfollow'
-        scope = ('--follow',) if follow else ('--transport=socket',)
-        bench.guarded(f'{load.title}: tpd, 1 stream of the generator\'s pids' + (', following' if follow else ''),
-                      bench.tpd_bulk, load, 'tpd, 1 × tpctl stream -p GEN' + (' --follow' if follow else ' (socket)'),
-                      1, None, (), False, False, False, 0, scope)
+        scope, what, label = {
+            'tpdpid': (('--transport=socket',), 'the generator\'s pids', '-p GEN (socket)'),
+            'tpdfollow': (('--follow',), 'the generator\'s pids, following', '-p GEN --follow'),
+            'tpdcgroup': ('cgroup', 'the generator\'s cgroup', '--cgroup CG'),
+        }[tracer]
+        bench.guarded(f'{load.title}: tpd, 1 stream of {what}', bench.tpd_bulk, load,
+                      f'tpd, 1 × tpctl stream {label}', 1, None, (), False, False, False, 0, scope)
     elif tracer == 'tpdsym':
         bench.guarded(f'{load.title}: tpd, 1 stream --symbolic', bench.tpd_bulk, load,
                       'tpd, 1 × tpctl stream --symbolic', 1, None, ('--symbolic',))

@@ -25,47 +25,6 @@ N = 20_000
 RATE = 100_000
 
 
-def cgroup_mount():
-    with open('/proc/self/mountinfo') as f:
-        for line in f:
-            head, _, tail = line.partition(' - ')
-            if tail.split()[0] == 'cgroup2':
-                return head.split()[4]
-    return None
-
-
-class Cgroups:
-    """A cgroup of the test's own, with children; removed on exit (their tasks moved up first)."""
-
-    def __init__(self, ctx, mount, names):
-        self.mount = mount
-        self.base = '/' + ctx.unique_name('-cg')
-        self.dirs = [self.dir('')] + [self.dir(n) for n in names]
-        for d in self.dirs:
-            os.mkdir(d)
-
-    def dir(self, name):
-        return self.mount + self.base + (f'/{name}' if name else '')
-
-    def path(self, name):
-        return self.base + (f'/{name}' if name else '')
-
-    def move(self, pid, name):
-        with open(os.path.join(self.dir(name), 'cgroup.procs'), 'w') as f:
-            f.write(f'{pid}\n')
-
-    def close(self):
-        for d in reversed(self.dirs):
-            try:
-                with open(os.path.join(d, 'cgroup.procs')) as f:
-                    for pid in f.read().split():
-                        with open(os.path.join(self.mount, 'cgroup.procs'), 'w') as up:
-                            up.write(pid)
-                os.rmdir(d)
-            except OSError as e:
-                log(f'cannot remove {d}: {e}')
-
-
 def by_pid(records, go_ts):
     counts = {}
     for r in records:
@@ -168,20 +127,14 @@ def refusals(tpd, cg):
 
 
 def main(ctx):
-    mount = cgroup_mount()
-    if not mount:
-        raise T.TestSkip('no cgroup v2 hierarchy is mounted here')
+    cg = ctx.cgroups(('a', 'b'))
     tpd = ctx.tpd(args=['--buffer-size-kb', '8192', '--stream-queue-kb', '65536'])
     # Built with AddressSanitizer, a generator that exits forks LeakSanitizer's tracer into its
     # cgroup, a task the streams rightly select. tpd (started above) still checks.
     os.environ['ASAN_OPTIONS'] = os.environ.get('ASAN_OPTIONS', '') + ':detect_leaks=0'
-    cg = Cgroups(ctx, mount, ('a', 'b'))
-    try:
-        refusals(tpd, cg)
-        moves(ctx, tpd, cg)
-        record(ctx, tpd, cg)
-    finally:
-        cg.close()
+    refusals(tpd, cg)
+    moves(ctx, tpd, cg)
+    record(ctx, tpd, cg)
     tpd.stop()
 
 

@@ -821,6 +821,48 @@ def confirm_live(streams, probe, timeout=10.0, interval=0.2):
                  + ', '.join(f'[{" ".join(s.args)}] {s.nlines} lines' for s in streams))
 
 
+def cgroup_mount():
+    with open('/proc/self/mountinfo') as f:
+        for line in f:
+            head, _, tail = line.partition(' - ')
+            if tail.split()[0] == 'cgroup2':
+                return head.split()[4]
+    return None
+
+
+class Cgroups:
+    """A cgroup v2 of the test's own, with children (Context.cgroups()); removed on cleanup, their
+    tasks moved to the root first."""
+
+    def __init__(self, ctx, mount, names):
+        self.mount = mount
+        self.base = '/' + ctx.unique_name('-cg')
+        self.dirs = [self.dir('')] + [self.dir(n) for n in names]
+        for d in self.dirs:
+            os.mkdir(d)
+
+    def dir(self, name):
+        return self.mount + self.base + (f'/{name}' if name else '')
+
+    def path(self, name):
+        return self.base + (f'/{name}' if name else '')
+
+    def move(self, pid, name):
+        with open(os.path.join(self.dir(name), 'cgroup.procs'), 'w') as f:
+            f.write(f'{pid}\n')
+
+    def close(self):
+        for d in reversed(self.dirs):
+            try:
+                with open(os.path.join(d, 'cgroup.procs')) as f:
+                    for pid in f.read().split():
+                        with open(os.path.join(self.mount, 'cgroup.procs'), 'w') as up:
+                            up.write(pid)
+                os.rmdir(d)
+            except OSError as e:
+                log(f'cannot remove {d}: {e}')
+
+
 # ----------------------------------------------------------------------------------------------
 
 class Context:
@@ -829,6 +871,7 @@ class Context:
         self._processes = []
         self._daemons = []
         self._instances = []
+        self._cgroups = []
         self.rand = '%08x' % random.SystemRandom().getrandbits(32)
         self._names = 0
 
@@ -851,11 +894,23 @@ class Context:
         self._instances.append(path)
         return path
 
+    def cgroups(self, names=()):
+        """A cgroup v2 of the test's own with these children (Cgroups); skips without a cgroup v2
+        hierarchy."""
+        mount = cgroup_mount()
+        if not mount:
+            raise TestSkip('no cgroup v2 hierarchy is mounted here')
+        cg = Cgroups(self, mount, names)
+        self._cgroups.append(cg)
+        return cg
+
     def cleanup(self):
         errors = []
         for p in reversed(self._processes):
             if not p.name.startswith('tpd-'):
                 p.kill()
+        for cg in self._cgroups:
+            cg.close()
         for d in reversed(self._daemons):
             errors += d.cleanup()
         for p in self._processes:
