@@ -10,6 +10,7 @@
 #include "options.h"
 #include "output.h"
 #include "tpd-protocol.h"
+#include "units.h"
 #include "varlink.h"
 
 static CommonOptions common;
@@ -29,6 +30,7 @@ enum {
         ARG_DURATION,
         ARG_FOLLOW,
         ARG_CGROUP,
+        ARG_UNIT,
 };
 
 static const OptionSpec common_specs[] = {
@@ -46,6 +48,7 @@ static const OptionSpec common_specs[] = {
         { "duration", 0, required_argument, ARG_DURATION, OPTION_DURATION },
         { "follow", 0, no_argument, ARG_FOLLOW, OPTION_FOLLOW },
         { "cgroup", 0, required_argument, ARG_CGROUP, OPTION_CGROUP },
+        { "unit", 0, required_argument, ARG_UNIT, OPTION_CGROUP },
 };
 
 int parse_int(const char *s, int *ret) {
@@ -167,6 +170,9 @@ static int common_parse_option(const OptionSpec *spec, const char *arg) {
         case ARG_CGROUP:
                 common.cgroup = arg;
                 return 0;
+        case ARG_UNIT:
+                common.unit = arg;
+                return 0;
         }
         return -EINVAL;
 }
@@ -182,10 +188,24 @@ int common_options_init(int argc) {
         return 0;
 }
 
+static char *unit_cgroup_path;
+
 void common_options_done(void) {
         free(common.events);
         free(common.pids);
         free(common.cpus);
+        free(unit_cgroup_path);
+}
+
+int common_options_resolve_unit(void) {
+        if (!common.unit)
+                return 0;
+        if (common.cgroup)
+                return usage_error("--unit and --cgroup: the unit names the cgroup");
+        if (unit_cgroup(common.unit, &unit_cgroup_path) < 0)
+                return EXIT_FAILURE;
+        common.cgroup = unit_cgroup_path;
+        return 0;
 }
 
 void common_options_set_command(char **argv, size_t n) {

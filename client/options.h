@@ -74,6 +74,7 @@ typedef struct CommonOptions {
         uint64_t duration_usec; /* 0: until interrupted */
         bool follow;            /* -p's processes and what they fork (Stream and Record "follow") */
         const char *cgroup;     /* the tasks of a cgroup v2 subtree (Stream and Record "cgroup") */
+        const char *unit;       /* --unit: a systemd unit, whose cgroup becomes cgroup */
         char **command;         /* after "--": the command whose tasks a stream follows (command.h) */
         size_t n_command;
 } CommonOptions;
@@ -85,6 +86,8 @@ int common_options_init(int argc);
 void common_options_done(void);
 /* The words after the first "--" of the command line: a command to run. */
 void common_options_set_command(char **argv, size_t n);
+/* --unit's cgroup, asked of systemd (units.h). 0, or an exit status after printing why. */
+int common_options_resolve_unit(void);
 /* The shared options as given, the socket path from $TPD_SOCKET or the default if none was. */
 const CommonOptions *common_options(void);
 

@@ -46,7 +46,7 @@ _tpctl() {
                         skip=1
                         ;;
                 --socket=*) socket=${words[i]#--socket=} ;;
-                -e | --event | -p | --pid | -c | --cpu | -f | --filter | --servers-file) skip=1 ;;
+                -e | --event | -p | --pid | -c | --cpu | -f | --filter | --cgroup | --unit | --servers-file) skip=1 ;;
                 -*) ;;
                 *) [[ -z $verb ]] && verb=${words[i]} ;;
                 esac
@@ -64,7 +64,7 @@ _tpctl() {
         # An option's value in the same word (--event=NAME): completed as the value, prefix kept.
         local prefix='' what=''
         case $cur in
-        --event=* | --pid=* | --cpu=* | --socket=* | --servers-file=*)
+        --event=* | --pid=* | --cpu=* | --unit=* | --socket=* | --servers-file=*)
                 prefix=${cur%%=*}=
                 prev=${prefix%=}
                 cur=${cur#"$prefix"}
@@ -75,7 +75,8 @@ _tpctl() {
         -e | --event) what=event ;;
         -p | --pid) what=pid ;;
         -c | --cpu) what=cpu ;;
-        -f | --filter) what=none ;;
+        --unit) what=unit ;;
+        -f | --filter | --cgroup) what=none ;;
         esac
         if [[ -z $what ]]; then
                 case $cur in
@@ -99,14 +100,17 @@ _tpctl() {
         json) mapfile -t reply < <(compgen -P --json= -W 'short pretty off' -- "${cur#--json=}") ;;
         file) mapfile -t reply < <(compgen -f -- "$cur") ;;
         pid) mapfile -t reply < <(compgen -W "$(cd /proc && compgen -G '[0-9]*')" -- "$cur") ;;
+        # The units that have a cgroup, loaded now (systemctl's own completion lists them so).
+        unit) mapfile -t reply < <(compgen -W "$(systemctl list-units --all --plain --no-legend --full \
+                --type=service,scope,slice,socket,mount,swap 2>/dev/null | awk '{ print $1 }')" -- "$cur") ;;
         cpu) mapfile -t reply < <(compgen -W "$(seq 0 $(($(getconf _NPROCESSORS_CONF) - 1)))" -- "$cur") ;;
         option)
                 local opts=$global
                 case $verb in
                 enable) opts+=' --filter=' ;;
                 disable) opts+=' --all' ;;
-                stream) opts+=' -e --event= -p --pid= --follow --cgroup= -c --cpu= -f --filter= --print --symbolic --symbolic= --count= --duration= --time= --ordered --ordered= --transport= --' ;;
-                record) opts+=' -o --output= -e --event= -p --pid= --follow --cgroup= -c --cpu= -f --filter= --format= --duration= --size= --rotate-size= --rotate-time= --keep= --file-version= --no-kallsyms --force --' ;;
+                stream) opts+=' -e --event= -p --pid= --follow --cgroup= --unit= -c --cpu= -f --filter= --print --symbolic --symbolic= --count= --duration= --time= --ordered --ordered= --transport= --' ;;
+                record) opts+=' -o --output= -e --event= -p --pid= --follow --cgroup= --unit= -c --cpu= -f --filter= --format= --duration= --size= --rotate-size= --rotate-time= --keep= --file-version= --no-kallsyms --force --' ;;
                 replay) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --print' ;;
                 metrics) opts+=' --openmetrics' ;;
                 top) opts+=' -n --iterations= -d --delay= --sort=' ;;

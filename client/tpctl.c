@@ -241,6 +241,7 @@ static void help(void) {
                "                             now on\n"
                "     --cgroup=PATH           stream, record: only records of the tasks of the cgroup v2\n"
                "                             subtree PATH (/system.slice/ssh.service), as they come and go\n"
+               "     --unit=NAME             stream, record: --cgroup of the systemd unit NAME\n"
                "  -c --cpu=CPU               stream, record, replay: only records of CPU (repeatable)\n"
                "     --print                 stream, replay: add the kernel's formatted text as \"print\"\n"
                "     --symbolic[=yes|no]     stream: add \"sym\", readable forms of flags, symbols,\n"
@@ -460,6 +461,9 @@ static int run(int argc, char *argv[]) {
         if (n < argc && n == argc - 1)
                 return usage_error("-- needs a command to run");
         argc = n;
+        r = common_options_resolve_unit();
+        if (r != 0)
+                return r;
 
         r = verb->run(common_options(), argv + optind + 1, argc - optind - 1);
 

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/cgroup.h"
@@ -33,6 +34,21 @@ bool cgroup_in_subtree(const char *path, size_t len, const char *root) {
         if (n == 1 && root[0] == '/')
                 return len > 0 && path[0] == '/';
         return len >= n && memcmp(path, root, n) == 0 && (len == n || path[n] == '/');
+}
+
+static int id_cmp(const void *a, const void *b) {
+        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+
+        return x < y ? -1 : x > y;
+}
+
+void cgroup_ids_sort(uint64_t *ids, size_t n) {
+        if (n > 1)
+                qsort(ids, n, sizeof(uint64_t), id_cmp);
+}
+
+bool cgroup_ids_contain(const uint64_t *ids, size_t n, uint64_t id) {
+        return n > 0 && bsearch(&id, ids, n, sizeof(uint64_t), id_cmp) != NULL;
 }
 
 bool cgroup_v2_line(const char *text, size_t n, const char **ret, size_t *ret_len) {

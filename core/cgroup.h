@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /*
  * Paths of the cgroup v2 hierarchy (the unified one, also in the hybrid layout), as the kernel
@@ -20,6 +21,11 @@ bool cgroup_path_valid(const char *s);
 
 /* Whether path (len bytes, not NUL-terminated) is root or below it. */
 bool cgroup_in_subtree(const char *path, size_t len, const char *root);
+
+/* A set of cgroup ids (the kernel's cgroup_id(), a directory's inode number): sorted in place,
+ * then looked up. */
+void cgroup_ids_sort(uint64_t *ids, size_t n);
+bool cgroup_ids_contain(const uint64_t *ids, size_t n, uint64_t id);
 
 /* The v2 path in the text of /proc/PID/cgroup (n bytes): the line "0::PATH". Returns whether there
  * is one; *ret points into text. */

@@ -17,6 +17,7 @@ void selection_done(Selection *sel) {
         free(sel->pids);
         follow_free(sel->follow);
         free(sel->cgroup);
+        free(sel->cgroup_ids);
         free(sel->cpus);
         *sel = (Selection){};
 }

@@ -28,6 +28,10 @@ typedef struct Selection {
         /* With follow and no pids: the cgroup v2 subtree (cgroup.h) whose tasks follow holds; its
          * owner seeds it from the cgroup and feeds it the tasks' moves too. */
         char *cgroup;
+        /* The ids of the subtree's cgroups (their directories' inode numbers, as the kernel's moves
+         * name them whatever the reader's namespace), sorted; its owner fills them. */
+        uint64_t *cgroup_ids;
+        size_t n_cgroup_ids;
         uint8_t *cpus; /* bitmap; NULL means every CPU */
         size_t cpus_bits;
         struct tep_event_filter *filter;

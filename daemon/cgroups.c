@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cgroups.h"
@@ -91,6 +92,77 @@ void cgroups_seed(const char *mount, const char *path, Follow *f, unsigned *budg
                 return;
         cgroups_seed_dir(fd, CGROUPS_SEED_DEPTH, f, budget);
         close(fd);
+}
+
+typedef struct CgroupIds {
+        uint64_t *ids;
+        size_t n, cap;
+} CgroupIds;
+
+static void cgroups_ids_dir(int dir_fd, unsigned depth, CgroupIds *c) {
+        struct stat st;
+        struct dirent *de;
+        DIR *d;
+        int fd;
+
+        if (c->n >= CGROUPS_IDS_MAX || fstat(dir_fd, &st) < 0)
+                return;
+        if (c->n == c->cap) {
+                size_t cap = c->cap ? c->cap * 2 : 16;
+                uint64_t *ids = reallocarray(c->ids, cap, sizeof(uint64_t));
+
+                if (!ids)
+                        return;
+                c->ids = ids;
+                c->cap = cap;
+        }
+        c->ids[c->n++] = (uint64_t) st.st_ino;
+        if (depth == 0)
+                return;
+        fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        d = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        while (c->n < CGROUPS_IDS_MAX && (de = readdir(d))) {
+                int child;
+
+                if (de->d_type != DT_DIR || de->d_name[0] == '.')
+                        continue;
+                child = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (child < 0)
+                        continue;
+                cgroups_ids_dir(child, depth - 1, c);
+                close(child);
+        }
+        closedir(d);
+}
+
+int cgroups_subtree_ids(const char *mount, const char *path, uint64_t **ret, size_t *ret_n) {
+        _cleanup_free_ char *dir = NULL;
+        CgroupIds c = {};
+        int fd;
+
+        if (asprintf(&dir, "%s%s", mount, path) < 0)
+                return -ENOMEM;
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        cgroups_ids_dir(fd, CGROUPS_SEED_DEPTH, &c);
+        close(fd);
+        cgroup_ids_sort(c.ids, c.n);
+        free(*ret);
+        *ret = c.ids;
+        *ret_n = c.n;
+        return 0;
+}
+
+bool cgroups_namespace_is_initial(void) {
+        struct stat st;
+
+        return stat("/proc/self/ns/cgroup", &st) == 0 && st.st_ino == 0xEFFFFFFBU;
 }
 
 ssize_t cgroups_of_task(pid_t pid, char *buf, size_t size) {

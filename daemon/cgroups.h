@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "core/follow.h"
@@ -18,6 +20,16 @@ int cgroups_mount(char **ret);
 /* Adds to f the tasks (threads) of the subtree at path (valid, cgroup_path_valid()) below the
  * mount, as its cgroup.threads files list them now, at most *budget of them. */
 void cgroups_seed(const char *mount, const char *path, Follow *f, unsigned *budget);
+
+/* The ids of the cgroups of the subtree at path (its directories' inode numbers, which the
+ * kernel's cgroup_attach_task records carry as dst_id), sorted, at most CGROUPS_IDS_MAX. 0 or a
+ * negative errno; *ret replaced. */
+#define CGROUPS_IDS_MAX 4096U
+int cgroups_subtree_ids(const char *mount, const char *path, uint64_t **ret, size_t *ret_n);
+
+/* Whether this process sees cgroup paths as the kernel's records name them: the initial cgroup
+ * namespace's (the inode number of include/linux/proc_ns.h). Inside another, only ids compare. */
+bool cgroups_namespace_is_initial(void);
 
 /* The v2 cgroup of task pid now, into buf: its length, or a negative errno (-ESRCH: gone). */
 ssize_t cgroups_of_task(pid_t pid, char *buf, size_t size);

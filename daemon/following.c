@@ -66,7 +66,7 @@ static void follow_release(Manager *m) {
  * kernel without the event has streams of pids only. */
 static int follow_setup_moves(Manager *m) {
         Lineage *l = &m->lineage;
-        struct tep_format_field *path;
+        struct tep_format_field *path, *id;
         TracingEvent *attach;
         int r;
 
@@ -75,7 +75,9 @@ static int follow_setup_moves(Manager *m) {
         if (tracing_event_get(m->tracing, "cgroup:cgroup_attach_task", &attach) < 0)
                 return 0;
         path = tep_find_field(attach->format, "dst_path");
-        if (!path || !(path->flags & TEP_FIELD_IS_DYNAMIC) || path->size != 4 || path->offset < 0 ||
+        id = tep_find_field(attach->format, "dst_id");
+        if (!path || !(path->flags & TEP_FIELD_IS_DYNAMIC) || path->size != 4 || path->offset < 0 || !id ||
+            id->size != 8 || id->offset < 0 ||
             follow_field(attach->format, "dst_root", false, &l->attach_root_offset) < 0 ||
             follow_field(attach->format, "pid", false, &l->attach_pid_offset) < 0)
                 return 0;
@@ -83,6 +85,7 @@ static int follow_setup_moves(Manager *m) {
         if (r < 0)
                 return r;
         l->attach_path_offset = (size_t) path->offset;
+        l->attach_cgroup_offset = (size_t) id->offset;
         l->attach_id = (unsigned) attach->format->id;
         m->follow.attach = attach;
         return 0;
@@ -209,17 +212,22 @@ void manager_follow_seed(Manager *m, Selection *sel) {
         /* Before /proc or the cgroup is read: a child forked or a task moved after this is the
          * records'. */
         f->start = m->follow.have_clock ? now_nsec(m->follow.clock) : 0;
-        /* In another PID namespace /proc's pids are not the records'. */
-        if (!pid_namespace_is_initial())
-                return;
         if (sel->cgroup) {
                 if (!m->follow.cgroup_mount && cgroups_mount(&m->follow.cgroup_mount) < 0)
+                        return;
+                (void) cgroups_subtree_ids(m->follow.cgroup_mount, sel->cgroup, &sel->cgroup_ids,
+                                           &sel->n_cgroup_ids);
+                /* In another PID namespace cgroup.threads lists its pids, not the records'. */
+                if (!pid_namespace_is_initial())
                         return;
                 /* Threads, not tasks whose children are read: a cgroup may hold many more. */
                 budget = FOLLOW_CGROUP_SEED_MAX;
                 cgroups_seed(m->follow.cgroup_mount, sel->cgroup, f, &budget);
                 return;
         }
+        /* In another PID namespace /proc's pids are not the records'. */
+        if (!pid_namespace_is_initial())
+                return;
         for (size_t i = 0; i < n; i++)
                 follow_seed_pid(f, f->entries[i].pid, FOLLOW_SEED_DEPTH, &budget);
 }
@@ -253,9 +261,27 @@ void manager_follow_pages(Manager *m, unsigned cpu, const void *pages, size_t n_
                 (void) sd_event_source_set_enabled(m->follow.defer, SD_EVENT_ONESHOT);
 }
 
+static bool follow_known_cgroup(const Selection *sel, uint64_t id) {
+        return cgroup_ids_contain(sel->cgroup_ids, sel->n_cgroup_ids, id);
+}
+
+/* Whether a move goes into the stream's subtree: by path where tpd sees paths as the kernel
+ * writes them, else by the cgroup's id, the subtree's ids read again for one made since. */
+static bool follow_move_into(Manager *m, Selection *sel, const LineageChange *c, bool path_ok) {
+        if (path_ok)
+                return cgroup_in_subtree(c->path, strlen(c->path), sel->cgroup);
+        if (follow_known_cgroup(sel, c->id))
+                return true;
+        if (m->follow.cgroup_mount)
+                (void) cgroups_subtree_ids(m->follow.cgroup_mount, sel->cgroup, &sel->cgroup_ids,
+                                           &sel->n_cgroup_ids);
+        return follow_known_cgroup(sel, c->id);
+}
+
 /* A task moved (with its threads, as the kernel moves a process written to cgroup.procs) into
  * path or out of the subtree: for each stream of a cgroup. */
 static void follow_move(Manager *m, const LineageChange *c) {
+        bool path_ok = cgroups_namespace_is_initial();
         int32_t tids[FOLLOW_MOVE_THREADS_MAX];
         size_t n = 0;
         char dir[64];
@@ -277,12 +303,12 @@ static void follow_move(Manager *m, const LineageChange *c) {
         if (tasks)
                 closedir(tasks);
         for (Peer *p = m->peers; p; p = p->next) {
-                const Selection *sel = p->stream ? &p->stream->selection : NULL;
+                Selection *sel = p->stream ? &p->stream->selection : NULL;
                 bool in;
 
                 if (!sel || !sel->follow || !sel->cgroup)
                         continue;
-                in = cgroup_in_subtree(c->path, strlen(c->path), sel->cgroup);
+                in = follow_move_into(m, sel, c, path_ok);
                 for (size_t i = 0; i < n; i++)
                         if (in)
                                 (void) follow_join(sel->follow, tids[i], c->ts);

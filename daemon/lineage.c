@@ -76,7 +76,7 @@ int lineage_enqueue(Lineage *l, unsigned cpu, const void *pages, size_t n_pages,
 }
 
 /* Takes path over. */
-static void lineage_note(Lineage *l, uint64_t ts, int32_t parent, int32_t pid, char *path) {
+static void lineage_note(Lineage *l, uint64_t ts, int32_t parent, int32_t pid, char *path, uint64_t id) {
         if (l->n_pending == l->pending_cap) {
                 size_t cap = l->pending_cap ? l->pending_cap * 2 : 64;
                 LineageChange *c = reallocarray(l->pending, cap, sizeof(LineageChange));
@@ -89,7 +89,8 @@ static void lineage_note(Lineage *l, uint64_t ts, int32_t parent, int32_t pid, c
                 l->pending = c;
                 l->pending_cap = cap;
         }
-        l->pending[l->n_pending++] = (LineageChange){ .ts = ts, .parent = parent, .pid = pid, .path = path };
+        l->pending[l->n_pending++] =
+                (LineageChange){ .ts = ts, .parent = parent, .pid = pid, .path = path, .id = id };
 }
 
 static int32_t payload_s32(const PageEntry *e, size_t offset) {
@@ -112,11 +113,13 @@ static int entry_id(const PageEntry *e) {
 /* A move's record (to the v2 hierarchy: root 0) noted; others, and records cut short, are not. */
 static void lineage_scan_move(Lineage *l, const PageEntry *e) {
         uint32_t loc;
+        uint64_t id;
         size_t off, len;
 
         if (e->size < MAX(MAX(l->attach_pid_offset, l->attach_root_offset), l->attach_path_offset) + 4 ||
-            payload_s32(e, l->attach_root_offset) != 0)
+            e->size < l->attach_cgroup_offset + 8 || payload_s32(e, l->attach_root_offset) != 0)
                 return;
+        memcpy(&id, e->payload + l->attach_cgroup_offset, sizeof(id));
         memcpy(&loc, e->payload + l->attach_path_offset, sizeof(loc));
         off = loc & 0xffff;
         len = loc >> 16;
@@ -125,7 +128,7 @@ static void lineage_scan_move(Lineage *l, const PageEntry *e) {
         len = strnlen((const char *) e->payload + off, len);
         l->moves++;
         lineage_note(l, e->ts, LINEAGE_ATTACH, payload_s32(e, l->attach_pid_offset),
-                     strndup((const char *) e->payload + off, len));
+                     strndup((const char *) e->payload + off, len), id);
 }
 
 /* Notes the forks, exits and moves of a page. Returns the ts of its last record (of the page if
@@ -159,7 +162,7 @@ static uint64_t lineage_scan_page(Lineage *l, const uint8_t *page, size_t page_s
                 else
                         l->exits++;
                 lineage_note(l, e.ts, fork ? payload_s32(&e, l->parent_offset) : LINEAGE_EXIT,
-                             payload_s32(&e, fork ? l->child_offset : l->pid_offset), NULL);
+                             payload_s32(&e, fork ? l->child_offset : l->pid_offset), NULL, 0);
         }
         return newest;
 }

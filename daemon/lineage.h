@@ -28,7 +28,8 @@
 typedef struct LineageChange {
         uint64_t ts;
         int32_t parent, pid;
-        char *path; /* of a move: the cgroup, owned */
+        char *path;  /* of a move: the cgroup, owned */
+        uint64_t id; /* of a move: the cgroup's id (its directory's inode number) */
 } LineageChange;
 
 /* A CPU's pages read and not routed yet, in order. */
@@ -45,11 +46,11 @@ typedef struct LineageQueue {
 typedef struct Lineage {
         unsigned n_cpus;
         /* The events' ids, and where their fields are in a record's payload: the pids (each an
-         * s32); of a move (cgroup:cgroup_attach_task; UINT_MAX: none), the hierarchy (s32) and
-         * the cgroup's path (a __data_loc). */
+         * s32); of a move (cgroup:cgroup_attach_task; UINT_MAX: none), the hierarchy (s32), the
+         * cgroup's id (u64) and path (a __data_loc). */
         unsigned fork_id, exit_id, attach_id;
         size_t pid_offset, parent_offset, child_offset;
-        size_t attach_pid_offset, attach_root_offset, attach_path_offset;
+        size_t attach_pid_offset, attach_root_offset, attach_cgroup_offset, attach_path_offset;
         /* Their records go to nobody: only tpd holds them. */
         bool hide_fork, hide_exit, hide_attach;
         LineageQueue *queue; /* per CPU */

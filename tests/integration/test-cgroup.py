@@ -9,8 +9,11 @@ is moved to a while it runs:
    on (the ts of the kernel's cgroup_attach_task record, which a third stream shows); a stream of
    b gets b's and the moved one's before the move; none of a's. A stream of their parent gets
    them all.
+   The same with tpd in a cgroup namespace of its own (unshare --cgroup), where it compares the
+   cgroups' ids, not their paths, the moved generator going into a cgroup made after the start.
 2. `record --cgroup`: trace-cmd reads exactly the calls of a cgroup's task.
-3. A path that is no cgroup, one not in the kernel's form, and --cgroup with -p are refused.
+3. A path that is no cgroup, one not in the kernel's form, --cgroup with -p, --unit of a unit
+   without a cgroup, and --unit with --cgroup are refused. (--unit's records: the system test.)
 """
 
 import os
@@ -34,7 +37,7 @@ def by_pid(records, go_ts):
     return counts
 
 
-def moves(ctx, tpd, cg):
+def moves(ctx, tpd, cg, target='a'):
     gen_a = ctx.gen('GEN_GETPPID', '--count', N, '--rate', RATE)
     gen_b = ctx.gen('GEN_GETPPID', '--count', N, '--rate', RATE)
     moved = ctx.gen('GEN_GETPPID', '--count', N, '--rate', RATE // 4)
@@ -58,9 +61,11 @@ def moves(ctx, tpd, cg):
     check(followed == [1, 2, 3], f'tasks followed by the three streams of cgroups: {followed}')
 
     go_ts = min(gen_a.go(), gen_b.go(), moved.go())
-    # A quarter of the way (paced), the moved generator goes to a.
+    # A quarter of the way (paced), the moved generator goes to a (or a cgroup made in a since).
     time.sleep(N / (RATE // 4) / 4)
-    cg.move(m, 'a')
+    if target != 'a':
+        cg.mkdir(target)
+    cg.move(m, target)
     for g in (gen_a, gen_b, moved):
         g.wait_done(timeout=60)
     total = {a: N, b: N, m: N}
@@ -70,7 +75,7 @@ def moves(ctx, tpd, cg):
     attach.drain(lambda: any(r.get('fields', {}).get('pid') == m for r in attach.records()), timeout=10)
 
     moves_m = [r for r in attach.records() if r.get('fields', {}).get('pid') == m and r['ts'] >= go_ts]
-    check(len(moves_m) == 1 and moves_m[0]['fields']['dst_path'] == cg.path('a'),
+    check(len(moves_m) == 1 and moves_m[0]['fields']['dst_path'] == cg.path(target),
           f'the kernel\'s records of the move: {moves_m}')
     move_ts = moves_m[0]['ts']
     ca, cb, call = by_pid(in_a.records(), go_ts), by_pid(in_b.records(), go_ts), by_pid(both.records(), go_ts)
@@ -83,7 +88,7 @@ def moves(ctx, tpd, cg):
           f'the moved generator: {len(m_a)} records in a + {len(m_b)} in b, expected {N} split by its move')
     check(min(m_a) >= move_ts and max(m_b) < move_ts,
           f'the moved generator\'s records split at {min(m_a)}/{max(m_b)}, its move at {move_ts}')
-    log(f'cgroups: a {ca[a]} + {len(m_a)} of the moved one from its move at {move_ts}; '
+    log(f'cgroups{" (tpd in a cgroup namespace: by ids)" if target != "a" else ""}: a {ca[a]} + {len(m_a)} of the moved one from its move at {move_ts}; '
         f'b {cb[b]} + {len(m_b)} before it; the parent all {sum(call.values())}')
     for s in (attach, in_a, in_b, both):
         s.stop()
@@ -123,7 +128,12 @@ def refusals(tpd, cg):
                        (['--cgroup', cg.path('a'), '-p', '1'], '--cgroup with -p')):
         r = tpd.tpctl('stream', '-e', EVENT, *args)
         check(r.returncode == 1 and 'cgroup' in r.stderr, f'{what}: tpctl exited {r.returncode}: {r.stderr!r}')
-    log('refusals: a missing cgroup, two malformed paths, --cgroup with -p')
+    r = tpd.tpctl('stream', '--unit', 'basic.target')
+    check(r.returncode == 1 and 'have a cgroup' in r.stderr, f'--unit of a target: {r.returncode} {r.stderr!r}')
+    r = tpd.tpctl('stream', '--unit', 'x', '--cgroup', '/')
+    check(r.returncode == 2, f'--unit with --cgroup: {r.returncode} {r.stderr!r}')
+    log('refusals: a missing cgroup, two malformed paths, --cgroup with -p, --unit of a target, '
+        '--unit with --cgroup')
 
 
 def main(ctx):
@@ -135,6 +145,11 @@ def main(ctx):
     refusals(tpd, cg)
     moves(ctx, tpd, cg)
     record(ctx, tpd, cg)
+    tpd.stop()
+    # In a cgroup namespace of its own tpd cannot compare the kernel's paths with its own: it
+    # compares the cgroups' ids, read again for a cgroup made after the stream began.
+    tpd = ctx.tpd(args=['--buffer-size-kb', '8192', '--stream-queue-kb', '65536'], wrapper=('unshare', '--cgroup'))
+    moves(ctx, tpd, cg, target='a/late')
     tpd.stop()
 
 

@@ -657,8 +657,9 @@ DAEMON_ARGS = os.environ.get('TPD_TEST_DAEMON_ARGS', '').split()
 class Tpd:
     """One tpd daemon on a private socket and a unique tracefs instance."""
 
-    def __init__(self, ctx, instance=None, args=()):
+    def __init__(self, ctx, instance=None, args=(), wrapper=()):
         self.ctx = ctx
+        self.wrapper = list(wrapper)  # a command that execs tpd (unshare --cgroup)
         self.instance = instance or ctx.unique_name()
         self.instance_dir = os.path.join(TRACEFS, 'instances', self.instance)
         self.socket = os.path.join(ctx.tmpdir, f'{self.instance}.sock')
@@ -675,7 +676,7 @@ class Tpd:
         self.runs += 1
         # Pins are persisted per instance name in --state-dir: a private one keeps tests from
         # leaving state in /var/lib/tpd, and survives restarts of this daemon within the test.
-        argv = [env_program('TPD'), '--socket', self.socket, '--instance', self.instance,
+        argv = [*self.wrapper, env_program('TPD'), '--socket', self.socket, '--instance', self.instance,
                 '--state-dir', os.path.join(self.ctx.tmpdir, 'state'),
                 # A configuration of the test's own (absent unless a test writes it): whatever is
                 # in /etc/tpd must not change what the tests see.
@@ -837,9 +838,13 @@ class Cgroups:
     def __init__(self, ctx, mount, names):
         self.mount = mount
         self.base = '/' + ctx.unique_name('-cg')
-        self.dirs = [self.dir('')] + [self.dir(n) for n in names]
-        for d in self.dirs:
-            os.mkdir(d)
+        self.dirs = []
+        for name in ('', *names):
+            self.mkdir(name)
+
+    def mkdir(self, name):
+        self.dirs.append(self.dir(name))
+        os.mkdir(self.dirs[-1])
 
     def dir(self, name):
         return self.mount + self.base + (f'/{name}' if name else '')
@@ -880,8 +885,8 @@ class Context:
         self._names += 1
         return f'tpdtest-{os.getpid()}-{self.rand}-{self._names}{suffix}'
 
-    def tpd(self, args=(), instance=None, start=True):
-        t = Tpd(self, instance=instance, args=args)
+    def tpd(self, args=(), instance=None, start=True, wrapper=()):
+        t = Tpd(self, instance=instance, args=args, wrapper=wrapper)
         return t.start() if start else t
 
     def gen(self, var, *args):

@@ -625,6 +625,48 @@ check_i() {
         fi
 }
 
+# u. --unit: tpctl asks the container's systemd for a unit's cgroup, and tpd streams the records of
+# the units it starts. In the container's PID namespace tpd cannot read which tasks a cgroup holds
+# (cgroup.threads lists the container's pids, records carry the kernel's): it follows the moves
+# the kernel records, by cgroup id, and what the moved tasks fork.
+stream_following() {
+        cx tpctl status --json=short 2>/dev/null | jq -e '[.connections[] | select(has("followed"))] | length == 1' \
+                >/dev/null
+}
+check_u() {
+        local out rc n outside
+        out=$(cx tpctl stream --unit tpd -e syscalls:sys_enter_getppid --duration 1 2>&1)
+        rc=$?
+        check u "tpctl stream --unit tpd: systemd names the cgroup of tpd.service, tpd takes it (exit $rc)" \
+                eval '[ "$rc" -eq 0 ]'
+        [ "$rc" -eq 0 ] || say "$out"
+        out=$(cx tpctl stream --unit tpd-nosuch.service --duration 1 2>&1)
+        rc=$?
+        check u "--unit of a unit that is not loaded: exit $rc, '$(head -n 1 <<<"$out")'" \
+                eval '[ "$rc" -eq 1 ] && grep -q "is not loaded" <<<"$out"'
+
+        # A slice started empty; a service run in it once the stream is live, and the same work
+        # outside it at the same time. Each sh calls getppid once as it starts: 1 + 40.
+        printf '[Unit]\nDescription=tpd system test slice\n' | cx tee /run/systemd/system/tpdprobe.slice >/dev/null
+        cx systemctl daemon-reload && cx systemctl start tpdprobe.slice ||
+                { fail u "could not start tpdprobe.slice"; return; }
+        cx sh -c 'tpctl stream --unit tpdprobe.slice -e syscalls:sys_enter_getppid >/run/tpd-unit.ndjson \
+                2>/run/tpd-unit.err & echo $! >/run/tpd-unit.pid'
+        wait_for 10 stream_following || { fail u "the stream of tpdprobe.slice did not start: $(cx cat /run/tpd-unit.err)"; return; }
+        cx sh -c 'for i in $(seq 40); do sh -c :; done' &
+        outside=$!
+        cx systemd-run -q --wait --slice=tpdprobe.slice --unit=tpdprobe-run sh -c 'for i in $(seq 40); do sh -c :; done'
+        rc=$?
+        wait "$outside"
+        sleep 0.5
+        cx sh -c 'kill -INT "$(cat /run/tpd-unit.pid)"'
+        wait_for 5 eval '! cx tpctl status --json=short | jq -e "[.connections[] | select(has(\"followed\"))] | length > 0" >/dev/null'
+        n=$(cx cat /run/tpd-unit.ndjson | jq -s '[.[] | select(.event == "syscalls:sys_enter_getppid")] | length')
+        check u "--unit tpdprobe.slice: the service run in it after the stream began, exactly (41 calls, got ${n:-none}; systemd-run exit $rc), none of the same work outside it" \
+                eval '[ "$rc" -eq 0 ] && [ "${n:-0}" -eq 41 ]'
+        cx systemctl stop tpdprobe.slice
+}
+
 # x. tpd-export.service: starts as a dynamic user in group tracing, exports, restarts on failure.
 export_security_score=
 check_x() {
@@ -775,6 +817,7 @@ watchdog_t0=$(prop WatchdogTimestampMonotonic tpd.service)
 watchdog_since=$(date +%s.%N)
 check_g
 check_i
+check_u
 check_h
 check_g_pings
 check_x

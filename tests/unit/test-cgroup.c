@@ -58,6 +58,17 @@ static void test_v2_line(void) {
         ASSERT(!cgroup_v2_line("0:", 2, &p, &n));
 }
 
+static void test_ids(void) {
+        uint64_t ids[] = { 40, 7, 1000, 12 };
+
+        cgroup_ids_sort(ids, 4);
+        ASSERT(ids[0] == 7 && ids[3] == 1000);
+        ASSERT(cgroup_ids_contain(ids, 4, 12));
+        ASSERT(cgroup_ids_contain(ids, 4, 1000));
+        ASSERT(!cgroup_ids_contain(ids, 4, 13));
+        ASSERT(!cgroup_ids_contain(NULL, 0, 7));
+}
+
 /* A task moved in is a member from its move, one moved out no longer; its children inherit. */
 static void test_join_leave(void) {
         Follow *f = NULL;
@@ -94,6 +105,7 @@ int main(void) {
         test_valid();
         test_subtree();
         test_v2_line();
+        test_ids();
         test_join_leave();
         return 0;
 }

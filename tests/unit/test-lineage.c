@@ -51,33 +51,36 @@ static void setup(Lineage *l) {
         l->attach_id = ATTACH_ID;
         l->attach_root_offset = 8;
         l->attach_pid_offset = 12;
-        l->attach_path_offset = 16;
+        l->attach_cgroup_offset = 16;
+        l->attach_path_offset = 24;
 }
 
-/* A page of moves, as cgroup_attach_task writes them (32 bytes of payload each: its fields, then
- * the path, which dst_path's __data_loc points at), of which hierarchy root, and a record of
- * pid 5 after each. */
+/* A page of moves, as cgroup_attach_task writes them (40 bytes of payload each: its fields, the
+ * cgroup's id 1000 + i, then the path, which dst_path's __data_loc points at), of which hierarchy
+ * root, and a record of pid 5 after each. */
 static void build_moves(uint8_t *page, uint64_t page_ts, const int32_t *roots, const char *const *paths,
                         size_t n) {
-        uint64_t commit = n * (36 + 20);
+        uint64_t commit = n * (44 + 20);
         uint8_t *e = page + PAGE_HEADER_SIZE;
 
         memset(page, 0, PAGE_SIZE);
         memcpy(page, &page_ts, 8);
         memcpy(page + 8, &commit, 8);
         for (size_t i = 0; i < n; i++) {
-                uint32_t header = 8U | 10U << 5, other = 4U | 10U << 5; /* 32 and 16 bytes */
+                uint32_t header = 10U | 10U << 5, other = 4U | 10U << 5; /* 40 and 16 bytes */
                 uint16_t id = ATTACH_ID, other_id = OTHER_ID;
                 int32_t pid = 5;
-                uint32_t loc = 20U | (uint32_t) (strlen(paths[i]) + 1) << 16;
+                uint64_t cgroup = 1000 + i;
+                uint32_t loc = 28U | (uint32_t) (strlen(paths[i]) + 1) << 16;
 
                 memcpy(e, &header, 4);
                 memcpy(e + 4, &id, 2);
                 memcpy(e + 4 + 8, &roots[i], 4);
                 memcpy(e + 4 + 12, &pid, 4);
-                memcpy(e + 4 + 16, &loc, 4);
-                memcpy(e + 4 + 20, paths[i], strlen(paths[i]) + 1);
-                e += 36;
+                memcpy(e + 4 + 16, &cgroup, 8);
+                memcpy(e + 4 + 24, &loc, 4);
+                memcpy(e + 4 + 28, paths[i], strlen(paths[i]) + 1);
+                e += 44;
                 memcpy(e, &other, 4);
                 memcpy(e + 4, &other_id, 2);
                 memcpy(e + 8, &pid, 4);
@@ -242,9 +245,11 @@ static void test_moves(void) {
         ASSERT_U64_EQ(l.moves, 2);
         lineage_apply(&l, UINT64_MAX, on_change, &ch);
         ASSERT_INT_EQ(ch.n, 2);
-        ASSERT(ch.c[0].ts == 1010 && ch.c[0].parent == LINEAGE_ATTACH && ch.c[0].pid == 5);
+        ASSERT(ch.c[0].ts == 1010 && ch.c[0].parent == LINEAGE_ATTACH && ch.c[0].pid == 5 &&
+               ch.c[0].id == 1000);
         ASSERT(strcmp(ch.path[0], "/a/b") == 0);
-        ASSERT(ch.c[1].ts == 1050 && ch.c[1].parent == LINEAGE_ATTACH && strcmp(ch.path[1], "/") == 0);
+        ASSERT(ch.c[1].ts == 1050 && ch.c[1].parent == LINEAGE_ATTACH && ch.c[1].id == 1002 &&
+               strcmp(ch.path[1], "/") == 0);
         lineage_route(&l, UINT64_MAX, true, PAGE_SIZE, on_route, &r);
         /* Only the three records of pid 5 go. */
         ASSERT_INT_EQ(r.n, 3);
@@ -257,12 +262,12 @@ static void test_move_cut_short(void) {
         static const int32_t roots[] = { 0 };
         static const char *const paths[] = { "/abc" };
         uint8_t page[PAGE_SIZE];
-        uint32_t loc = 20U | 200U << 16;
+        uint32_t loc = 28U | 200U << 16;
         Lineage l = {};
 
         setup(&l);
         build_moves(page, 1000, roots, paths, 1);
-        memcpy(page + PAGE_HEADER_SIZE + 4 + 16, &loc, 4);
+        memcpy(page + PAGE_HEADER_SIZE + 4 + 24, &loc, 4);
         ASSERT_INT_EQ(lineage_enqueue(&l, 0, page, 1, PAGE_SIZE), 0);
         lineage_scan(&l, PAGE_SIZE);
         ASSERT_U64_EQ(l.moves, 0);
