@@ -74,6 +74,14 @@ void command_forward_signals(Command *c) {
                 (void) sigaction(forwarded_signals[i], &sa, NULL);
 }
 
+int command_start(char **argv, Command *ret) {
+        int r = command_spawn(argv, ret);
+
+        if (r >= 0)
+                command_forward_signals(ret);
+        return r;
+}
+
 static void *command_wait(void *userdata) {
         Command *c = userdata;
         TpdFrame sync = { .type = TPD_FRAME_SYNC };

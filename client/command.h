@@ -28,6 +28,8 @@ typedef struct Command {
 
 /* Forks argv[0] (looked up in $PATH), held before exec. 0, or a negative errno (printed). */
 int command_spawn(char **argv, Command *ret);
+/* command_spawn() and command_forward_signals(): 0, or a negative errno (printed). */
+int command_start(char **argv, Command *ret);
 /* Lets it exec; from then on a thread waits for it and sends SYNC on sync_fd when it exits. */
 int command_release(Command *c, int sync_fd);
 /* Signals to tpctl go on to the command (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2). */

@@ -208,6 +208,15 @@ int common_options_resolve_unit(void) {
         return 0;
 }
 
+CommonOptions common_options_following(const CommonOptions *c, const int *pid) {
+        CommonOptions own = *c;
+
+        own.pids = (int *) pid;
+        own.n_pids = 1;
+        own.follow = true;
+        return own;
+}
+
 void common_options_set_command(char **argv, size_t n) {
         common.command = argv;
         common.n_command = n;

@@ -84,6 +84,8 @@ extern const OptionTable common_option_table;
 /* Makes room for the lists of -e, -p and -c: argc bounds them. 0 or -ENOMEM. */
 int common_options_init(int argc);
 void common_options_done(void);
+/* The selection of a command's stream or recording: c's, following *pid (the command's). */
+CommonOptions common_options_following(const CommonOptions *c, const int *pid);
 /* The words after the first "--" of the command line: a command to run. */
 void common_options_set_command(char **argv, size_t n);
 /* --unit's cgroup, asked of systemd (units.h). 0, or an exit status after printing why. */

@@ -388,17 +388,14 @@ static int record_run(const char *socket_path, json_object *params, const Record
  * file; tpctl exits as CMD did. */
 static int record_command(const CommonOptions *c, char **args, size_t n, const RecordOptions *o) {
         Command cmd = COMMAND_NULL;
-        CommonOptions own = *c;
+        CommonOptions own;
         json_object *params;
         int pid, r;
 
-        if (command_spawn(c->command, &cmd) < 0)
+        if (command_start(c->command, &cmd) < 0)
                 return EXIT_FAILURE;
-        command_forward_signals(&cmd);
         pid = (int) cmd.pid;
-        own.pids = &pid;
-        own.n_pids = 1;
-        own.follow = true;
+        own = common_options_following(c, &pid);
         params = selection_params(&own, args, n);
         r = params ? record_run(c->socket_path, params, o, &cmd) : connection_exit_status(log_oom());
         /* Not released (the recording did not start): it exits without exec. */

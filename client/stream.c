@@ -262,7 +262,7 @@ static int stream_command(const CommonOptions *c, char **args, size_t n) {
         _cleanup_(varlink_reply_done) VarlinkReply reply = {};
         struct sigaction sa_ignore = { .sa_handler = SIG_IGN };
         Command cmd = COMMAND_NULL;
-        CommonOptions own = *c;
+        CommonOptions own;
         LinesOptions o;
         int pid, r, status;
 
@@ -272,13 +272,10 @@ static int stream_command(const CommonOptions *c, char **args, size_t n) {
                 return usage_error(
                         "--transport=shm and -- COMMAND: a command's stream goes over the socket");
         (void) sigaction(SIGPIPE, &sa_ignore, NULL);
-        if (command_spawn(c->command, &cmd) < 0)
+        if (command_start(c->command, &cmd) < 0)
                 return EXIT_FAILURE;
-        command_forward_signals(&cmd);
         pid = (int) cmd.pid;
-        own.pids = &pid;
-        own.n_pids = 1;
-        own.follow = true;
+        own = common_options_following(c, &pid);
         opt.transport = STREAM_TRANSPORT_SOCKET;
         r = stream_call(&conn, &own, args, n, &reply);
         if (r != 0) {

@@ -41,33 +41,26 @@ int cgroups_mount(char **ret) {
         return r;
 }
 
-static void cgroups_seed_dir(int dir_fd, unsigned depth, Follow *f, unsigned *budget) {
-        int fd = openat(dir_fd, "cgroup.threads", O_RDONLY | O_CLOEXEC);
+/* Visits the directory dir_fd and the cgroups below it, down to depth levels, while visit returns
+ * true. */
+static bool cgroups_walk(int dir_fd, unsigned depth, bool (*visit)(int dir_fd, void *userdata),
+                         void *userdata) {
         struct dirent *de;
+        bool more;
         DIR *d;
+        int fd;
 
-        if (fd >= 0) {
-                FILE *threads = fdopen(fd, "re");
-                int tid;
-
-                if (!threads)
-                        close(fd);
-                while (threads && *budget > 0 && fscanf(threads, "%d", &tid) == 1)
-                        if (follow_add_root(f, tid) >= 0)
-                                (*budget)--;
-                if (threads)
-                        fclose(threads);
-        }
-        if (depth == 0 || *budget == 0)
-                return;
+        more = visit(dir_fd, userdata);
+        if (!more || depth == 0)
+                return more;
         fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         d = fd >= 0 ? fdopendir(fd) : NULL;
         if (!d) {
                 if (fd >= 0)
                         close(fd);
-                return;
+                return more;
         }
-        while (*budget > 0 && (de = readdir(d))) {
+        while (more && (de = readdir(d))) {
                 int child;
 
                 if (de->d_type != DT_DIR || de->d_name[0] == '.')
@@ -75,22 +68,52 @@ static void cgroups_seed_dir(int dir_fd, unsigned depth, Follow *f, unsigned *bu
                 child = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (child < 0)
                         continue;
-                cgroups_seed_dir(child, depth - 1, f, budget);
+                more = cgroups_walk(child, depth - 1, visit, userdata);
                 close(child);
         }
         closedir(d);
+        return more;
 }
 
-void cgroups_seed(const char *mount, const char *path, Follow *f, unsigned *budget) {
+/* The path below the mount, opened as a directory: an fd, or a negative errno. */
+static int cgroups_open(const char *mount, const char *path) {
         _cleanup_free_ char *dir = NULL;
         int fd;
 
         if (asprintf(&dir, "%s%s", mount, path) < 0)
-                return;
+                return -ENOMEM;
         fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
+typedef struct CgroupSeed {
+        Follow *f;
+        unsigned *budget;
+} CgroupSeed;
+
+static bool cgroups_seed_dir(int dir_fd, void *userdata) {
+        CgroupSeed *s = userdata;
+        int fd = openat(dir_fd, "cgroup.threads", O_RDONLY | O_CLOEXEC);
+        FILE *threads = fd >= 0 ? fdopen(fd, "re") : NULL;
+        int tid;
+
+        if (fd >= 0 && !threads)
+                close(fd);
+        while (threads && *s->budget > 0 && fscanf(threads, "%d", &tid) == 1)
+                if (follow_add_root(s->f, tid) >= 0)
+                        (*s->budget)--;
+        if (threads)
+                fclose(threads);
+        return *s->budget > 0;
+}
+
+void cgroups_seed(const char *mount, const char *path, Follow *f, unsigned *budget) {
+        CgroupSeed seed = { .f = f, .budget = budget };
+        int fd = cgroups_open(mount, path);
+
         if (fd < 0)
                 return;
-        cgroups_seed_dir(fd, CGROUPS_SEED_DEPTH, f, budget);
+        (void) cgroups_walk(fd, CGROUPS_SEED_DEPTH, cgroups_seed_dir, &seed);
         close(fd);
 }
 
@@ -99,58 +122,34 @@ typedef struct CgroupIds {
         size_t n, cap;
 } CgroupIds;
 
-static void cgroups_ids_dir(int dir_fd, unsigned depth, CgroupIds *c) {
+static bool cgroups_ids_dir(int dir_fd, void *userdata) {
+        CgroupIds *c = userdata;
         struct stat st;
-        struct dirent *de;
-        DIR *d;
-        int fd;
 
-        if (c->n >= CGROUPS_IDS_MAX || fstat(dir_fd, &st) < 0)
-                return;
+        if (c->n >= CGROUPS_IDS_MAX)
+                return false;
+        if (fstat(dir_fd, &st) < 0)
+                return true;
         if (c->n == c->cap) {
                 size_t cap = c->cap ? c->cap * 2 : 16;
                 uint64_t *ids = reallocarray(c->ids, cap, sizeof(uint64_t));
 
                 if (!ids)
-                        return;
+                        return false;
                 c->ids = ids;
                 c->cap = cap;
         }
         c->ids[c->n++] = (uint64_t) st.st_ino;
-        if (depth == 0)
-                return;
-        fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
-                return;
-        }
-        while (c->n < CGROUPS_IDS_MAX && (de = readdir(d))) {
-                int child;
-
-                if (de->d_type != DT_DIR || de->d_name[0] == '.')
-                        continue;
-                child = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (child < 0)
-                        continue;
-                cgroups_ids_dir(child, depth - 1, c);
-                close(child);
-        }
-        closedir(d);
+        return true;
 }
 
 int cgroups_subtree_ids(const char *mount, const char *path, uint64_t **ret, size_t *ret_n) {
-        _cleanup_free_ char *dir = NULL;
         CgroupIds c = {};
-        int fd;
+        int fd = cgroups_open(mount, path);
 
-        if (asprintf(&dir, "%s%s", mount, path) < 0)
-                return -ENOMEM;
-        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
-                return -errno;
-        cgroups_ids_dir(fd, CGROUPS_SEED_DEPTH, &c);
+                return fd;
+        (void) cgroups_walk(fd, CGROUPS_SEED_DEPTH, cgroups_ids_dir, &c);
         close(fd);
         cgroup_ids_sort(c.ids, c.n);
         free(*ret);

@@ -43,6 +43,19 @@ def run_command(tpd, cmd, timeout=60):
     return r, records, other
 
 
+def only_the_command(records, mine, n, outside):
+    """Exactly n records, each the command's (mine(record)), while the outside generator (pid, go
+    and done ts) ran at the same time."""
+    other, go, done = outside
+    others = [x for x in records if not mine(x)]
+    check(not others, f'{len(others)} records not of the command, e.g. {others[:2]} (outside generator: {other})')
+    check(len(records) == n, f'{len(records)} records of the command, expected {n}')
+    # The two ran at the same time, or the test proved nothing.
+    check(records[0]['ts'] < done and records[-1]['ts'] > go,
+          f'the command ran from {records[0]["ts"]} to {records[-1]["ts"]}, the outside generator from '
+          f'{go} to {done}: not at the same time')
+
+
 def exact(ctx, tpd):
     # The generator's lines go to a file of their own: the command shares tpctl's stdout.
     out = os.path.join(ctx.tmpdir, 'command.out')
@@ -61,15 +74,8 @@ def exact(ctx, tpd):
         pid = int(f.readline())      # the generator's own first line: its pid
     lost = [x for x in records if 'lost' in x]
     check(not lost, f'lost records: {lost[:3]}')
-    mine = [x for x in records if x.get('pid') == pid]
-    others = [x for x in records if x.get('pid') != pid]
-    check(not others, f'{len(others)} records of other pids, e.g. {others[:2]} (outside generator: {other})')
-    check(len(mine) == n, f'{len(mine)} records of the command, expected {n}')
-    # The two ran at the same time, or the test proved nothing.
-    check(mine[0]['ts'] < outside_done and mine[-1]['ts'] > outside_go,
-          f'the command ran from {mine[0]["ts"]} to {mine[-1]["ts"]}, the outside generator from '
-          f'{outside_go} to {outside_done}: not at the same time')
-    log(f'command: exactly {len(mine)} records of pid {pid}; the outside generator ran beside it')
+    only_the_command(records, lambda x: x.get('pid') == pid, n, (other, outside_go, outside_done))
+    log(f'command: exactly {n} records of pid {pid}; the outside generator ran beside it')
 
 
 def fork_tree(tpd):
@@ -165,13 +171,9 @@ def record_exact(ctx, tpd):
         pid = int(f.readline())
     records, dropped = T.trace_cmd_report(out)
     check(not dropped, f'trace-cmd reports dropped events: {dropped}')
-    others = [x for x in records if x['pid'] != pid or x['event'] != 'sys_enter_getppid']
-    check(not others, f'{len(others)} records not of the command, e.g. {others[:2]} (outside: {other})')
-    check(len(records) == n, f'trace-cmd lists {len(records)} records of the command, expected {n}')
-    check(records[0]['ts'] < outside_done and records[-1]['ts'] > outside_go,
-          f'the command ran from {records[0]["ts"]} to {records[-1]["ts"]}, the outside generator from '
-          f'{outside_go} to {outside_done}: not at the same time')
-    log(f'record: trace-cmd reads exactly {len(records)} records of pid {pid}; the outside generator ran beside it')
+    only_the_command(records, lambda x: x['pid'] == pid and x['event'] == 'sys_enter_getppid', n,
+                     (other, outside_go, outside_done))
+    log(f'record: trace-cmd reads exactly {n} records of pid {pid}; the outside generator ran beside it')
 
 
 def record_tree(ctx, tpd):
