@@ -24,6 +24,9 @@
 /* Pages one read of a CPU takes at most: more than its buffer holds unless its writers outpace
  * the read, which must end all the same. */
 #define FOLLOW_READ_PAGES_MAX 16384U
+/* Pages a batch's or the flush timer's read of a CPU takes at most: 1 MiB of 4 KiB pages, the
+ * records the streams get from one CPU at once. */
+#define FOLLOW_READ_PAGES_BATCH 256U
 /* Past this many bytes waiting, pages are routed without waiting for the watermark: a CPU whose
  * writers outpace every read must not make tpd's memory grow. Its followers may then miss the
  * first records of a child. */
@@ -91,11 +94,11 @@ static int follow_setup_moves(Manager *m) {
         return 0;
 }
 
-static void follow_flush(Manager *m, bool whole);
+static void follow_flush(Manager *m, bool whole, size_t max_pages);
 
 /* After a batch: what is whole goes on, the page that crosses the watermark waits for the next. */
 static int follow_on_defer(sd_event_source *s, void *userdata) {
-        follow_flush(userdata, false);
+        follow_flush(userdata, false, FOLLOW_READ_PAGES_BATCH);
         return 0;
 }
 
@@ -368,15 +371,15 @@ static void follow_route(void *userdata, unsigned cpu, const void *pages, size_t
  * the read holds the watermark back. After a batch, a CPU whose full pages came is read up to
  * their last record: reading the page the kernel is still writing, again after every batch, would
  * cut a busy CPU's records into many small pages. */
-static void follow_read(Manager *m, unsigned cpu, bool whole, uint64_t now) {
+static void follow_read(Manager *m, unsigned cpu, bool whole, size_t max_pages, uint64_t now) {
         Reader *r = m->readers[cpu];
         size_t page_size = tracing_page_size(m->tracing);
         uint64_t upto;
         int k;
 
         if (!whole) {
-                k = reader_drain_full(r, FOLLOW_READ_PAGES_MAX);
-                if (k < 0 || (size_t) k >= FOLLOW_READ_PAGES_MAX)
+                k = reader_drain_full(r, max_pages);
+                if (k < 0)
                         return;
                 lineage_scan(&m->lineage, page_size);
                 if (lineage_read_upto(&m->lineage, cpu, page_size, &upto)) {
@@ -384,15 +387,21 @@ static void follow_read(Manager *m, unsigned cpu, bool whole, uint64_t now) {
                         return;
                 }
         }
-        if (reader_drain_all(r, FOLLOW_READ_PAGES_MAX) != 0)
-                m->follow.read_upto[cpu] = now;
+        k = reader_drain_all(r, max_pages);
         lineage_scan(&m->lineage, page_size);
-        (void) lineage_read_upto(&m->lineage, cpu, page_size, &upto);
+        /* At the end of the buffer (or none could be read) everything written before now was;
+         * after max_pages, what the pages read hold. */
+        if (k != 0)
+                m->follow.read_upto[cpu] = now;
+        else if (lineage_read_upto(&m->lineage, cpu, page_size, &upto))
+                m->follow.read_upto[cpu] = MAX(m->follow.read_upto[cpu], upto);
 }
 
 /* whole: every record before the watermark goes out, the page that crosses it split (a sync, a
- * flush, the last reads); else whole pages only, which costs nothing more per page. */
-static void follow_flush(Manager *m, bool whole) {
+ * flush, the last reads); else whole pages only, which costs nothing more per page. Each CPU is
+ * read up to max_pages: to the end for a sync or the last reads, else a batch, so that a read does
+ * not chase writers that outpace it and then hand the streams its pages all at once. */
+static void follow_flush(Manager *m, bool whole, size_t max_pages) {
         Lineage *l = &m->lineage;
         /* Without a clock the system reads, the reads alone order the pages. */
         uint64_t now = m->follow.have_clock ? now_nsec(m->follow.clock) : UINT64_MAX, watermark = UINT64_MAX;
@@ -408,9 +417,12 @@ static void follow_flush(Manager *m, bool whole) {
         /* While one follows, and once more after the last one ended (every page goes out then). */
         if (m->follow.n > 0 || m->follow.draining) {
                 m->follow.reading = true;
+                /* Once the last follower ended, every fork record goes: none may reach a stream. */
+                if (m->follow.draining)
+                        max_pages = FOLLOW_READ_PAGES_MAX;
                 for (unsigned c = 0; c < m->n_cpus; c++)
                         if (m->readers[c])
-                                follow_read(m, c, whole, now);
+                                follow_read(m, c, whole, max_pages, now);
                 m->follow.reading = false;
                 m->follow.reads++;
                 for (unsigned c = 0; m->follow.n > 0 && c < m->n_cpus; c++)
@@ -439,6 +451,10 @@ static void follow_flush(Manager *m, bool whole) {
         follow_trim(m);
 }
 
+void manager_follow_tick(Manager *m) {
+        follow_flush(m, true, FOLLOW_READ_PAGES_BATCH);
+}
+
 void manager_follow_flush(Manager *m) {
-        follow_flush(m, true);
+        follow_flush(m, true, FOLLOW_READ_PAGES_MAX);
 }

@@ -350,7 +350,10 @@ static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
         comm_cache_next_generation(m->comm);
         if (m->workers)
                 workers_next_generation(m->workers);
-        manager_read_all(m);
+        if (manager_following(m))
+                manager_follow_tick(m);
+        else
+                manager_read_all(m);
         if (m->n_streams > 0) {
                 manager_report_kernel_losses(m);
                 /* No page may follow to push out what was just queued. */

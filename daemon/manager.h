@@ -205,8 +205,11 @@ void manager_follow_seed(Manager *m, Selection *sel);
 /* The readers' pages while pages wait for each other: queued, and read and routed on the loop's
  * next turn. */
 void manager_follow_pages(Manager *m, unsigned cpu, const void *pages, size_t n_pages, size_t page_size);
-/* Reads every CPU and routes what the watermark allows: for the flush timer, while pages wait. */
+/* Reads every CPU to the end and routes what the watermark allows, while pages wait: for a sync, a
+ * count, manager_read_all(). */
 void manager_follow_flush(Manager *m);
+/* The flush timer's: the same, each CPU read a batch at most (following.c). */
+void manager_follow_tick(Manager *m);
 
 static inline bool manager_following(const Manager *m) {
         return m->follow.n > 0 || m->follow.draining || m->follow.reading || m->lineage.queued > 0;
