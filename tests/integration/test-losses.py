@@ -31,8 +31,8 @@ import time
 import tpdtest as T
 from tpdtest import check, log
 
-# test-record.py's recording driver and its reader of trace-cmd report; test-gaps.py's wait until
-# tpd has read every record out of the buffers (which returns the kernel's stats then).
+# test-record.py's recording driver; test-gaps.py's wait until tpd has read every record out of
+# the buffers (which returns the kernel's stats then).
 R = importlib.import_module('test-record')
 settle = importlib.import_module('test-gaps').open_books
 
@@ -155,7 +155,7 @@ def cpu_selection(ctx):
     log(f'recording of CPU 0: {recorded} records, {lost} lost')
     check(recorded == N_CPU0 and lost == 0, f'recording of CPU 0: {recorded} records and {lost} lost; '
                                             f'CPU 0 made {N_CPU0} and lost none')
-    records, dropped = R.trace_cmd_report(out)
+    records, dropped = T.trace_cmd_report(out)
     check(len(records) == N_CPU0 and {r['cpu'] for r in records} == {0},
           f'trace-cmd report: {len(records)} records of CPUs {sorted({r["cpu"] for r in records})}')
     check(not dropped, f'trace-cmd report shows losses in a recording of CPU 0: {dropped[:4]}')
@@ -304,7 +304,7 @@ def recording_after_clears(rec, out, lives):
     recorded, _, lost = rec.stop()
     log(f'recording: {recorded} records, {lost} lost')
     check(recorded + lost == total, f'recording: {recorded} recorded + {lost} lost != {total} written')
-    records, dropped = R.trace_cmd_report(out)
+    records, dropped = T.trace_cmd_report(out)
     check(len(records) == recorded, f'trace-cmd report lists {len(records)} records, tpctl said {recorded}')
     storms = sum(1 for a, b in lives if T.written(b) > T.written(a))
     check(len(dropped) >= storms, f'trace-cmd report shows {len(dropped)} losses {dropped}, {storms} storms overran')
