@@ -8,6 +8,14 @@
 #include "core/names.h"
 #include "tpd-protocol.h"
 
+int call_reply(Peer *peer, json_object *p, int r) {
+        if (r < 0) {
+                json_object_put(p);
+                return r;
+        }
+        return peer_reply(peer, p);
+}
+
 int invalid_parameter(Peer *p, const char *key) {
         return peer_errorf(p, VARLINK_ERROR_INVALID_PARAMETER, "parameter", key, "Invalid parameter '%s'.",
                            key);

@@ -11,7 +11,7 @@
 #include "varlink.h"
 
 /*
- * What the API's methods share (api.c, pins.c, status.c): the strict checks of a call's
+ * What the API's methods share (api.c, pins.c, status.c, streams.c): the strict checks of a call's
  * parameters, the error replies they end with, and the resolution of the events a call names,
  * bounded for members. Functions that queue an error reply on a peer's fault return it as a
  * positive value (or a negative errno when even that failed), unless said otherwise.
@@ -24,6 +24,9 @@
 #define API_EVENTS_MAX 4096U
 #define API_PATTERNS_MAX 64U
 
+/* Queues p as the reply, unless a json_set()/json_push() into it failed (r < 0): then p is freed
+ * and r returned (the connection closes, out of memory). */
+int call_reply(Peer *peer, json_object *p, int r);
 /* Queues InvalidParameter naming key; returns what peer_errorf() returns. */
 int invalid_parameter(Peer *p, const char *key);
 /* -EINVAL, with InvalidParameter queued, when the call has a parameter not in allowed. */

@@ -20,15 +20,6 @@ static json_object *json_u64(uint64_t v) {
         return json_object_new_uint64(v);
 }
 
-/* Checks a run of json_set()/json_push() into p, and queues p as the reply. */
-static int status_reply(Peer *peer, json_object *p, int r) {
-        if (r < 0) {
-                json_object_put(p);
-                return r;
-        }
-        return peer_reply(peer, p);
-}
-
 /* Who holds an event: the uids of its pins, of the streams that named it, and of its filter. */
 static void status_add_holders(Manager *m, const TracingEvent *e, json_object *o, int *ret) {
         json_object *pins = json_object_new_array(), *streams = json_object_new_array();
@@ -247,7 +238,7 @@ int status_method_get_status(Manager *m, Peer *peer, const VarlinkCall *call) {
                 json_set(&r, f, "waiting_bytes", json_u64(m->lineage.queued));
                 json_set(&r, p, "follow", f);
         }
-        return status_reply(peer, p, r);
+        return call_reply(peer, p, r);
 }
 
 /* Room for a key and a number of a counters reply. */
