@@ -32,6 +32,7 @@ static struct {
         LinesTime time;
         bool ordered;
         uint64_t order_delay_ms; /* 0: from tpd's flush interval */
+        bool with_cgroup;        /* records carry their task's cgroup */
 } opt = { .transport = STREAM_TRANSPORT_DEFAULT, .symbolic = -1 };
 
 enum {
@@ -40,6 +41,7 @@ enum {
         ARG_TIME,
         ARG_ORDERED,
         ARG_TRANSPORT,
+        ARG_WITH,
 };
 
 static const OptionSpec stream_specs[] = {
@@ -48,6 +50,7 @@ static const OptionSpec stream_specs[] = {
         { "time", 0, required_argument, ARG_TIME },
         { "ordered", 0, optional_argument, ARG_ORDERED },
         { "transport", 0, required_argument, ARG_TRANSPORT },
+        { "with", 0, required_argument, ARG_WITH },
 };
 
 static int stream_parse_option(const OptionSpec *spec, const char *arg) {
@@ -89,6 +92,11 @@ static int stream_parse_option(const OptionSpec *spec, const char *arg) {
                         opt.transport = STREAM_TRANSPORT_SOCKET;
                 else
                         return log_usage("invalid --transport '%s': auto, shm or socket", arg);
+                return 0;
+        case ARG_WITH:
+                if (!streq(arg, "cgroup"))
+                        return log_usage("invalid --with '%s': cgroup", arg);
+                opt.with_cgroup = true;
                 return 0;
         }
         return -EINVAL;
@@ -139,6 +147,17 @@ static LinesOptions stream_lines_options(const CommonOptions *c, json_object *re
         return o;
 }
 
+/* Stream's "with": what records carry beyond their fields. */
+static json_object *stream_with(void) {
+        json_object *with = json_object_new_array();
+
+        if (with && json_object_array_add(with, json_object_new_string("cgroup")) < 0) {
+                json_object_put(with);
+                return NULL;
+        }
+        return with;
+}
+
 static json_object *stream_params(const CommonOptions *c, char **args, size_t n, bool shm) {
         json_object *params = selection_params(c, args, n);
 
@@ -146,7 +165,8 @@ static json_object *stream_params(const CommonOptions *c, char **args, size_t n,
                         json_add(params, "symbolic", json_object_new_boolean(opt.symbolic)) < 0) ||
                        (opt.time == LINES_TIME_ISO &&
                         json_add(params, "realtime", json_object_new_boolean(true)) < 0) ||
-                       (shm && json_add(params, "transport", json_object_new_string("shm")) < 0))) {
+                       (shm && json_add(params, "transport", json_object_new_string("shm")) < 0) ||
+                       (opt.with_cgroup && json_add(params, "with", stream_with()) < 0))) {
                 json_object_put(params);
                 return NULL;
         }

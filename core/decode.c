@@ -694,7 +694,8 @@ int decoder_encode_variant(Decoder *d, Batch *batch, size_t index, unsigned vari
         Record *rec = &batch->records[index];
         EventPlan *p = NULL;
         JsonBuf *b = &batch->buf;
-        size_t start, need;
+        const char *cgroup = NULL;
+        size_t start, need, cgroup_len = 0;
         int r;
 
         if (rec->kind != RECORD_EVENT || (variant & ~(unsigned) batch->variant) == 0 ||
@@ -710,6 +711,10 @@ int decoder_encode_variant(Decoder *d, Batch *batch, size_t index, unsigned vari
                                 return r;
                 }
                 need += p ? p->sym.max : 16;
+        }
+        if (variant & DECODER_VARIANT_CGROUP) {
+                cgroup = d->cb.cgroup ? d->cb.cgroup(d->cb.userdata, rec->pid, rec->ts, &cgroup_len) : NULL;
+                need += cgroup ? JSON_STRING_MAX_LEN(cgroup_len) + 12 : 0;
         }
         if (variant & DECODER_VARIANT_PRINT) {
                 struct tep_record record = {
@@ -738,6 +743,10 @@ int decoder_encode_variant(Decoder *d, Batch *batch, size_t index, unsigned vari
                         symbolic_put(&p->sym, b, rec->raw, rec->raw_size);
                 else
                         jsonbuf_put(b, ",\"sym\":{}", 9);
+        }
+        if (cgroup) {
+                jsonbuf_put(b, ",\"cgroup\":", 10);
+                json_put_string(b, cgroup, cgroup_len);
         }
         if (variant & DECODER_VARIANT_PRINT) {
                 jsonbuf_put(b, ",\"print\":", 9);

@@ -39,6 +39,9 @@ typedef struct DecoderCallbacks {
          * page holds, NULL when it had no room for one. Without the callback the stored count is
          * taken (and none when there is none). */
         uint64_t (*missed)(void *userdata, unsigned cpu, const uint64_t *stored);
+        /* The cgroup v2 path pid was in at ts (*ret_len bytes, not NUL-terminated), or NULL when
+         * unknown: for DECODER_VARIANT_CGROUP. */
+        const char *(*cgroup)(void *userdata, int pid, uint64_t ts, size_t *ret_len);
         void *userdata;
 } DecoderCallbacks;
 
@@ -95,6 +98,7 @@ int decoder_encode_print(Decoder *d, Batch *batch, size_t index);
 enum {
         DECODER_VARIANT_SYM = 1 << 0,   /* "sym": readable forms of integer fields (docs/design.md §3) */
         DECODER_VARIANT_PRINT = 1 << 1, /* "print": the kernel's formatted text */
+        DECODER_VARIANT_CGROUP = 1 << 2, /* "cgroup": the task's cgroup then (the cgroup callback) */
 };
 
 /* Makes the variant of record index that adds what the DECODER_VARIANT_* bits say, at

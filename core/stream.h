@@ -35,6 +35,7 @@ typedef struct Stream {
         Selection selection;
         bool symbolic; /* add "sym", the readable forms of integer fields */
         bool realtime; /* gets clock records when the wall clock is stepped */
+        bool cgroup;   /* add "cgroup", each record's task's cgroup then */
 
         Queue queue;
         size_t max_bytes;
@@ -92,6 +93,9 @@ char *stream_own_append(Stream *s, size_t length, uint32_t *ret_offset);
 /* The start of a notice's object, {"ts":…,"notice":"…","message":"…", not closed: a stream
  * ends it as a line, a recording as a frame. */
 int stream_notice_object(uint64_t ts, const char *notice, const char *message, Batch **ret);
+
+/* What the stream's lines add to the plain ones (DECODER_VARIANT_* bits, decode.h). */
+unsigned stream_variant(const Stream *s);
 
 /* Queues (a copy of) record index of the batch if the stream selected it, or counts it as lost
  * when the queue is full or out of memory. Returns 1 when queued, 0 when not selected or dropped,

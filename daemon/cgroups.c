@@ -41,16 +41,21 @@ int cgroups_mount(char **ret) {
         return r;
 }
 
-/* Visits the directory dir_fd and the cgroups below it, down to depth levels, while visit returns
- * true. */
-static bool cgroups_walk(int dir_fd, unsigned depth, bool (*visit)(int dir_fd, void *userdata),
+/* A walk of a subtree: path (a buffer of CGROUP_PATH_MAX) holds the path of the directory
+ * visited. */
+typedef bool (*CgroupsVisitFn)(int dir_fd, const char *path, size_t len, void *userdata);
+
+/* Visits the directory dir_fd, whose path is the len bytes of path, and the cgroups below it, down
+ * to depth levels, while visit returns true. */
+static bool cgroups_walk(int dir_fd, char *path, size_t len, unsigned depth, CgroupsVisitFn visit,
                          void *userdata) {
         struct dirent *de;
         bool more;
         DIR *d;
         int fd;
 
-        more = visit(dir_fd, userdata);
+        path[len] = '\0';
+        more = visit(dir_fd, path, len, userdata);
         if (!more || depth == 0)
                 return more;
         fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -61,60 +66,71 @@ static bool cgroups_walk(int dir_fd, unsigned depth, bool (*visit)(int dir_fd, v
                 return more;
         }
         while (more && (de = readdir(d))) {
+                /* "/name" below the root, "/a/name" below "/a". */
+                size_t sep = len > 1, name = strlen(de->d_name);
                 int child;
 
-                if (de->d_type != DT_DIR || de->d_name[0] == '.')
+                if (de->d_type != DT_DIR || de->d_name[0] == '.' || len + sep + name >= CGROUP_PATH_MAX)
                         continue;
                 child = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (child < 0)
                         continue;
-                more = cgroups_walk(child, depth - 1, visit, userdata);
+                if (sep)
+                        path[len] = '/';
+                memcpy(path + len + sep, de->d_name, name);
+                more = cgroups_walk(child, path, len + sep + name, depth - 1, visit, userdata);
+                path[len] = '\0';
                 close(child);
         }
         closedir(d);
         return more;
 }
 
-/* The path below the mount, opened as a directory: an fd, or a negative errno. */
-static int cgroups_open(const char *mount, const char *path) {
-        _cleanup_free_ char *dir = NULL;
+/* Walks the subtree at path (valid, cgroup_path_valid()) below the mount. */
+static void cgroups_walk_subtree(const char *mount, const char *path, CgroupsVisitFn visit, void *userdata) {
+        _cleanup_free_ char *dir = NULL, *buf = NULL;
+        size_t len = strlen(path);
         int fd;
 
-        if (asprintf(&dir, "%s%s", mount, path) < 0)
-                return -ENOMEM;
-        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        return fd < 0 ? -errno : fd;
+        if (len >= CGROUP_PATH_MAX || asprintf(&dir, "%s%s", mount, path) < 0)
+                return;
+        buf = malloc(CGROUP_PATH_MAX);
+        fd = buf ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+        if (fd < 0)
+                return;
+        memcpy(buf, path, len);
+        (void) cgroups_walk(fd, buf, len, CGROUPS_SEED_DEPTH, visit, userdata);
+        close(fd);
 }
 
-typedef struct CgroupSeed {
-        Follow *f;
+typedef struct CgroupThreads {
+        CgroupsThreadFn fn;
+        void *userdata;
         unsigned *budget;
-} CgroupSeed;
+} CgroupThreads;
 
-static bool cgroups_seed_dir(int dir_fd, void *userdata) {
-        CgroupSeed *s = userdata;
+static bool cgroups_threads_dir(int dir_fd, const char *path, size_t len, void *userdata) {
+        CgroupThreads *c = userdata;
         int fd = openat(dir_fd, "cgroup.threads", O_RDONLY | O_CLOEXEC);
         FILE *threads = fd >= 0 ? fdopen(fd, "re") : NULL;
         int tid;
 
         if (fd >= 0 && !threads)
                 close(fd);
-        while (threads && *s->budget > 0 && fscanf(threads, "%d", &tid) == 1)
-                if (follow_add_root(s->f, tid) >= 0)
-                        (*s->budget)--;
+        while (threads && *c->budget > 0 && fscanf(threads, "%d", &tid) == 1)
+                if (c->fn(c->userdata, tid, path, len))
+                        (*c->budget)--;
         if (threads)
                 fclose(threads);
-        return *s->budget > 0;
+        return *c->budget > 0;
 }
 
-void cgroups_seed(const char *mount, const char *path, Follow *f, unsigned *budget) {
-        CgroupSeed seed = { .f = f, .budget = budget };
-        int fd = cgroups_open(mount, path);
+void cgroups_threads(const char *mount, const char *path, CgroupsThreadFn fn, void *userdata,
+                     unsigned *budget) {
+        CgroupThreads c = { .fn = fn, .userdata = userdata, .budget = budget };
 
-        if (fd < 0)
-                return;
-        (void) cgroups_walk(fd, CGROUPS_SEED_DEPTH, cgroups_seed_dir, &seed);
-        close(fd);
+        if (*budget > 0)
+                cgroups_walk_subtree(mount, path, cgroups_threads_dir, &c);
 }
 
 typedef struct CgroupIds {
@@ -122,7 +138,7 @@ typedef struct CgroupIds {
         size_t n, cap;
 } CgroupIds;
 
-static bool cgroups_ids_dir(int dir_fd, void *userdata) {
+static bool cgroups_ids_dir(int dir_fd, const char *path, size_t len, void *userdata) {
         CgroupIds *c = userdata;
         struct stat st;
 
@@ -145,12 +161,8 @@ static bool cgroups_ids_dir(int dir_fd, void *userdata) {
 
 int cgroups_subtree_ids(const char *mount, const char *path, uint64_t **ret, size_t *ret_n) {
         CgroupIds c = {};
-        int fd = cgroups_open(mount, path);
 
-        if (fd < 0)
-                return fd;
-        (void) cgroups_walk(fd, CGROUPS_SEED_DEPTH, cgroups_ids_dir, &c);
-        close(fd);
+        cgroups_walk_subtree(mount, path, cgroups_ids_dir, &c);
         cgroup_ids_sort(c.ids, c.n);
         free(*ret);
         *ret = c.ids;

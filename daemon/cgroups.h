@@ -6,8 +6,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "core/follow.h"
-
 /*
  * The cgroup v2 hierarchy as tpd reads it (core/cgroup.h has the paths): where it is mounted (the
  * unified hierarchy of the hybrid layout too), the tasks of a subtree, the cgroup of a task.
@@ -17,9 +15,12 @@
  * mounted) or another negative errno. */
 int cgroups_mount(char **ret);
 
-/* Adds to f the tasks (threads) of the subtree at path (valid, cgroup_path_valid()) below the
- * mount, as its cgroup.threads files list them now, at most *budget of them. */
-void cgroups_seed(const char *mount, const char *path, Follow *f, unsigned *budget);
+/* Calls fn with each task (thread) of the subtree at path (valid, cgroup_path_valid()) below the
+ * mount and the path of its cgroup (len bytes, NUL-terminated), as their cgroup.threads files list
+ * them now, until *budget is spent: each call that returns true spends one. */
+typedef bool (*CgroupsThreadFn)(void *userdata, int tid, const char *path, size_t len);
+void cgroups_threads(const char *mount, const char *path, CgroupsThreadFn fn, void *userdata,
+                     unsigned *budget);
 
 /* The ids of the cgroups of the subtree at path (its directories' inode numbers, which the
  * kernel's cgroup_attach_task records carry as dst_id), sorted, at most CGROUPS_IDS_MAX. 0 or a

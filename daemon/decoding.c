@@ -111,6 +111,10 @@ static unsigned usable_cpus(void) {
         return (unsigned) CPU_COUNT(&set);
 }
 
+static const char *manager_cgroup_at(void *userdata, int pid, uint64_t ts, size_t *ret_len) {
+        return manager_attribution_at(userdata, pid, ts, ret_len);
+}
+
 /* The decoders and what they ask of the manager: command names, and the losses pages flag. */
 int manager_setup_decoding(Manager *m) {
         _cleanup_free_ char *clock = NULL;
@@ -126,6 +130,7 @@ int manager_setup_decoding(Manager *m) {
         m->decode_context = (DecodeContext){
                 .comm = m->comm,
                 .missed = manager_missed,
+                .cgroup = manager_cgroup_at,
                 .userdata = m,
         };
         r = decode_context_decoder(&m->decode_context, tracing_tep(m->tracing), &m->decoder);

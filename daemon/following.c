@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Streams that follow pids or select a cgroup's tasks: tpd's own hold of
+ * Streams that follow pids or select a cgroup's tasks, and those whose records carry their task's
+ * cgroup (attributing.c): tpd's own hold of
  * sched:sched_process_fork, sched:sched_process_exit and cgroup:cgroup_attach_task, the reads of
  * every CPU that make a watermark, and the routing of the pages it allows (daemon/lineage.h says
  * why).
@@ -207,6 +208,10 @@ static void follow_seed_pid(Follow *f, int pid, unsigned depth, unsigned *budget
         closedir(tasks);
 }
 
+static bool follow_seed_thread(void *userdata, int tid, const char *path, size_t len) {
+        return follow_add_root(userdata, tid) >= 0;
+}
+
 void manager_follow_seed(Manager *m, Selection *sel) {
         Follow *f = sel->follow;
         size_t n = f->n;
@@ -225,7 +230,7 @@ void manager_follow_seed(Manager *m, Selection *sel) {
                         return;
                 /* Threads, not tasks whose children are read: a cgroup may hold many more. */
                 budget = FOLLOW_CGROUP_SEED_MAX;
-                cgroups_seed(m->follow.cgroup_mount, sel->cgroup, f, &budget);
+                cgroups_threads(m->follow.cgroup_mount, sel->cgroup, follow_seed_thread, f, &budget);
                 return;
         }
         /* In another PID namespace /proc's pids are not the records'. */
@@ -281,17 +286,24 @@ static bool follow_move_into(Manager *m, Selection *sel, const LineageChange *c,
         return follow_known_cgroup(sel, c->id);
 }
 
+static bool follow_any_cgroup(Manager *m) {
+        for (Peer *p = m->peers; p; p = p->next)
+                if (p->stream && p->stream->selection.follow && p->stream->selection.cgroup)
+                        return true;
+        return false;
+}
+
 /* A task moved (with its threads, as the kernel moves a process written to cgroup.procs) into
- * path or out of the subtree: for each stream of a cgroup. */
+ * path or out of the subtree: for each stream of a cgroup, and the tasks' cgroups of records. */
 static void follow_move(Manager *m, const LineageChange *c) {
-        bool path_ok = cgroups_namespace_is_initial();
+        bool path_ok = cgroups_namespace_is_initial(), streams = follow_any_cgroup(m);
         int32_t tids[FOLLOW_MOVE_THREADS_MAX];
         size_t n = 0;
         char dir[64];
         struct dirent *de;
         DIR *tasks;
 
-        if (!c->path)
+        if (!c->path || (!streams && !m->attribution.history))
                 return;
         /* Its threads now: those it had at the move, unless some were born or gone since. */
         tids[n++] = c->pid;
@@ -305,7 +317,9 @@ static void follow_move(Manager *m, const LineageChange *c) {
         }
         if (tasks)
                 closedir(tasks);
-        for (Peer *p = m->peers; p; p = p->next) {
+        if (m->attribution.history)
+                manager_attribution_move(m, c, tids, n);
+        for (Peer *p = m->peers; streams && p; p = p->next) {
                 Selection *sel = p->stream ? &p->stream->selection : NULL;
                 bool in;
 
@@ -347,6 +361,12 @@ static void follow_hand_over(void *userdata, const LineageChange *c) {
         if (c->parent == LINEAGE_ATTACH) {
                 follow_move(m, c);
                 return;
+        }
+        if (m->attribution.history) {
+                if (c->parent >= 0)
+                        manager_attribution_fork(m, c);
+                else
+                        manager_attribution_exit(m, c);
         }
         for (Peer *p = m->peers; p; p = p->next) {
                 Follow *f = p->stream ? p->stream->selection.follow : NULL;
@@ -445,6 +465,7 @@ static void follow_flush(Manager *m, bool whole, size_t max_pages) {
         m->follow.busy = true;
         lineage_route(l, watermark, whole, page_size, follow_route, m);
         m->follow.busy = false;
+        manager_attribution_expire(m, watermark);
         /* What waits goes out with the next flush at the latest: a quiet tpd's timer sleeps. */
         if (l->queued > 0 && m->quiet)
                 manager_quiet_leave(m);

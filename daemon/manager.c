@@ -463,6 +463,8 @@ static void manager_on_peer_free(Peer *p, void *userdata) {
         if (p->stream) {
                 if (p->stream->selection.follow)
                         manager_follow_stop(m);
+                if (p->stream->cgroup)
+                        manager_attribution_stop(m);
                 m->n_streams--;
                 if (p->recording)
                         m->n_recordings--;

@@ -11,6 +11,7 @@
 #include "access.h"
 #include "comm.h"
 #include "config.h"
+#include "core/cgroup-history.h"
 #include "core/counters.h"
 #include "core/decode.h"
 #include "lineage.h"
@@ -122,6 +123,15 @@ typedef struct Manager {
                 uint64_t reads;
         } follow;
 
+        /* Streams whose records carry their task's cgroup (attributing.c). */
+        struct {
+                unsigned n;
+                CgroupHistory *history; /* while n > 0 */
+                bool proc_ok;           /* tpd sees the records' pids in /proc */
+                bool paths_ok;          /* and the kernel's cgroup paths as its own */
+                uint64_t expired_usec;  /* CLOCK_MONOTONIC of the last look for exited tasks */
+        } attribution;
+
         Batch *batch;   /* reused while no peer holds a part of it */
         ShmRings rings; /* the shared-memory rings of streams that read them (rings.h) */
 
@@ -210,6 +220,21 @@ void manager_follow_pages(Manager *m, unsigned cpu, const void *pages, size_t n_
 void manager_follow_flush(Manager *m);
 /* The flush timer's: the same, each CPU read a batch at most (following.c). */
 void manager_follow_tick(Manager *m);
+
+/* attributing.c: streams whose records carry their task's cgroup. The first one reads the cgroup
+ * of every task and follows (manager_follow_start()) for the forks, exits and moves, which the
+ * lineage hands over here; the last one ends that. */
+int manager_attribution_start(Manager *m);
+void manager_attribution_stop(Manager *m);
+/* The cgroup path pid was in at ts (*ret_len bytes, not NUL-terminated), or NULL when unknown: the
+ * loop decoder's cgroup callback (core/decode.h). */
+const char *manager_attribution_at(Manager *m, int pid, uint64_t ts, size_t *ret_len);
+void manager_attribution_fork(Manager *m, const LineageChange *c);
+void manager_attribution_exit(Manager *m, const LineageChange *c);
+/* A move of c->pid and its threads tids (c->pid among them). */
+void manager_attribution_move(Manager *m, const LineageChange *c, const int32_t *tids, size_t n);
+/* Forgets the tasks that exited well before watermark, once a second at most. */
+void manager_attribution_expire(Manager *m, uint64_t watermark);
 
 static inline bool manager_following(const Manager *m) {
         return m->follow.n > 0 || m->follow.draining || m->follow.reading || m->lineage.queued > 0;

@@ -85,11 +85,6 @@ static int shm_ring_new(ShmRings *rs, unsigned form, ShmRing **ret) {
         return 0;
 }
 
-/* The form of a stream's lines: what it adds to the plain ones. */
-static unsigned stream_form(const Stream *s) {
-        return (s->selection.print ? DECODER_VARIANT_PRINT : 0) | (s->symbolic ? DECODER_VARIANT_SYM : 0);
-}
-
 /* Whether the stream takes every record: no events, pids, CPUs or filter named. */
 static bool stream_takes_every_record(const Stream *s) {
         const Selection *sel = &s->selection;
@@ -98,12 +93,14 @@ static bool stream_takes_every_record(const Stream *s) {
 }
 
 int shm_reader_new(ShmRings *rs, Stream *s, void *owner, ShmReader **ret) {
-        unsigned form = stream_form(s);
+        unsigned form = stream_variant(s);
         bool all = stream_takes_every_record(s);
         ShmReader *rd;
         int r;
 
-        assert(form < SHM_RING_FORMS);
+        /* Lines with a task's cgroup are made for each stream alone (its history moves on). */
+        if (form >= SHM_RING_FORMS)
+                return -EOPNOTSUPP;
         rd = calloc(1, sizeof(ShmReader));
         if (!rd)
                 return -ENOMEM;

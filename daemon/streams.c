@@ -52,6 +52,8 @@ typedef struct StreamParams {
         const char *transport; /* "socket" or "shm"; NULL: socket */
         bool follow;
         const char *cgroup; /* a cgroup v2 subtree's tasks */
+        char **with;        /* what records carry beyond their fields: "cgroup" */
+        size_t n_with;
 } StreamParams;
 
 #define STREAM_PARAM(f) offsetof(StreamParams, f)
@@ -67,12 +69,14 @@ static const CallParam stream_params[] = {
         { "transport", CALL_PARAM_STRING, STREAM_PARAM(transport), 0, 16 },
         { "follow", CALL_PARAM_BOOL, STREAM_PARAM(follow) },
         { "cgroup", CALL_PARAM_STRING, STREAM_PARAM(cgroup), 0, CGROUP_PATH_MAX },
+        { "with", CALL_PARAM_STRINGS, STREAM_PARAM(with), STREAM_PARAM(n_with), 8 },
 };
 
 static void stream_params_done(StreamParams *p) {
         free(p->events);
         free(p->pids);
         free(p->cpus);
+        free(p->with);
 }
 
 /* What a Stream or Record call set up: its stream (a recording's head), and the events it holds for
@@ -87,6 +91,7 @@ typedef struct StreamSetup {
         bool transport; /* the call named one */
         bool shm;       /* and it was "shm" */
         bool follow;    /* the pids' descendants too (lineage.h): over the socket */
+        bool cgroup;    /* its records carry their task's cgroup (attributing.c): the same */
 } StreamSetup;
 
 static void stream_setup_done(Manager *m, StreamSetup *st, bool release) {
@@ -94,6 +99,8 @@ static void stream_setup_done(Manager *m, StreamSetup *st, bool release) {
                 release_holds(m, st->events, st->n_events);
                 if (st->follow)
                         manager_follow_stop(m);
+                if (st->cgroup)
+                        manager_attribution_stop(m);
         }
         if (st->recording)
                 st->recording = recording_free(st->recording);
@@ -245,6 +252,23 @@ static int stream_check_cgroup(Peer *peer, const StreamParams *p) {
         return r < 0 ? r : 1;
 }
 
+/* "with" names what records carry beyond their fields: "cgroup" only, for now. Sets
+ * stream->cgroup. Returns 0, 1 when an error reply was queued, or a negative errno. */
+static int stream_check_with(Peer *peer, const StreamParams *p, bool *ret_cgroup) {
+        for (size_t i = 0; i < p->n_with; i++) {
+                if (streq(p->with[i], "cgroup")) {
+                        *ret_cgroup = true;
+                        continue;
+                }
+                return peer_errorf(peer, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "with",
+                                   "Records carry nothing named '%s': \"with\" takes \"cgroup\".",
+                                   p->with[i]) < 0
+                               ? -ENOMEM
+                               : 1;
+        }
+        return 0;
+}
+
 /* Parses a Stream or Record call's selection, checks it, and sets up its stream (a recording) and
  * holds. Returns 0 with *ret set, 1 when an error reply was queued, or a negative errno. */
 static int stream_setup(Manager *m, Peer *peer, const VarlinkCall *call, const char *const *keys,
@@ -254,6 +278,7 @@ static int stream_setup(Manager *m, Peer *peer, const VarlinkCall *call, const c
         _cleanup_free_ TracingEvent **events = NULL;
         size_t n = 0, max_bytes = (size_t) m->config.client_queue_kb * 1024;
         StreamSetup st = {};
+        bool with_cgroup = false;
         int r;
 
         if (check_keys(peer, call, keys) < 0)
@@ -272,6 +297,8 @@ static int stream_setup(Manager *m, Peer *peer, const VarlinkCall *call, const c
                                ? -ENOMEM
                                : 1;
         r = stream_check_cgroup(peer, &p);
+        if (r == 0)
+                r = stream_check_with(peer, &p, &with_cgroup);
         if (r != 0)
                 return r;
         r = access_check_stream(&m->access, m->peers, m->n_streams, peer);
@@ -304,11 +331,23 @@ static int stream_setup(Manager *m, Peer *peer, const VarlinkCall *call, const c
                         r = r < 0 ? r : 1;
                 }
         }
+        if (r == 0 && with_cgroup) {
+                r = manager_attribution_start(m);
+                if (r < 0) {
+                        release_holds(m, st.events, st.n_events);
+                        if (p.follow || p.cgroup)
+                                manager_follow_stop(m);
+                        r = tracefs_error(peer, r, "follow the tasks' cgroups (cgroup:cgroup_attach_task)");
+                        r = r < 0 ? r : 1;
+                }
+        }
         if (r != 0) {
                 stream_setup_done(m, &st, false);
                 return r;
         }
         st.follow = p.follow || p.cgroup;
+        st.cgroup = with_cgroup;
+        st.stream->cgroup = with_cgroup;
         st.filtered = p.filter != NULL;
         st.print = p.print;
         st.transport = p.transport != NULL;
@@ -334,9 +373,9 @@ static ShmReader *stream_setup_shm(Manager *m, Peer *peer, const VarlinkCall *ca
         ShmReader *rd = NULL;
         int r;
 
-        /* Whom a following stream selects changes with each fork, which its reader of the ring
-         * could not see. */
-        if (!st->shm || st->follow || !call->upgrade || !m->config.shm_transport)
+        /* Whom a following stream selects changes with each fork, and lines with a cgroup are made
+         * for each stream: a reader of the ring could see neither. */
+        if (!st->shm || st->follow || st->cgroup || !call->upgrade || !m->config.shm_transport)
                 return NULL;
         r = shm_reader_new(&m->rings, st->stream, peer, &rd);
         if (r >= 0) {
@@ -381,7 +420,7 @@ static void stream_reply_transport(json_object *p, const StreamSetup *st, const 
 
 int streams_method_stream(Manager *m, Peer *peer, const VarlinkCall *call) {
         static const char *const keys[] = { "events",   "pids",      "cpus",   "filter", "print", "symbolic",
-                                            "realtime", "transport", "follow", "cgroup", NULL };
+                                            "realtime", "transport", "follow", "cgroup", "with",  NULL };
         _cleanup_free_ char *clock = NULL;
         StreamSetup st = {};
         ShmReply sr = { .fds = { -1, -1 } };

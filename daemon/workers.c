@@ -26,10 +26,17 @@ static uint64_t context_missed(void *userdata, unsigned cpu, const uint64_t *sto
         return n;
 }
 
+static const char *context_cgroup(void *userdata, int pid, uint64_t ts, size_t *ret_len) {
+        DecodeContext *c = userdata;
+
+        return c->cgroup ? c->cgroup(c->userdata, pid, ts, ret_len) : NULL;
+}
+
 int decode_context_decoder(DecodeContext *c, struct tep_handle *tep, Decoder **ret) {
         DecoderCallbacks callbacks = {
                 .comm = context_comm,
                 .missed = context_missed,
+                .cgroup = context_cgroup,
                 .userdata = c,
         };
 

@@ -31,6 +31,9 @@ typedef struct DecodeContext {
         /* Events lost on cpu before a page that flags a loss (see DecoderCallbacks.missed), and in
          * *ret_base the kernel's overrun counter before them. Called on any thread: thread-safe. */
         uint64_t (*missed)(void *userdata, unsigned cpu, const uint64_t *stored, uint64_t *ret_base);
+        /* A task's cgroup at a time (DecoderCallbacks.cgroup): for the loop's decoder only, which
+         * makes the lines that carry it; NULL for the workers'. */
+        const char *(*cgroup)(void *userdata, int pid, uint64_t ts, size_t *ret_len);
         void *userdata;
         /* Set by the missed callback while a page decodes. */
         bool have_base;

@@ -57,8 +57,9 @@ TRACERS = ('tpd1', 'tpdsym', 'tpd8', 'tpdtop', 'tpdcount', 'tpd-record', 'tc-rec
 TPD_STREAMS = re.compile(r'tpd([1-9][0-9]*)(sel|py)?(sock)?(?:w([1-9][0-9]*))?$')
 # tpdpid: one stream of the generator's pids (-p, over the socket, as a following stream goes);
 # tpdfollow: the same with --follow, tpd reading forks for it; tpdcgroup: one stream --cgroup of a
-# cgroup holding the generator. Not in the default run.
-SCOPE_TRACERS = ('tpdpid', 'tpdfollow', 'tpdcgroup')
+# cgroup holding the generator; tpdwithcgroup: one stream --with cgroup (each record names its
+# task's cgroup; over the socket, as such a stream goes). Not in the default run.
+SCOPE_TRACERS = ('tpdpid', 'tpdfollow', 'tpdcgroup', 'tpdwithcgroup')
 FANOUT_TRACERS = ('tpd1', 'tpd2', 'tpd4', 'tpd8', 'tpd32', 'tpd8sel', 'tpd8py', 'tpd1sock', 'tpd8sock',
                   'tpd32sock')
 FANOUT_WORKLOADS = ('getppid', 'pingpong')
@@ -1339,7 +1340,8 @@ def parse_args():
     ap.add_argument('--tracers', help=f'on getppid and pingpong, in this order: {",".join(TRACERS)} (the default), '
                     'or tpdN (N streams), tpdNsel (N streams with a filter each, N even), tpdNpy (N streams and a '
                     'Python Varlink client), tpdpid and tpdfollow (one stream -p of the generator, without and with '
-                    '--follow), tpdcgroup (one stream --cgroup of the generator\'s cgroup)')
+                    '--follow), tpdcgroup (one stream --cgroup of the generator\'s cgroup), tpdwithcgroup (one stream '
+                    '--with cgroup)')
     ap.add_argument('--fanout', action='store_true', help=f'the fan-out comparison: --workloads '
                     f'{",".join(FANOUT_WORKLOADS)} --tracers {",".join(FANOUT_TRACERS)}')
     o = ap.parse_args()
@@ -1400,13 +1402,15 @@ def run_tracer(bench, load, tracer):
                       ('--transport=socket',) if sock else ('--transport=shm',), False, kind == 'sel', kind == 'py',
                       workers)
     elif tracer in SCOPE_TRACERS:
-        scope, what, label = {
-            'tpdpid': (('--transport=socket',), 'the generator\'s pids', '-p GEN (socket)'),
-            'tpdfollow': (('--follow',), 'the generator\'s pids, following', '-p GEN --follow'),
-            'tpdcgroup': ('cgroup', 'the generator\'s cgroup', '--cgroup CG'),
+        extra, scope, what, label = {
+            'tpdpid': ((), ('--transport=socket',), 'the generator\'s pids', '-p GEN (socket)'),
+            'tpdfollow': ((), ('--follow',), 'the generator\'s pids, following', '-p GEN --follow'),
+            'tpdcgroup': ((), 'cgroup', 'the generator\'s cgroup', '--cgroup CG'),
+            'tpdwithcgroup': (('--with', 'cgroup'), None, 'the event, with each record\'s cgroup',
+                              '--with cgroup'),
         }[tracer]
         bench.guarded(f'{load.title}: tpd, 1 stream of {what}', bench.tpd_bulk, load,
-                      f'tpd, 1 × tpctl stream {label}', 1, None, (), False, False, False, 0, scope)
+                      f'tpd, 1 × tpctl stream {label}', 1, None, extra, False, False, False, 0, scope)
     elif tracer == 'tpdsym':
         bench.guarded(f'{load.title}: tpd, 1 stream --symbolic', bench.tpd_bulk, load,
                       'tpd, 1 × tpctl stream --symbolic', 1, None, ('--symbolic',))

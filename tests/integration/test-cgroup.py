@@ -11,13 +11,18 @@ is moved to a while it runs:
    them all.
    The same with tpd in a cgroup namespace of its own (unshare --cgroup), where it compares the
    cgroups' ids, not their paths, the moved generator going into a cgroup made after the start.
+   A fifth stream, --with cgroup, gets every call of the three with the cgroup /proc/PID/cgroup
+   named at the time, as tpd sees it: the moved one's change at its move.
 2. `record --cgroup`: trace-cmd reads exactly the calls of a cgroup's task.
+   --with cgroup on a fork tree started in a cgroup after the stream: every call of every child
+   carries that cgroup (children are in their parent's).
 3. A path that is no cgroup, one not in the kernel's form, --cgroup with -p, --unit of a unit
    without a cgroup, and --unit with --cgroup are refused. (--unit's records: the system test.)
 """
 
 import os
 import signal
+import subprocess
 import time
 
 import tpdtest as T
@@ -37,6 +42,31 @@ def by_pid(records, go_ts):
     return counts
 
 
+def cgroup_of(tpd, pid):
+    """/proc/PID/cgroup's v2 path as tpd reads it: in its cgroup namespace."""
+    if tpd.wrapper:
+        text = subprocess.run(['nsenter', '--cgroup', '-t', str(tpd.process.proc.pid), 'cat', f'/proc/{pid}/cgroup'],
+                              capture_output=True, text=True, check=True).stdout
+    else:
+        with open(f'/proc/{pid}/cgroup') as f:
+            text = f.read()
+    return next(line[3:] for line in text.splitlines() if line.startswith('0::'))
+
+
+def check_attributed(records, go_ts, expect):
+    """Every call of the pids in expect after go_ts carries expect[pid](ts); returns the count per
+    cgroup."""
+    per = {}
+    for r in records:
+        check('lost' not in r, f'a loss: {r}')
+        if r['ts'] < go_ts or r.get('event') != EVENT or r['pid'] not in expect:
+            continue
+        want = expect[r['pid']](r['ts'])
+        check(r.get('cgroup') == want, f'pid {r["pid"]} at {r["ts"]}: "cgroup" {r.get("cgroup")!r}, expected {want!r}')
+        per[want] = per.get(want, 0) + 1
+    return per
+
+
 def moves(ctx, tpd, cg, target='a'):
     gen_a = ctx.gen('GEN_GETPPID', '--count', N, '--rate', RATE)
     gen_b = ctx.gen('GEN_GETPPID', '--count', N, '--rate', RATE)
@@ -52,10 +82,12 @@ def moves(ctx, tpd, cg, target='a'):
     in_a = tpd.stream('-e', EVENT, '--cgroup', cg.path('a'))
     in_b = tpd.stream('-e', EVENT, '--cgroup', cg.path('b'))
     both = tpd.stream('-e', EVENT, '--cgroup', cg.path(''))
+    attributed = tpd.stream('-e', EVENT, '--with', 'cgroup')
+    before = {pid: cgroup_of(tpd, pid) for pid in (a, b, m)}
     # Live once each shows a probe of a task that was in its cgroup before it started (tpd read
     # the cgroup's tasks at the start).
     T.confirm_live([in_a], gen_a.probe)
-    T.confirm_live([in_b, both], gen_b.probe)
+    T.confirm_live([in_b, both, attributed], gen_b.probe)
     conns = tpd.call('io.tpd.tracing.GetStatus')['parameters']['connections']
     followed = sorted(c['followed'] for c in conns if 'followed' in c)
     check(followed == [1, 2, 3], f'tasks followed by the three streams of cgroups: {followed}')
@@ -66,6 +98,7 @@ def moves(ctx, tpd, cg, target='a'):
     if target != 'a':
         cg.mkdir(target)
     cg.move(m, target)
+    after = cgroup_of(tpd, m)
     for g in (gen_a, gen_b, moved):
         g.wait_done(timeout=60)
     total = {a: N, b: N, m: N}
@@ -73,6 +106,8 @@ def moves(ctx, tpd, cg, target='a'):
     in_a.drain(lambda: by_pid(in_a.records(), go_ts).get(a, 0) >= N, timeout=30)
     in_b.drain(lambda: by_pid(in_b.records(), go_ts).get(b, 0) >= N, timeout=30)
     attach.drain(lambda: any(r.get('fields', {}).get('pid') == m for r in attach.records()), timeout=10)
+    attributed.drain(lambda: sum(by_pid(attributed.records(), go_ts).get(p, 0) for p in (a, b, m)) >= 3 * N,
+                     timeout=30)
 
     moves_m = [r for r in attach.records() if r.get('fields', {}).get('pid') == m and r['ts'] >= go_ts]
     check(len(moves_m) == 1 and moves_m[0]['fields']['dst_path'] == cg.path(target),
@@ -90,7 +125,13 @@ def moves(ctx, tpd, cg, target='a'):
           f'the moved generator\'s records split at {min(m_a)}/{max(m_b)}, its move at {move_ts}')
     log(f'cgroups{" (tpd in a cgroup namespace: by ids)" if target != "a" else ""}: a {ca[a]} + {len(m_a)} of the moved one from its move at {move_ts}; '
         f'b {cb[b]} + {len(m_b)} before it; the parent all {sum(call.values())}')
-    for s in (attach, in_a, in_b, both):
+    check(after != before[m], f'the move changed nothing tpd reads: {before[m]!r}')
+    per = check_attributed(attributed.records(), go_ts, {
+        a: lambda ts: before[a], b: lambda ts: before[b],
+        m: lambda ts: before[m] if ts < move_ts else after})
+    check(sum(per.values()) == 3 * N, f'--with cgroup: {per}, expected {3 * N} calls')
+    log(f'--with cgroup: {per} (the moved one {before[m]} -> {after} at its move)')
+    for s in (attach, in_a, in_b, both, attributed):
         s.stop()
     return a
 
@@ -121,6 +162,31 @@ def record(ctx, tpd, cg):
     log(f'record --cgroup: trace-cmd reads exactly {len(records)} records of the cgroup\'s task')
 
 
+def fork_tree(ctx, tpd, cg):
+    """Children forked after the stream began carry their parent's cgroup."""
+    tree = ctx.gen('GEN_FORK', '--count', 1000, 3, 2)
+    root, = tree.pids()
+    cg.move(root, 'b')
+    want = cgroup_of(tpd, root)
+    follow = tpd.stream('-e', EVENT, '-p', str(root), '--follow')
+    attributed = tpd.stream('-e', EVENT, '--with', 'cgroup')
+    T.confirm_live([follow, attributed], tree.probe)
+    go_ts = tree.go()
+    fields = tree.wait_done(timeout=60)
+    expected, processes = fields[1], fields[2]
+    check(processes == 10 and expected == 10 * 1000, f'gen-fork reported {fields}')
+    follow.drain(lambda: sum(by_pid(follow.records(), go_ts).values()) >= expected, timeout=30)
+    pids = by_pid(follow.records(), go_ts)
+    check(len(pids) == processes, f'the tree\'s pids: {pids}')
+    attributed.drain(lambda: sum(by_pid(attributed.records(), go_ts).get(p, 0) for p in pids) >= expected,
+                     timeout=30)
+    per = check_attributed(attributed.records(), go_ts, {p: lambda ts: want for p in pids})
+    check(per == {want: expected}, f'--with cgroup of the fork tree: {per}, expected {expected} in {want}')
+    log(f'--with cgroup: {expected} calls of a tree of {processes} processes forked in {want}, each named so')
+    follow.stop()
+    attributed.stop()
+
+
 def refusals(tpd, cg):
     for args, what in ((['--cgroup', cg.path('') + '/none'], 'no such cgroup'),
                        (['--cgroup', cg.path('a') + '/'], 'a path not in the kernel\'s form'),
@@ -132,8 +198,16 @@ def refusals(tpd, cg):
     check(r.returncode == 1 and 'have a cgroup' in r.stderr, f'--unit of a target: {r.returncode} {r.stderr!r}')
     r = tpd.tpctl('stream', '--unit', 'x', '--cgroup', '/')
     check(r.returncode == 2, f'--unit with --cgroup: {r.returncode} {r.stderr!r}')
+    for w in (['stack'], 'cgroup', [1]):
+        reply = tpd.call('io.tpd.tracing.Stream', {'events': [EVENT], 'with': w}, more=True)
+        check(reply.get('error') == 'org.varlink.service.InvalidParameter' and
+              reply.get('parameters', {}).get('parameter') == 'with', f'Stream with {w!r}: {reply}')
+    reply = tpd.call('io.tpd.tracing.Record', {'events': [EVENT], 'with': ['cgroup']}, upgrade=True)
+    check(reply.get('error') == 'org.varlink.service.InvalidParameter', f'Record with "with": {reply}')
+    r = tpd.tpctl('stream', '--with', 'pid')
+    check(r.returncode == 2 and '--with' in r.stderr, f'--with pid: {r.returncode} {r.stderr!r}')
     log('refusals: a missing cgroup, two malformed paths, --cgroup with -p, --unit of a target, '
-        '--unit with --cgroup')
+        '--unit with --cgroup, "with" other than ["cgroup"], Record with "with"')
 
 
 def main(ctx):
@@ -145,6 +219,7 @@ def main(ctx):
     refusals(tpd, cg)
     moves(ctx, tpd, cg)
     record(ctx, tpd, cg)
+    fork_tree(ctx, tpd, cg)
     tpd.stop()
     # In a cgroup namespace of its own tpd cannot compare the kernel's paths with its own: it
     # compares the cgroups' ids, read again for a cgroup made after the stream began.

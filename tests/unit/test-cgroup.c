@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Cgroup paths, and a follow set whose tasks come and go as they move between cgroups. */
+/* Cgroup paths, a follow set whose tasks come and go as they move between cgroups, and the history
+ * of each task's cgroup that records are attributed by. */
 #include <string.h>
 
+#include "core/cgroup-history.h"
 #include "core/cgroup.h"
 #include "core/follow.h"
 #include "tpd-test.h"
@@ -101,11 +103,119 @@ static void test_join_leave(void) {
         follow_free(f);
 }
 
+static uint32_t path(CgroupHistory *h, const char *s) {
+        uint32_t i = UINT32_MAX;
+
+        ASSERT_INT_EQ(cgroup_history_path(h, s, strlen(s), &i), 0);
+        return i;
+}
+
+/* pid's cgroup at ts, as a string ("-ENOENT", "-ERANGE" when there is none). */
+static const char *at(CgroupHistory *h, int32_t pid, uint64_t ts) {
+        static char buf[256];
+        uint32_t i;
+        size_t len;
+        const char *s;
+        int r = cgroup_history_at(h, pid, ts, &i);
+
+        if (r == -ENOENT)
+                return "-ENOENT";
+        if (r == -ERANGE)
+                return "-ERANGE";
+        ASSERT_INT_EQ(r, 0);
+        s = cgroup_history_path_of(h, i, &len);
+        ASSERT(len < sizeof(buf));
+        memcpy(buf, s, len);
+        buf[len] = '\0';
+        return buf;
+}
+
+static void test_history(void) {
+        CgroupHistory *h;
+        uint32_t a, b;
+
+        ASSERT_INT_EQ(cgroup_history_new(3, &h), 0);
+        a = path(h, "/a");
+        ASSERT_INT_EQ(path(h, "/a"), a); /* once each */
+        ASSERT_INT_EQ(cgroup_history_set(h, 10, 0, a), 0);
+        b = path(h, "/b");
+        ASSERT(b != a);
+        /* A move at 100: the records before it keep /a, however late they are read. */
+        ASSERT_INT_EQ(cgroup_history_set(h, 10, 100, b), 0);
+        ASSERT_STR_EQ(at(h, 10, 99), "/a");
+        ASSERT_STR_EQ(at(h, 10, 100), "/b");
+        ASSERT_STR_EQ(at(h, 11, 100), "-ENOENT");
+        /* A fork's child is known from its fork only. */
+        ASSERT_INT_EQ(cgroup_history_set(h, 11, 50, a), 0);
+        ASSERT_STR_EQ(at(h, 11, 49), "-ERANGE");
+        ASSERT_STR_EQ(at(h, 11, 50), "/a");
+        /* Changes told out of order still go in time order. */
+        ASSERT_INT_EQ(cgroup_history_set(h, 11, 300, b), 0);
+        ASSERT_INT_EQ(cgroup_history_set(h, 11, 200, path(h, "/c")), 0);
+        ASSERT_STR_EQ(at(h, 11, 250), "/c");
+        ASSERT_STR_EQ(at(h, 11, 300), "/b");
+        /* At most CGROUP_HISTORY_STEPS changes: the oldest go, and one older than all is ignored. */
+        ASSERT_INT_EQ(cgroup_history_set(h, 11, 400, a), 0);
+        ASSERT_INT_EQ(cgroup_history_set(h, 11, 500, b), 0);
+        ASSERT_STR_EQ(at(h, 11, 60), "-ERANGE");
+        ASSERT_STR_EQ(at(h, 11, 200), "/c");
+        ASSERT_INT_EQ(cgroup_history_set(h, 11, 10, a), 0);
+        ASSERT_STR_EQ(at(h, 11, 10), "-ERANGE");
+        /* The same time twice: the last word holds. */
+        ASSERT_INT_EQ(cgroup_history_set(h, 10, 100, a), 0);
+        ASSERT_STR_EQ(at(h, 10, 100), "/a");
+        ASSERT_INT_EQ(cgroup_history_paths(h), 3);
+        /* The bound: a third task, then none. */
+        ASSERT_INT_EQ(cgroup_history_set(h, 12, 0, b), 0);
+        ASSERT_INT_EQ(cgroup_history_set(h, 13, 0, b), -ENOSPC);
+        /* Exits: forgotten only once before the time expire() is given, and then room is made. */
+        cgroup_history_exit(h, 11, 600);
+        cgroup_history_exit(h, 12, 700);
+        cgroup_history_expire(h, 650);
+        ASSERT_STR_EQ(at(h, 11, 600), "-ENOENT");
+        ASSERT_STR_EQ(at(h, 12, 700), "/b");
+        ASSERT_INT_EQ(cgroup_history_tasks(h), 2);
+        /* /c was only 11's: gone with it. */
+        ASSERT_INT_EQ(cgroup_history_paths(h), 2);
+        ASSERT_INT_EQ(cgroup_history_set(h, 13, 0, b), 0);
+        /* A pid given to another task while the exit waits: alive again, its old steps kept for
+         * the last records of the task before. */
+        cgroup_history_exit(h, 10, 800);
+        ASSERT_INT_EQ(cgroup_history_set(h, 10, 900, b), 0);
+        cgroup_history_expire(h, 1000);
+        ASSERT_STR_EQ(at(h, 10, 850), "/a");
+        ASSERT_STR_EQ(at(h, 10, 900), "/b");
+        cgroup_history_free(h);
+}
+
+/* Many tasks: the table grows, and removals (which move entries back along their probe) lose none. */
+static void test_history_many(void) {
+        CgroupHistory *h;
+        uint32_t a, b;
+
+        ASSERT_INT_EQ(cgroup_history_new(100000, &h), 0);
+        a = path(h, "/a");
+        for (int32_t pid = 1; pid <= 20000; pid++)
+                ASSERT_INT_EQ(cgroup_history_set(h, pid, 0, a), 0);
+        b = path(h, "/b");
+        for (int32_t pid = 1; pid <= 20000; pid += 2) {
+                ASSERT_INT_EQ(cgroup_history_set(h, pid + 1, 10, b), 0);
+                cgroup_history_exit(h, pid, 5);
+        }
+        cgroup_history_expire(h, 6);
+        ASSERT_INT_EQ(cgroup_history_tasks(h), 10000);
+        for (int32_t pid = 1; pid <= 20000; pid++)
+                ASSERT_STR_EQ(at(h, pid, 10), pid % 2 ? "-ENOENT" : "/b");
+        cgroup_history_free(h);
+}
+
 int main(void) {
         test_valid();
         test_subtree();
         test_v2_line();
         test_ids();
         test_join_leave();
+        test_history();
+        test_history_many();
         return 0;
 }
