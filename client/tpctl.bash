@@ -46,7 +46,7 @@ _tpctl() {
                         skip=1
                         ;;
                 --socket=*) socket=${words[i]#--socket=} ;;
-                -e | --event | -p | --pid | -c | --cpu | -f | --filter | --cgroup | --unit | --servers-file) skip=1 ;;
+                -e | --event | -p | --pid | -c | --cpu | -f | --filter | --cgroup | --unit | --with | --servers-file) skip=1 ;;
                 -*) ;;
                 *) [[ -z $verb ]] && verb=${words[i]} ;;
                 esac
@@ -64,7 +64,7 @@ _tpctl() {
         # An option's value in the same word (--event=NAME): completed as the value, prefix kept.
         local prefix='' what=''
         case $cur in
-        --event=* | --pid=* | --cpu=* | --unit=* | --socket=* | --servers-file=*)
+        --event=* | --pid=* | --cpu=* | --unit=* | --with=* | --socket=* | --servers-file=*)
                 prefix=${cur%%=*}=
                 prev=${prefix%=}
                 cur=${cur#"$prefix"}
@@ -76,6 +76,7 @@ _tpctl() {
         -p | --pid) what=pid ;;
         -c | --cpu) what=cpu ;;
         --unit) what=unit ;;
+        --with) what=with ;;
         -f | --filter | --cgroup) what=none ;;
         esac
         if [[ -z $what ]]; then
@@ -98,6 +99,7 @@ _tpctl() {
         command) mapfile -t reply < <(compgen -W "$commands" -- "$cur") ;;
         method) mapfile -t reply < <(compgen -W "$methods" -- "$cur") ;;
         json) mapfile -t reply < <(compgen -P --json= -W 'short pretty off' -- "${cur#--json=}") ;;
+        with) mapfile -t reply < <(compgen -W 'cgroup' -- "$cur") ;;
         file) mapfile -t reply < <(compgen -f -- "$cur") ;;
         pid) mapfile -t reply < <(compgen -W "$(cd /proc && compgen -G '[0-9]*')" -- "$cur") ;;
         # The units that have a cgroup, loaded now (systemctl's own completion lists them so).
@@ -109,7 +111,7 @@ _tpctl() {
                 case $verb in
                 enable) opts+=' --filter=' ;;
                 disable) opts+=' --all' ;;
-                stream) opts+=' -e --event= -p --pid= --follow --cgroup= --unit= -c --cpu= -f --filter= --print --symbolic --symbolic= --count= --duration= --time= --ordered --ordered= --transport= --' ;;
+                stream) opts+=' -e --event= -p --pid= --follow --cgroup= --unit= -c --cpu= -f --filter= --print --symbolic --symbolic= --count= --duration= --time= --ordered --ordered= --transport= --with= --' ;;
                 record) opts+=' -o --output= -e --event= -p --pid= --follow --cgroup= --unit= -c --cpu= -f --filter= --format= --duration= --size= --rotate-size= --rotate-time= --keep= --file-version= --no-kallsyms --force --' ;;
                 replay) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --print' ;;
                 metrics) opts+=' --openmetrics' ;;

@@ -256,6 +256,8 @@ static void help(void) {
                "     --transport=auto|shm|socket\n"
                "                             stream: read from tpd's shared memory (auto: if tpd\n"
                "                             agrees) or over the socket (the default)\n"
+               "     --with=cgroup           stream: add \"cgroup\", the cgroup each record's task\n"
+               "                             was in then\n"
                "  -o --output=FILE           record: the file; .ndjson, .json or .jsonl mean NDJSON\n"
                "     --format=dat|ndjson     record: the file's format, whatever its name\n"
                "     --size=MB               record: stop before the capture outgrows MB (MiB)\n"

@@ -471,6 +471,22 @@ static int encode_fields(JsonBuf *b, const EventPlan *p, const uint8_t *data, si
         return 0;
 }
 
+/* Appends ,"cgroup":… when the callback knows pid's cgroup at ts, with room for the line's end. */
+static int encode_cgroup(Decoder *d, JsonBuf *b, int32_t pid, uint64_t ts) {
+        size_t len = 0;
+        const char *s = d->cb.cgroup ? d->cb.cgroup(d->cb.userdata, pid, ts, &len) : NULL;
+        int r;
+
+        if (!s)
+                return 0;
+        r = jsonbuf_reserve(b, len + 12);
+        if (r < 0)
+                return r;
+        jsonbuf_put(b, ",\"cgroup\":", 10);
+        jsonbuf_put(b, s, len);
+        return 0;
+}
+
 static int encode_record(Decoder *d, Batch *batch, const uint8_t *data, size_t size, uint64_t ts,
                          unsigned cpu) {
         EventPlan *p;
@@ -524,10 +540,14 @@ static int encode_record(Decoder *d, Batch *batch, const uint8_t *data, size_t s
                 if (r >= 0) {
                         jsonbuf_putc(b, '}');
                         symbolic_put(&p->sym, b, data, size);
-                        jsonbuf_put(b, "}\n", 2);
                 }
         } else if (r >= 0)
-                jsonbuf_put(b, "}}\n", 3);
+                jsonbuf_putc(b, '}');
+        /* Likewise "cgroup". */
+        if (r >= 0 && (batch->variant & DECODER_VARIANT_CGROUP))
+                r = encode_cgroup(d, b, pid, ts);
+        if (r >= 0)
+                jsonbuf_put(b, "}\n", 2);
         if (r < 0) {
                 /* Drop the half-written record. */
                 batch->n_records--;
@@ -712,9 +732,10 @@ int decoder_encode_variant(Decoder *d, Batch *batch, size_t index, unsigned vari
                 }
                 need += p ? p->sym.max : 16;
         }
-        if (variant & DECODER_VARIANT_CGROUP) {
-                cgroup = d->cb.cgroup ? d->cb.cgroup(d->cb.userdata, rec->pid, rec->ts, &cgroup_len) : NULL;
-                need += cgroup ? JSON_STRING_MAX_LEN(cgroup_len) + 12 : 0;
+        if ((variant & DECODER_VARIANT_CGROUP) && !(batch->variant & DECODER_VARIANT_CGROUP) &&
+            d->cb.cgroup) {
+                cgroup = d->cb.cgroup(d->cb.userdata, rec->pid, rec->ts, &cgroup_len);
+                need += cgroup ? cgroup_len + 10 : 0;
         }
         if (variant & DECODER_VARIANT_PRINT) {
                 struct tep_record record = {
@@ -746,7 +767,7 @@ int decoder_encode_variant(Decoder *d, Batch *batch, size_t index, unsigned vari
         }
         if (cgroup) {
                 jsonbuf_put(b, ",\"cgroup\":", 10);
-                json_put_string(b, cgroup, cgroup_len);
+                jsonbuf_put(b, cgroup, cgroup_len);
         }
         if (variant & DECODER_VARIANT_PRINT) {
                 jsonbuf_put(b, ",\"print\":", 9);

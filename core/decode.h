@@ -39,8 +39,8 @@ typedef struct DecoderCallbacks {
          * page holds, NULL when it had no room for one. Without the callback the stored count is
          * taken (and none when there is none). */
         uint64_t (*missed)(void *userdata, unsigned cpu, const uint64_t *stored);
-        /* The cgroup v2 path pid was in at ts (*ret_len bytes, not NUL-terminated), or NULL when
-         * unknown: for DECODER_VARIANT_CGROUP. */
+        /* The cgroup v2 path pid was in at ts as JSON text, a string quoted and escaped (*ret_len
+         * bytes, not NUL-terminated), or NULL when unknown: for DECODER_VARIANT_CGROUP. */
         const char *(*cgroup)(void *userdata, int pid, uint64_t ts, size_t *ret_len);
         void *userdata;
 } DecoderCallbacks;
@@ -104,8 +104,8 @@ enum {
 /* Makes the variant of record index that adds what the DECODER_VARIANT_* bits say, at
  * print_offset/print_length with variant set (a record keeps the variant made last; another one
  * is made anew). The record's raw data must still be valid. Nothing is made when the batch's plain
- * lines carry all of variant already (Batch.variant: DECODER_VARIANT_SYM is written into the plain
- * lines while decoding when set there). */
+ * lines carry all of variant already (Batch.variant: DECODER_VARIANT_SYM and _CGROUP are written into
+ * the plain lines while decoding when set there). */
 int decoder_encode_variant(Decoder *d, Batch *batch, size_t index, unsigned variant);
 
 /* The record's raw data copied into a buffer with enough zeros after it that libtraceevent, which

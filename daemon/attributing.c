@@ -11,6 +11,7 @@
 #include "cgroups.h"
 #include "core/cgroup.h"
 #include "core/clock.h"
+#include "core/encode.h"
 #include "log.h"
 #include "manager.h"
 
@@ -23,26 +24,34 @@
 /* Exited tasks are looked for at most this often. */
 #define ATTRIBUTION_EXPIRE_USEC (1000ULL * 1000)
 
+/* The index of path (len bytes) in the history, which keeps each path as the JSON text records
+ * carry (a string, quoted and escaped): made once per path, copied into each record. "" (no JSON)
+ * marks a task whose cgroup could not be read. */
+static int attribution_path(CgroupHistory *h, const char *path, size_t len, uint32_t *ret) {
+        _cleanup_(jsonbuf_done) JsonBuf json = {};
+        int r;
+
+        if (len == 0)
+                return cgroup_history_path(h, "", 0, ret);
+        r = json_append_string(&json, path, len);
+        if (r < 0)
+                return r;
+        return cgroup_history_path(h, json.data, json.len, ret);
+}
+
 typedef struct AttributionSeed {
         CgroupHistory *h;
         uint32_t path;
-        bool have_path;
+        char *last; /* the raw path of path, whose threads come together */
 } AttributionSeed;
 
 static bool attribution_seed_thread(void *userdata, int tid, const char *path, size_t len) {
         AttributionSeed *s = userdata;
 
-        /* The threads of one cgroup come together: its path is looked up once. */
-        if (!s->have_path) {
-                if (cgroup_history_path(s->h, path, len, &s->path) < 0)
-                        return false;
-                s->have_path = true;
-        } else {
-                size_t known_len;
-                const char *known = cgroup_history_path_of(s->h, s->path, &known_len);
-
-                if ((known_len != len || memcmp(known, path, len) != 0) &&
-                    cgroup_history_path(s->h, path, len, &s->path) < 0)
+        if (!s->last || !streq(s->last, path)) {
+                free(s->last);
+                s->last = strndup(path, len);
+                if (!s->last || attribution_path(s->h, path, len, &s->path) < 0)
                         return false;
         }
         return cgroup_history_set(s->h, tid, 0, s->path) >= 0;
@@ -76,6 +85,7 @@ int manager_attribution_start(Manager *m) {
                 return 0;
         seed.h = m->attribution.history;
         cgroups_threads(mount, "/", attribution_seed_thread, &seed, &budget);
+        free(seed.last);
         log_debug("Cgroups of %zu tasks read, in %zu cgroups.", cgroup_history_tasks(seed.h),
                   cgroup_history_paths(seed.h));
         return 0;
@@ -92,7 +102,7 @@ void manager_attribution_stop(Manager *m) {
 static void attribution_set(Manager *m, int32_t pid, uint64_t ts, const char *path, size_t len) {
         uint32_t i;
 
-        if (cgroup_history_path(m->attribution.history, path, len, &i) >= 0)
+        if (attribution_path(m->attribution.history, path, len, &i) >= 0)
                 (void) cgroup_history_set(m->attribution.history, pid, ts, i);
 }
 
@@ -122,8 +132,8 @@ const char *manager_attribution_at(Manager *m, int pid, uint64_t ts, size_t *ret
                 return NULL;
         /* The idle tasks: in the root cgroup, and no /proc entry to say so. */
         if (pid == 0) {
-                *ret_len = 1;
-                return "/";
+                *ret_len = 3;
+                return "\"/\"";
         }
         r = cgroup_history_at(h, pid, ts, &i);
         if (r == -ENOENT) {
@@ -138,9 +148,7 @@ const char *manager_attribution_at(Manager *m, int pid, uint64_t ts, size_t *ret
 
 void manager_attribution_fork(Manager *m, const LineageChange *c) {
         char path[CGROUP_PATH_MAX];
-        const char *parent;
         ssize_t len = -ESRCH;
-        size_t parent_len;
         uint32_t i;
 
         /* The parent's cgroup at the fork, unless the child was put in another (clone3()'s
@@ -151,12 +159,8 @@ void manager_attribution_fork(Manager *m, const LineageChange *c) {
                 attribution_set(m, c->pid, c->ts, path, (size_t) len);
                 return;
         }
-        if (cgroup_history_at(m->attribution.history, c->parent, c->ts, &i) < 0)
-                return;
-        parent = cgroup_history_path_of(m->attribution.history, i, &parent_len);
-        /* The same path, found again: a copy, as the index may change under a set. */
-        memcpy(path, parent, MIN(parent_len, sizeof(path) - 1));
-        attribution_set(m, c->pid, c->ts, path, MIN(parent_len, sizeof(path) - 1));
+        if (cgroup_history_at(m->attribution.history, c->parent, c->ts, &i) >= 0)
+                (void) cgroup_history_set(m->attribution.history, c->pid, c->ts, i);
 }
 
 void manager_attribution_exit(Manager *m, const LineageChange *c) {

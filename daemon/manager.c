@@ -162,17 +162,26 @@ void manager_flush_peers(Manager *m) {
 }
 
 /* The parts every stream wants in its lines go into the plain lines while decoding: when all
- * streams are --symbolic, "sym" costs no copy of the line. Recordings take no lines. */
-static uint8_t manager_inline_variant(Manager *m) {
-        bool any = false;
+ * streams are --symbolic, "sym" costs no copy of the line; likewise "cgroup", when the loop decodes
+ * (the tasks' cgroups are the loop's), and all want "sym" or none does (a copy adds "sym" after
+ * the line's end). Recordings take no lines. */
+static uint8_t manager_inline_variant(Manager *m, bool loop) {
+        unsigned all = DECODER_VARIANT_SYM | DECODER_VARIANT_CGROUP, any = 0;
+        bool streams = false;
 
         for (Peer *p = m->peers; p; p = p->next)
                 if (p->stream && !p->recording) {
-                        if (!p->stream->symbolic)
-                                return 0;
-                        any = true;
+                        unsigned v = stream_variant(p->stream);
+
+                        all &= v;
+                        any |= v;
+                        streams = true;
                 }
-        return any ? DECODER_VARIANT_SYM : 0;
+        if (!streams)
+                return 0;
+        if (!loop || (any & ~all & DECODER_VARIANT_SYM))
+                all &= ~(unsigned) DECODER_VARIANT_CGROUP;
+        return (uint8_t) all;
 }
 
 /* A batch of one CPU decoded (on the loop, or by a worker: workers_sync() hands those over). */
@@ -251,8 +260,8 @@ void manager_take_pages(Manager *m, unsigned cpu, const void *pages, size_t n_pa
         if (cpu >= m->n_cpus)
                 return;
         if (workers_active(m->workers) > 0) {
-                r = workers_submit(m->workers, cpu, pages, n_pages, page_size, manager_inline_variant(m),
-                                   m->decode_pending[cpu]);
+                r = workers_submit(m->workers, cpu, pages, n_pages, page_size,
+                                   manager_inline_variant(m, false), m->decode_pending[cpu]);
                 if (r >= 0)
                         m->decode_pending[cpu] = 0;
                 else
@@ -270,7 +279,7 @@ void manager_take_pages(Manager *m, unsigned cpu, const void *pages, size_t n_pa
                         return;
         }
         b = m->batch;
-        b->variant = manager_inline_variant(m);
+        b->variant = manager_inline_variant(m, true);
         /* DecodeWorkers=auto weighs the loop's decoding (manager_scale_decoding()). */
         begin = m->decode_auto ? thread_cpu_ns() : 0;
         r = decode_pages(m->decoder, &m->decode_context, cpu, pages, n_pages, page_size,

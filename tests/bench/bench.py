@@ -609,9 +609,10 @@ class Bench:
         tpd.stop(clear_pins=False)
 
         delta = T.stats_delta(stats0, stats1)
-        # The kernel counts the fork and exit records tpd reads for a following stream; no stream
-        # gets them.
-        own = sum(st1.get('follow', {}).get(k, 0) - st0.get('follow', {}).get(k, 0) for k in ('forks', 'exits'))
+        # The kernel counts the fork, exit and move records tpd reads for a following stream (or one
+        # --with cgroup); no stream gets them.
+        own = sum(st1.get('follow', {}).get(k, 0) - st0.get('follow', {}).get(k, 0)
+                  for k in ('forks', 'exits', 'moves'))
         written = T.written(delta) - own
         queued = st1['delivered'] - st0['delivered']
         lost = {'kernel_overrun': T.kernel_lost(delta),
