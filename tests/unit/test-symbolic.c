@@ -4,7 +4,8 @@
  * pages: sched_switch's prev_state equals the kernel's own text of the same records (the dataset's
  * trace.txt), also for values crafted into a record (flags joined, "R", "+"); raw_syscalls ids and
  * negative returns get their names; "fields" is the plain line's, and the print variant is unchanged
- * by a sym variant made in between.
+ * by a sym variant made in between. "cgroup" (DECODER_VARIANT_CGROUP, from the decoder's callback)
+ * comes after "sym" and before "print", whether written into the plain lines or into a variant.
  *
  *   test-symbolic DATADIR
  */
@@ -363,11 +364,93 @@ static void test_synthetic(const char *datadir) {
         tep_free(tep);
 }
 
+/* Records of odd pids are in "/odd\x01" (JSON text, escaped), of pid 0 nowhere known. */
+static const char *odd_cgroup(void *userdata, int pid, uint64_t ts, size_t *ret_len) {
+        static const char text[] = "\"/odd\\u0001\"";
+
+        if (pid % 2 == 0)
+                return NULL;
+        *ret_len = sizeof(text) - 1;
+        return text;
+}
+
+/* The keys of a line, in order, joined by spaces. */
+static const char *keys_of(json_object *o) {
+        static char buf[256];
+        size_t n = 0;
+
+        buf[0] = '\0';
+        json_object_object_foreach(o, key, value) {
+                (void) value;
+                n += (size_t) snprintf(buf + n, sizeof(buf) - n, "%s%s", n ? " " : "", key);
+        }
+        return buf;
+}
+
+static void test_cgroup(const char *datadir) {
+        static const char *const formats[] = { "sched.sched_switch", NULL };
+        DecoderCallbacks cb = { .cgroup = odd_cgroup };
+        char dir[PATH_MAX];
+        struct tep_handle *tep;
+        Decoder *d = NULL;
+        uint8_t *pages;
+        size_t odd = 0;
+        Batch *b, *inl;
+
+        snprintf(dir, sizeof(dir), "%s/sched_switch", datadir);
+        tep = tep_load(dir, formats);
+        ASSERT_INT_EQ(decoder_new(tep, &cb, &d), 0);
+        b = decode_all(d, dir, 0, &pages);
+        inl = batch_new();
+        ASSERT(inl);
+        inl->variant = DECODER_VARIANT_SYM | DECODER_VARIANT_CGROUP;
+        for (size_t i = 0; i < len_pages / PAGE; i++)
+                ASSERT(decoder_decode_page(d, pages + i * PAGE, PAGE, 0, inl) >= 0);
+        ASSERT(b->n_records > 0 && inl->n_records == b->n_records);
+        for (size_t i = 0; i < b->n_records; i++) {
+                bool known = b->records[i].pid % 2 != 0;
+                const char *want = known ? "ts cpu event pid fields sym cgroup print"
+                                         : "ts cpu event pid fields sym print";
+                json_object *plain = json_tokener_parse(
+                        strndupa(inl->buf.data + inl->records[i].offset, inl->records[i].length - 1));
+                json_object *made = variant_json(
+                        d, b, i, DECODER_VARIANT_SYM | DECODER_VARIANT_CGROUP | DECODER_VARIANT_PRINT);
+                json_object *added = variant_json(
+                        d, inl, i, DECODER_VARIANT_SYM | DECODER_VARIANT_CGROUP | DECODER_VARIANT_PRINT);
+                json_object *v;
+
+                ASSERT(plain);
+                ASSERT_STR_EQ(keys_of(plain),
+                              known ? "ts cpu event pid fields sym cgroup" : "ts cpu event pid fields sym");
+                ASSERT_STR_EQ(keys_of(made), want);
+                ASSERT_STR_EQ(keys_of(added), want);
+                if (known) {
+                        ASSERT(json_object_object_get_ex(made, "cgroup", &v));
+                        ASSERT_STR_EQ(json_object_get_string(v), "/odd\x01");
+                        odd++;
+                }
+                json_object_put(plain);
+                json_object_put(made);
+                json_object_put(added);
+        }
+        ASSERT(odd > 0);
+        printf("sched_switch: \"cgroup\" of %zu of %zu records after \"sym\" and before \"print\", in the "
+               "plain lines "
+               "or added\n",
+               odd, b->n_records);
+        batch_unref(inl);
+        batch_unref(b);
+        free(pages);
+        decoder_free(d);
+        tep_free(tep);
+}
+
 int main(int argc, char *argv[]) {
         if (argc != 2)
                 TEST_FAIL("usage: test-symbolic DATADIR");
         test_sched_switch(argv[1]);
         test_syscalls(argv[1]);
         test_synthetic(argv[1]);
+        test_cgroup(argv[1]);
         return 0;
 }
