@@ -24,9 +24,11 @@
 #include <unistd.h>
 
 #include "connection.h"
+#include "core/cgroup.h"
 #include "message.h"
 #include "top.h"
 #include "tpd-protocol.h"
+#include "units.h"
 
 /* On the screen, processes are shown for this many events (the first in the sort order), at most
  * this many each; the rest of an event's processes make its "other" row. */
@@ -34,7 +36,7 @@
 #define TOP_PROCESSES 5U
 
 typedef struct TopProc {
-        int pid; /* -1: the "other" row */
+        int pid; /* -1: the "other" row; of a group (--by), 0 */
         char *comm;
         uint64_t total;
         uint64_t lost;
@@ -61,6 +63,7 @@ typedef struct TopSample {
         uint64_t overrun;
         uint64_t dropped;
         double rate; /* of all records */
+        TopBy by;    /* what the rows of events are: comm holds a group's name */
 } TopSample;
 
 static void top_sample_free(TopSample *s) {
@@ -282,6 +285,107 @@ int top_sort_from_string(const char *s, TopSort *ret) {
         return -EINVAL;
 }
 
+/* The groups of processes tpctl read while they ran: a process counted after it exited (its last
+ * records were read late, or it was short) keeps the group it had. A pid read again is read anew:
+ * it may be another process now. At most TOP_GROUPS_KEPT, the oldest going first. */
+#define TOP_GROUPS_KEPT 4096U
+static struct {
+        int pid;
+        char *name;
+} groups_kept[TOP_GROUPS_KEPT];
+static size_t groups_next;
+
+static const char *top_group_kept(int pid, const char *name) {
+        size_t slot = groups_next;
+
+        for (size_t i = 0; i < TOP_GROUPS_KEPT; i++)
+                if (groups_kept[i].name && groups_kept[i].pid == pid) {
+                        if (!name)
+                                return groups_kept[i].name;
+                        slot = i;
+                        break;
+                }
+        if (!name)
+                return NULL;
+        if (slot == groups_next)
+                groups_next = (groups_next + 1) % TOP_GROUPS_KEPT;
+        free(groups_kept[slot].name);
+        groups_kept[slot].pid = pid;
+        groups_kept[slot].name = strdup(name);
+        return groups_kept[slot].name;
+}
+
+/* The group of process pid, a name to show (top_escape()d): its cgroup, or that cgroup's unit; "-"
+ * for one tpctl never could read (gone before, or hidden by tpctl's PID namespace). */
+static char *top_group_of(int pid, TopBy by) {
+        char path[4096];
+        const char *name = path, *kept;
+        ssize_t len = pid == 0 ? 1 : unit_cgroup_of_pid(pid, path, sizeof(path));
+        size_t n;
+
+        /* The idle tasks: in the root cgroup, with no /proc entry. */
+        if (pid == 0)
+                strcpy(path, "/");
+        if (len < 0) {
+                kept = top_group_kept(pid, NULL);
+                return top_escape(kept ?: "-");
+        }
+        n = (size_t) len;
+        if (by == TOP_BY_UNIT)
+                n = cgroup_unit(path, n, &name);
+        kept = top_group_kept(pid, strndupa(name, n));
+        return top_escape(kept ?: strndupa(name, n));
+}
+
+/* The processes of each event summed by their group: a sample of its own, for showing (rates are
+ * taken between the samples by process, as tpd counts). */
+static TopSample *top_group(const TopSample *s, TopBy by) {
+        TopSample *g = calloc(1, sizeof(TopSample));
+
+        if (!g)
+                return NULL;
+        *g = *s;
+        g->by = by;
+        g->events = calloc(s->n_events + 1, sizeof(TopEvent));
+        g->n_events = 0;
+        if (!g->events)
+                goto oom;
+        for (size_t i = 0; i < s->n_events; i++) {
+                const TopEvent *e = &s->events[i];
+                TopEvent *ge = &g->events[g->n_events++];
+
+                *ge = (TopEvent){ .id = e->id, .total = e->total, .lost = e->lost, .rate = e->rate };
+                ge->name = strdup(e->name);
+                ge->procs = calloc(e->n_procs + 1, sizeof(TopProc));
+                if (!ge->name || !ge->procs)
+                        goto oom;
+                for (size_t j = 0; j < e->n_procs; j++) {
+                        const TopProc *t = &e->procs[j];
+                        _cleanup_free_ char *name = t->pid < 0 ? NULL : top_group_of(t->pid, by);
+                        TopProc *to = NULL;
+
+                        if (t->pid >= 0 && !name)
+                                goto oom;
+                        for (size_t k = 0; name && k < ge->n_procs; k++)
+                                if (ge->procs[k].pid >= 0 && streq(ge->procs[k].comm, name))
+                                        to = &ge->procs[k];
+                        if (!to) {
+                                to = &ge->procs[ge->n_procs++];
+                                *to = (TopProc){ .pid = t->pid < 0 ? -1 : 0,
+                                                 .comm = TAKE_PTR(name),
+                                                 .rate = t->rate };
+                        } else
+                                to->rate += t->rate; /* NAN stays NAN: the first sample */
+                        to->total += t->total;
+                        to->lost += t->lost;
+                }
+        }
+        return g;
+oom:
+        top_sample_free(g);
+        return NULL;
+}
+
 /* --- not a terminal: one block of lines per refresh */
 
 /* A value of a key=value line: no spaces. */
@@ -323,6 +427,14 @@ static int top_print_lines(const TopSample *s) {
                                         printf("process name=%s pid=other rate=%.1f total=%" PRIu64
                                                " lost=%" PRIu64 "\n",
                                                e->name, t->rate, t->total, t->lost);
+                                continue;
+                        }
+                        if (s->by != TOP_BY_PID) {
+                                printf("%s name=%s %s=", s->by == TOP_BY_UNIT ? "unit" : "cgroup", e->name,
+                                       s->by == TOP_BY_UNIT ? "unit" : "cgroup");
+                                print_value(t->comm);
+                                printf(" rate=%.1f total=%" PRIu64 " lost=%" PRIu64 "\n", t->rate, t->total,
+                                       t->lost);
                                 continue;
                         }
                         printf("process name=%s pid=%d comm=", e->name, t->pid);
@@ -474,7 +586,10 @@ static void top_draw(const TopSample *s, TopSort sort) {
         frame_line(&fr, false, "Sort: %s    keys: r rate  t total  l lost  n name  q quit",
                    sort_names[sort]);
         frame_line(&fr, false, "%s", "");
-        frame_line(&fr, true, "%12s %14s %12s  %s", "RATE/s", "TOTAL", "LOST", "EVENT / PID COMM");
+        frame_line(&fr, true, "%12s %14s %12s  %s", "RATE/s", "TOTAL", "LOST",
+                   s->by == TOP_BY_UNIT     ? "EVENT / UNIT"
+                   : s->by == TOP_BY_CGROUP ? "EVENT / CGROUP"
+                                            : "EVENT / PID COMM");
 
         for (size_t i = 0; i < s->n_events; i++) {
                 const TopEvent *e = &s->events[i];
@@ -500,8 +615,12 @@ static void top_draw(const TopSample *s, TopSort sort) {
                                 continue;
                         }
                         format_rate(rate, sizeof(rate), t->rate);
-                        frame_line(&fr, false, "%12s %14" PRIu64 " %12" PRIu64 "    %7d %s", rate, t->total,
-                                   t->lost, t->pid, t->comm);
+                        if (s->by != TOP_BY_PID)
+                                frame_line(&fr, false, "%12s %14" PRIu64 " %12" PRIu64 "    %s", rate,
+                                           t->total, t->lost, t->comm);
+                        else
+                                frame_line(&fr, false, "%12s %14" PRIu64 " %12" PRIu64 "    %7d %s", rate,
+                                           t->total, t->lost, t->pid, t->comm);
                         shown++;
                 }
                 if (other.total > 0 || other.lost > 0) {
@@ -518,6 +637,26 @@ static void top_draw(const TopSample *s, TopSort sort) {
         if (fclose(fr.f) != 0)
                 return;
         (void) write_all(STDOUT_FILENO, text, size);
+}
+
+/* Shows s, on the terminal or as lines, its processes grouped as --by says. */
+static int top_show(const TopSample *s, const TopOptions *o, bool tty) {
+        TopSample *g = NULL;
+        int r = 0;
+
+        if (o->by != TOP_BY_PID) {
+                g = top_group(s, o->by);
+                if (!g)
+                        return -ENOMEM;
+                top_sort(g, o->sort);
+                s = g;
+        }
+        if (tty)
+                top_draw(s, o->sort);
+        else
+                r = top_print_lines(s);
+        top_sample_free(g);
+        return r;
 }
 
 /* One GetCounters call; its sample with rates against prev. */
@@ -621,7 +760,7 @@ int top_run(const TopOptions *options) {
         due = now_usec(CLOCK_MONOTONIC) + o.delay_usec;
         if (tty) {
                 screen_setup(keys);
-                top_draw(prev, o.sort);
+                (void) top_show(prev, &o, true);
         }
 
         for (;;) {
@@ -636,7 +775,7 @@ int top_run(const TopOptions *options) {
                 if (r == 2) {
                         top_sort(prev, o.sort);
                         if (tty)
-                                top_draw(prev, o.sort);
+                                (void) top_show(prev, &o, true);
                         continue;
                 }
 
@@ -647,17 +786,18 @@ int top_run(const TopOptions *options) {
                 }
                 top_sample_free(prev);
                 prev = TAKE_PTR(cur);
-                if (tty)
-                        top_draw(prev, o.sort);
-                else {
-                        r = top_print_lines(prev);
-                        if (r == -EPIPE)
-                                break;
-                        if (r < 0) {
-                                log_error_errno(r, "cannot write to standard output: %m");
-                                status = EXIT_FAILURE;
-                                break;
-                        }
+                r = top_show(prev, &o, tty);
+                if (r == -EPIPE)
+                        break;
+                if (r == -ENOMEM) {
+                        (void) log_oom();
+                        status = EXIT_FAILURE;
+                        break;
+                }
+                if (r < 0) {
+                        log_error_errno(r, "cannot write to standard output: %m");
+                        status = EXIT_FAILURE;
+                        break;
                 }
                 if (o.iterations > 0 && ++done >= o.iterations)
                         break;
@@ -679,12 +819,14 @@ enum {
         ARG_ITERATIONS,
         ARG_DELAY,
         ARG_SORT,
+        ARG_BY,
 };
 
 static const OptionSpec top_specs[] = {
         { "iterations", 'n', required_argument, ARG_ITERATIONS },
         { "delay", 'd', required_argument, ARG_DELAY },
         { "sort", 0, required_argument, ARG_SORT },
+        { "by", 0, required_argument, ARG_BY },
 };
 
 /* Seconds from 0.1 to a day, in microseconds. */
@@ -713,6 +855,16 @@ static int top_parse_option(const OptionSpec *spec, const char *arg) {
         case ARG_SORT:
                 if (top_sort_from_string(arg, &opt.sort) < 0)
                         return log_usage("invalid sort key '%s': rate, total, lost or name", arg);
+                return 0;
+        case ARG_BY:
+                if (streq(arg, "pid"))
+                        opt.by = TOP_BY_PID;
+                else if (streq(arg, "cgroup"))
+                        opt.by = TOP_BY_CGROUP;
+                else if (streq(arg, "unit"))
+                        opt.by = TOP_BY_UNIT;
+                else
+                        return log_usage("invalid --by '%s': pid, cgroup or unit", arg);
                 return 0;
         }
         return -EINVAL;

@@ -19,11 +19,19 @@ typedef enum TopSort {
         TOP_SORT_NAME,
 } TopSort;
 
+/* What an event's rows are: processes, or the cgroups or systemd units they are in now. */
+typedef enum TopBy {
+        TOP_BY_PID,
+        TOP_BY_CGROUP,
+        TOP_BY_UNIT,
+} TopBy;
+
 typedef struct TopOptions {
         const char *socket_path;
         uint64_t iterations; /* refreshes before exiting; 0: until q, a signal or a closed stdout */
         uint64_t delay_usec;
         TopSort sort;
+        TopBy by;
 } TopOptions;
 
 /* Returns tpctl's exit status. */
@@ -32,7 +40,7 @@ int top_run(const TopOptions *o);
 /* Parses "rate", "total", "lost" or "name". */
 int top_sort_from_string(const char *s, TopSort *ret);
 
-/* -n, -d, --sort. */
+/* -n, -d, --sort, --by. */
 extern const OptionTable top_option_table;
 
 /* Returns the exit status. */

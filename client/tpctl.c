@@ -271,6 +271,8 @@ static void help(void) {
                "  -n --iterations=N          top: refresh N times, then exit\n"
                "  -d --delay=SECONDS         top: time between refreshes (default 1, at least 0.1)\n"
                "     --sort=KEY              top: rate (default), total, lost or name\n"
+               "     --by=pid|cgroup|unit    top: rows of processes (default), or summed by their\n"
+               "                             cgroup or systemd unit\n"
                "  export also takes -e, -p, -c and -f (which records), and:\n"
                "     --subject-prefix=P      first subject token (default: %s)\n"
                "     --stream=NAME           JetStream stream (default: the prefix in capitals)\n"

@@ -6,6 +6,7 @@
 
 #include <systemd/sd-bus.h>
 
+#include "core/cgroup.h"
 #include "message.h"
 #include "output.h"
 #include "units.h"
@@ -81,4 +82,25 @@ int unit_cgroup(const char *name, char **ret) {
         }
         *ret = cgroup;
         return 0;
+}
+
+ssize_t unit_cgroup_of_pid(pid_t pid, char *buf, size_t size) {
+        char path[64], text[8192];
+        const char *line;
+        size_t n, len;
+        FILE *f;
+
+        (void) snprintf(path, sizeof(path), "/proc/%d/cgroup", (int) pid);
+        f = fopen(path, "re");
+        if (!f)
+                return errno == ENOENT ? -ESRCH : -errno;
+        n = fread(text, 1, sizeof(text), f);
+        fclose(f);
+        if (!cgroup_v2_line(text, n, &line, &len))
+                return -ENOENT;
+        if (len >= size)
+                return -ENAMETOOLONG;
+        memcpy(buf, line, len);
+        buf[len] = '\0';
+        return (ssize_t) len;
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/cgroup.h"
+#include "util.h"
 
 bool cgroup_path_valid(const char *s) {
         size_t n = strnlen(s, CGROUP_PATH_MAX);
@@ -66,4 +67,38 @@ bool cgroup_v2_line(const char *text, size_t n, const char **ret, size_t *ret_le
                 p += len + 1;
         }
         return false;
+}
+
+/* The suffixes of the unit types that have a cgroup (systemd.unit(5)). */
+static bool cgroup_is_unit(const char *name, size_t len) {
+        static const char *const suffixes[] = {
+                ".service", ".scope", ".slice", ".socket", ".mount", ".swap"
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(suffixes); i++) {
+                size_t n = strlen(suffixes[i]);
+
+                if (len > n && memcmp(name + len - n, suffixes[i], n) == 0)
+                        return true;
+        }
+        return false;
+}
+
+size_t cgroup_unit(const char *path, size_t len, const char **ret) {
+        const char *end = path + len;
+
+        /* From the leaf up: the first component that names a unit. */
+        while (end > path) {
+                const char *start = end;
+
+                while (start > path && start[-1] != '/')
+                        start--;
+                if (cgroup_is_unit(start, (size_t) (end - start))) {
+                        *ret = start;
+                        return (size_t) (end - start);
+                }
+                end = start > path ? start - 1 : path;
+        }
+        *ret = "-.slice";
+        return strlen("-.slice");
 }

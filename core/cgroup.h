@@ -30,3 +30,9 @@ bool cgroup_ids_contain(const uint64_t *ids, size_t n, uint64_t id);
 /* The v2 path in the text of /proc/PID/cgroup (n bytes): the line "0::PATH". Returns whether there
  * is one; *ret points into text. */
 bool cgroup_v2_line(const char *text, size_t n, const char **ret, size_t *ret_len);
+
+/* The systemd unit a cgroup path (len bytes) belongs to: its deepest component that names a unit
+ * (ends in .service, .scope, .slice, .socket, .mount or .swap), as systemd-cgls groups it;
+ * "-.slice", the root slice, when none does. Returns the name's length, *ret pointing into path
+ * (or to a constant). */
+size_t cgroup_unit(const char *path, size_t len, const char **ret);

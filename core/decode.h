@@ -96,8 +96,8 @@ int decoder_encode_print(Decoder *d, Batch *batch, size_t index);
 
 /* What a variant of a record's line adds to the plain one, after "fields": */
 enum {
-        DECODER_VARIANT_SYM = 1 << 0,   /* "sym": readable forms of integer fields (docs/design.md §3) */
-        DECODER_VARIANT_PRINT = 1 << 1, /* "print": the kernel's formatted text */
+        DECODER_VARIANT_SYM = 1 << 0,    /* "sym": readable forms of integer fields (docs/design.md §3) */
+        DECODER_VARIANT_PRINT = 1 << 1,  /* "print": the kernel's formatted text */
         DECODER_VARIANT_CGROUP = 1 << 2, /* "cgroup": the task's cgroup then (the cgroup callback) */
 };
 

@@ -60,6 +60,32 @@ static void test_v2_line(void) {
         ASSERT(!cgroup_v2_line("0:", 2, &p, &n));
 }
 
+static const char *unit(const char *path) {
+        static char buf[256];
+        const char *u;
+        size_t n = cgroup_unit(path, strlen(path), &u);
+
+        ASSERT(n < sizeof(buf));
+        memcpy(buf, u, n);
+        buf[n] = '\0';
+        return buf;
+}
+
+static void test_unit(void) {
+        ASSERT_STR_EQ(unit("/system.slice/ssh.service"), "ssh.service");
+        ASSERT_STR_EQ(unit("/user.slice/user-1000.slice/session-2.scope"), "session-2.scope");
+        ASSERT_STR_EQ(unit("/user.slice/user-1000.slice/user@1000.service/app.slice/x.service"),
+                      "x.service");
+        /* Below a unit, in cgroups of its own (a service's delegated subtree, a container's). */
+        ASSERT_STR_EQ(unit("/machine.slice/docker-0a1b.scope/init"), "docker-0a1b.scope");
+        ASSERT_STR_EQ(unit("/system.slice"), "system.slice");
+        ASSERT_STR_EQ(unit("/init.scope"), "init.scope");
+        ASSERT_STR_EQ(unit("/"), "-.slice");
+        ASSERT_STR_EQ(unit("/mine/a"), "-.slice");
+        ASSERT_STR_EQ(unit("/.service"), "-.slice"); /* a suffix alone names nothing */
+        ASSERT_STR_EQ(unit(""), "-.slice");
+}
+
 static void test_ids(void) {
         uint64_t ids[] = { 40, 7, 1000, 12 };
 
@@ -213,6 +239,7 @@ int main(void) {
         test_valid();
         test_subtree();
         test_v2_line();
+        test_unit();
         test_ids();
         test_join_leave();
         test_history();
