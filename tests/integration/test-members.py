@@ -13,7 +13,10 @@
 - a connection that stops in the middle of a call is closed after 5 s while others are served,
   one idle between calls is not;
 - EMFILE on accept does not spin;
-- root can do all that members cannot; status shows who holds what; owners survive a restart.
+- root can do all that members cannot; status shows who holds what; owners survive a restart;
+- a member's scoped streams (--with cgroup, -p --follow, --cgroup) get no record the member's plain
+  stream of the same event does not, none of the records tpd holds for them, and exactly the
+  calls of the scope.
 
 All along, A streams a paced generator (its kernel filter 'common_pid == GEN' set by A as the
 event's only holder) and gets exactly what the kernel wrote: delivered + lost = written.
@@ -303,7 +306,47 @@ def run(ctx, users):
     check(ev and ev.get('pin_uids') == [0] and ev.get('filter_uid') == 0 and ev.get('filter') == 'option == 4',
           f'{ROOT_EVENT} from an old state file: {ev}')
     denied_as('A', 'enable', ROOT_EVENT, '--filter', 'option == 5', text='only root')
+    check_scoping(ctx, tpd, stream_as)
     tpd.stop()
+
+
+def check_scoping(ctx, tpd, stream_as):
+    """Member A's scoped streams beside its plain one of the same event, a fork tree in a cgroup."""
+    cg = ctx.cgroups(('scoped',))
+    for scope in (('--with', 'cgroup'), ('-p', 'ROOT', '--follow'), ('--cgroup', cg.path('scoped'))):
+        tree = ctx.gen('GEN_FORK', '--count', 200, 2)
+        root, = tree.pids()
+        cg.move(root, 'scoped')
+        args = [str(root) if a == 'ROOT' else a for a in scope]
+        plain = stream_as('A', '-e', GEN_EVENT)
+        scoped = stream_as('A', '-e', GEN_EVENT, *args)
+        T.confirm_live([plain, scoped], tree.probe)
+        go_ts = tree.go()
+        expected = tree.wait_done(timeout=60)[1]
+
+        def calls(s):
+            return [r for r in s.records() if r.get('event') == GEN_EVENT and r['ts'] >= go_ts]
+
+        def mine():
+            # The tree's calls: all the scoped stream has, but for --with cgroup (every process's).
+            return [r for r in calls(scoped) if scope[0] != '--with' or r.get('cgroup') == cg.path('scoped')]
+
+        def keys(recs):
+            return {(r['ts'], r['cpu'], r['pid']) for r in recs}
+        scoped.drain(lambda: len(mine()) >= expected, timeout=30)
+        plain.drain(lambda: keys(mine()) <= keys(calls(plain)), timeout=30)
+        plain.stop()
+        scoped.stop()
+        settle(tpd, {})
+        events = {r.get('event') for r in scoped.records() if 'event' in r}
+        check(events == {GEN_EVENT}, f'A\'s stream {" ".join(args)}: events {sorted(events)}')
+        seen = keys(r for r in plain.records() if 'event' in r)
+        extra = [r for r in scoped.records() if 'event' in r and (r['ts'], r['cpu'], r['pid']) not in seen]
+        check(not extra, f'A\'s stream {" ".join(args)} got records its plain stream did not: {extra[:3]}')
+        pids = {r['pid'] for r in mine()}
+        check(len(mine()) == expected and len(pids) == 3,
+              f'A\'s stream {" ".join(args)}: {len(mine())} calls of {len(pids)} processes, expected {expected} of 3')
+        log(f'member A, {" ".join(args)}: {len(mine())} calls of the tree, nothing its plain stream lacks')
 
 
 def check_socket_path_safety(ctx, users):
