@@ -123,15 +123,8 @@ int cgroup_history_path(CgroupHistory *h, const char *path, size_t len, uint32_t
                         return -ENOSPC;
         }
         if (slot == SIZE_MAX) {
-                if (h->n_paths == h->paths_cap) {
-                        size_t cap = h->paths_cap ? h->paths_cap * 2 : 16;
-                        HistoryPath *p = reallocarray(h->paths, cap, sizeof(HistoryPath));
-
-                        if (!p)
-                                return -ENOMEM;
-                        h->paths = p;
-                        h->paths_cap = cap;
-                }
+                if (ARRAY_RESERVE(h->paths, h->paths_cap, h->n_paths + 1) < 0)
+                        return -ENOMEM;
                 slot = h->n_paths++;
                 h->paths[slot] = (HistoryPath){};
         }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/follow.h"
+#include "util.h"
 
 int follow_new(size_t max, Follow **ret) {
         Follow *f = calloc(1, sizeof(Follow));
@@ -59,15 +60,8 @@ static int follow_insert(Follow *f, int32_t pid, uint64_t since) {
 
         if (f->n >= f->max && !follow_drop_exited(f))
                 return -ENOSPC;
-        if (f->n == f->cap) {
-                size_t cap = f->cap ? f->cap * 2 : 16;
-                FollowEntry *e = reallocarray(f->entries, cap, sizeof(FollowEntry));
-
-                if (!e)
-                        return -ENOMEM;
-                f->entries = e;
-                f->cap = cap;
-        }
+        if (ARRAY_RESERVE(f->entries, f->cap, f->n + 1) < 0)
+                return -ENOMEM;
         /* After pid's entries: they began earlier. */
         i = follow_find(f, pid);
         while (i < f->n && f->entries[i].pid == pid)

@@ -146,15 +146,8 @@ static bool cgroups_ids_dir(int dir_fd, const char *path, size_t len, void *user
                 return false;
         if (fstat(dir_fd, &st) < 0)
                 return true;
-        if (c->n == c->cap) {
-                size_t cap = c->cap ? c->cap * 2 : 16;
-                uint64_t *ids = reallocarray(c->ids, cap, sizeof(uint64_t));
-
-                if (!ids)
-                        return false;
-                c->ids = ids;
-                c->cap = cap;
-        }
+        if (ARRAY_RESERVE(c->ids, c->cap, c->n + 1) < 0)
+                return false;
         c->ids[c->n++] = (uint64_t) st.st_ino;
         return true;
 }

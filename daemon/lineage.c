@@ -59,15 +59,8 @@ int lineage_enqueue(Lineage *l, unsigned cpu, const void *pages, size_t n_pages,
                 q->data = d;
                 q->cap = cap;
         }
-        if (total > q->newest_cap) {
-                size_t cap = MAX(total, q->newest_cap * 2);
-                uint64_t *t = reallocarray(q->newest, cap, sizeof(uint64_t));
-
-                if (!t)
-                        return -ENOMEM;
-                q->newest = t;
-                q->newest_cap = cap;
-        }
+        if (ARRAY_RESERVE(q->newest, q->newest_cap, total) < 0)
+                return -ENOMEM;
         memcpy(q->data + q->size, pages, size);
         q->size += size;
         q->fresh = true;
@@ -77,17 +70,10 @@ int lineage_enqueue(Lineage *l, unsigned cpu, const void *pages, size_t n_pages,
 
 /* Takes path over. */
 static void lineage_note(Lineage *l, uint64_t ts, int32_t parent, int32_t pid, char *path, uint64_t id) {
-        if (l->n_pending == l->pending_cap) {
-                size_t cap = l->pending_cap ? l->pending_cap * 2 : 64;
-                LineageChange *c = reallocarray(l->pending, cap, sizeof(LineageChange));
-
-                if (!c) {
-                        log_debug("No memory to follow a fork, an exit or a move.");
-                        free(path);
-                        return;
-                }
-                l->pending = c;
-                l->pending_cap = cap;
+        if (ARRAY_RESERVE(l->pending, l->pending_cap, l->n_pending + 1) < 0) {
+                log_debug("No memory to follow a fork, an exit or a move.");
+                free(path);
+                return;
         }
         l->pending[l->n_pending++] =
                 (LineageChange){ .ts = ts, .parent = parent, .pid = pid, .path = path, .id = id };

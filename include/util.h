@@ -151,6 +151,25 @@ static inline void *mfree(void *p) {
         return NULL;
 }
 
+/* Makes room in the array *p, of *cap elements of size bytes, for n: doubling, from 16. 0, or
+ * -ENOMEM with the array as it was. Use ARRAY_RESERVE(). */
+static inline int array_reserve(void **p, size_t *cap, size_t n, size_t size) {
+        size_t c = *cap ? *cap : 16;
+        void *q;
+
+        if (n <= *cap)
+                return 0;
+        while (c < n)
+                c *= 2;
+        q = reallocarray(*p, c, size);
+        if (!q)
+                return -ENOMEM;
+        *p = q;
+        *cap = c;
+        return 0;
+}
+#define ARRAY_RESERVE(p, cap, n) array_reserve((void **) &(p), &(cap), (n), sizeof(*(p)))
+
 /* A key for hashing values a user may choose (pids), drawn anew by each table: a user who cannot
  * see it cannot steer values into one bucket. Not a secret worth blocking for at boot: the clock
  * when getrandom() has nothing yet. Odd, for hash_bucket(). */
