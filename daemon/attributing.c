@@ -21,6 +21,9 @@
 /* A task that exited is forgotten this long (trace clock) after its exit: its last records (its
  * switch out) come within microseconds. */
 #define ATTRIBUTION_EXIT_GRACE_NS (1000ULL * 1000 * 1000)
+/* Children read from /proc at their fork, at most, between two flushes: a storm of forks costs the
+ * loop a bounded time, its children past this taking their parent's cgroup. */
+#define ATTRIBUTION_FORK_READS_MAX 256U
 /* Exited tasks are looked for at most this often. */
 #define ATTRIBUTION_EXPIRE_USEC (1000ULL * 1000)
 
@@ -153,8 +156,10 @@ void manager_attribution_fork(Manager *m, const LineageChange *c) {
 
         /* The parent's cgroup at the fork, unless the child was put in another (clone3()'s
          * CLONE_INTO_CGROUP, as service managers start services), which only /proc tells. */
-        if (m->attribution.proc_ok)
+        if (m->attribution.proc_ok && m->attribution.fork_reads < ATTRIBUTION_FORK_READS_MAX) {
+                m->attribution.fork_reads++;
                 len = cgroups_of_task(c->pid, path, sizeof(path));
+        }
         if (len >= 0) {
                 attribution_set(m, c->pid, c->ts, path, (size_t) len);
                 return;
@@ -186,6 +191,7 @@ void manager_attribution_move(Manager *m, const LineageChange *c, const int32_t 
 void manager_attribution_expire(Manager *m, uint64_t watermark) {
         uint64_t now = now_usec(CLOCK_MONOTONIC);
 
+        m->attribution.fork_reads = 0;
         if (!m->attribution.history || watermark == UINT64_MAX || watermark <= ATTRIBUTION_EXIT_GRACE_NS ||
             now - m->attribution.expired_usec < ATTRIBUTION_EXPIRE_USEC)
                 return;

@@ -130,6 +130,7 @@ typedef struct Manager {
                 bool proc_ok;           /* tpd sees the records' pids in /proc */
                 bool paths_ok;          /* and the kernel's cgroup paths as its own */
                 uint64_t expired_usec;  /* CLOCK_MONOTONIC of the last look for exited tasks */
+                unsigned fork_reads;    /* children read from /proc since the last flush */
         } attribution;
 
         Batch *batch;   /* reused while no peer holds a part of it */
@@ -233,7 +234,7 @@ void manager_attribution_fork(Manager *m, const LineageChange *c);
 void manager_attribution_exit(Manager *m, const LineageChange *c);
 /* A move of c->pid and its threads tids (c->pid among them). */
 void manager_attribution_move(Manager *m, const LineageChange *c, const int32_t *tids, size_t n);
-/* Forgets the tasks that exited well before watermark, once a second at most. */
+/* After a flush: forgets the tasks that exited well before watermark, once a second at most. */
 void manager_attribution_expire(Manager *m, uint64_t watermark);
 
 static inline bool manager_following(const Manager *m) {
