@@ -146,8 +146,14 @@ void line_head_parse(const char *line, size_t n, LineHead *ret) {
         }
         if (has_prefix(p, end, ",\"event\":")) {
                 ret->event = true;
-                if (has_prefix(p + 9, end, "\""))
-                        (void) string_at(p + 10, end, &ret->name, &ret->name_len);
+                if (!has_prefix(p + 9, end, "\"") || !string_at(p + 10, end, &ret->name, &ret->name_len))
+                        return;
+                p = ret->name + ret->name_len + 1;
+                if (!has_prefix(p, end, ",\"pid\":") || !(q = parse_digits(p + 7, end, &ret->pid)))
+                        return;
+                ret->has_pid = true;
+                if (has_prefix(q, end, ",\"comm\":\""))
+                        (void) string_at(q + 9, end, &ret->comm, &ret->comm_len);
         } else if (has_prefix(p, end, ",\"lost\":")) {
                 ret->lost = true;
                 p = parse_digits(p + 8, end, &ret->n_lost);

@@ -55,6 +55,10 @@ typedef struct LineHead {
         bool event;       /* an event record */
         const char *name; /* its event's name, if the line has its closing quote */
         size_t name_len;
+        bool has_pid; /* after the name: its "pid", and "comm" (as JSON has it, escapes kept) */
+        uint64_t pid;
+        const char *comm;
+        size_t comm_len;
         bool lost; /* a lost record */
         uint64_t n_lost;
         const char *cause; /* its cause, if the line has its closing quote */

@@ -23,8 +23,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "command.h"
 #include "connection.h"
 #include "core/cgroup.h"
+#include "linereader.h"
+#include "lines.h"
 #include "message.h"
 #include "top.h"
 #include "tpd-protocol.h"
@@ -50,14 +53,14 @@ typedef struct TopEvent {
         uint64_t lost;
         double rate;
         TopProc *procs; /* the last one is "other" */
-        size_t n_procs;
+        size_t n_procs, procs_cap;
 } TopEvent;
 
 typedef struct TopSample {
         uint64_t usec;
         double interval; /* seconds since the previous sample, 0 for the first */
         TopEvent *events;
-        size_t n_events;
+        size_t n_events, events_cap;
         uint64_t other_records; /* of events beyond tpd's bound */
         uint64_t other_lost;
         uint64_t overrun;
@@ -813,6 +816,231 @@ int top_run(const TopOptions *options) {
         return status;
 }
 
+/* --- `top [EVENT...] -- CMD`: the counts of a stream of the command's records */
+
+/* Processes counted one by one per event, at most: the others count in its "other" row. */
+#define TOP_COMMAND_PROCS_MAX 1024U
+
+/* A deep copy of s, for showing and for the next rates (the counts go on in s). */
+static TopSample *top_sample_copy(const TopSample *s) {
+        TopSample *c = calloc(1, sizeof(TopSample));
+
+        if (!c)
+                return NULL;
+        *c = *s;
+        c->events = calloc(s->n_events + 1, sizeof(TopEvent));
+        c->n_events = c->events_cap = 0;
+        if (!c->events)
+                goto oom;
+        for (size_t i = 0; i < s->n_events; i++) {
+                const TopEvent *e = &s->events[i];
+                TopEvent *ce = &c->events[c->n_events++];
+
+                *ce = *e;
+                ce->name = strdup(e->name);
+                ce->procs = calloc(e->n_procs + 1, sizeof(TopProc));
+                ce->n_procs = ce->procs_cap = 0;
+                if (!ce->name || !ce->procs)
+                        goto oom;
+                for (size_t j = 0; j < e->n_procs; j++) {
+                        ce->procs[j] = e->procs[j];
+                        ce->procs[j].comm = e->procs[j].comm ? strdup(e->procs[j].comm) : NULL;
+                        ce->n_procs++;
+                        if (e->procs[j].comm && !ce->procs[j].comm)
+                                goto oom;
+                }
+        }
+        return c;
+oom:
+        top_sample_free(c);
+        return NULL;
+}
+
+/* Counts one record of the command's stream: its event, process and name. */
+static int top_count(TopSample *s, const LineHead *h) {
+        _cleanup_free_ char *name = strndup(h->name, h->name_len);
+        TopEvent *e = NULL;
+        TopProc *t = NULL;
+
+        if (!name)
+                return -ENOMEM;
+        for (size_t i = 0; i < s->n_events && !e; i++)
+                if (streq(s->events[i].name, name))
+                        e = &s->events[i];
+        if (!e) {
+                if (ARRAY_RESERVE(s->events, s->events_cap, s->n_events + 1) < 0)
+                        return -ENOMEM;
+                e = &s->events[s->n_events];
+                /* Every event's last row is "other". */
+                *e = (TopEvent){ .name = top_escape(name), .id = (int64_t) s->n_events, .rate = NAN };
+                if (!e->name || ARRAY_RESERVE(e->procs, e->procs_cap, 1) < 0) {
+                        free(e->name);
+                        free(e->procs);
+                        return -ENOMEM;
+                }
+                e->procs[e->n_procs++] = (TopProc){ .pid = -1, .rate = NAN };
+                s->n_events++;
+        }
+        e->total++;
+        for (size_t j = 0; j + 1 < e->n_procs && !t; j++)
+                if (e->procs[j].pid == (int) h->pid)
+                        t = &e->procs[j];
+        if (!t && e->n_procs <= TOP_COMMAND_PROCS_MAX) {
+                char *comm = top_escape(h->comm ? strndupa(h->comm, h->comm_len) : "-");
+
+                if (!comm || ARRAY_RESERVE(e->procs, e->procs_cap, e->n_procs + 1) < 0) {
+                        free(comm);
+                        return -ENOMEM;
+                }
+                e->procs[e->n_procs] = e->procs[e->n_procs - 1];
+                t = &e->procs[e->n_procs - 1];
+                *t = (TopProc){ .pid = (int) h->pid, .comm = comm, .rate = NAN };
+                e->n_procs++;
+        }
+        if (!t)
+                t = &e->procs[e->n_procs - 1];
+        t->total++;
+        return 0;
+}
+
+/* A loss of the command's stream: the kernel's, or the stream's own (not by event). */
+static void top_count_lost(TopSample *s, const LineHead *h) {
+        if (h->cause && h->cause_len == 7 && memcmp(h->cause, "overrun", 7) == 0)
+                s->overrun += h->n_lost;
+        else if (h->cause && h->cause_len == 7 && memcmp(h->cause, "dropped", 7) == 0)
+                s->dropped += h->n_lost;
+        else
+                s->other_lost += h->n_lost;
+}
+
+/* Shows what was counted up to now, with rates against *prev, which it becomes. */
+static int top_command_show(const TopSample *acc, TopSample **prev, const TopOptions *o, bool tty) {
+        TopSample *cur = top_sample_copy(acc);
+
+        if (!cur)
+                return -ENOMEM;
+        cur->usec = now_usec(CLOCK_MONOTONIC);
+        top_rates(cur, *prev);
+        top_sort(cur, o->sort);
+        top_sample_free(*prev);
+        *prev = cur;
+        return top_show(cur, o, tty);
+}
+
+/* Reads the stream's lines until the "sync" notice: 1 then, 0 for more to come, or a negative
+ * errno (-ECONNRESET: tpd closed the stream). */
+static int top_command_read(LineReader *lr, TopSample *acc) {
+        const char *line;
+        size_t len;
+        ssize_t k = line_reader_fill(lr);
+        int r;
+
+        if (k == 0)
+                return -ECONNRESET;
+        if (k < 0 && k != -EAGAIN && k != -EINTR)
+                return (int) k;
+        while ((r = line_reader_next(lr, &line, &len)) != 0) {
+                LineHead h;
+
+                if (r == -E2BIG) {
+                        line_reader_drop(lr);
+                        continue;
+                }
+                line_head_parse(line, len, &h);
+                if (h.sync)
+                        return 1;
+                if (h.event && h.name && h.has_pid)
+                        r = top_count(acc, &h);
+                else if (h.lost)
+                        top_count_lost(acc, &h);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* `tpctl top [EVENT...] -- CMD`: CMD and what it forks, counted by tpctl from a stream of their
+ * records (named events, or every one enabled), shown every delay; at the end, after what it wrote
+ * was read, the last counts, and tpctl exits as CMD did. */
+static int top_command(const CommonOptions *c, char **args, size_t n, const TopOptions *o) {
+        _cleanup_(connection_done) Connection conn = CONNECTION_NULL;
+        _cleanup_(varlink_reply_done) VarlinkReply reply = {};
+        _cleanup_(line_reader_done) LineReader lr = {};
+        struct sigaction sa_ignore = { .sa_handler = SIG_IGN };
+        bool tty = isatty(STDOUT_FILENO);
+        TopSample *acc = NULL, *prev = NULL;
+        Command cmd = COMMAND_NULL;
+        CommonOptions own;
+        json_object *params;
+        uint64_t due;
+        int pid, r = 0, status;
+
+        if (c->n_pids > 0)
+                return usage_error("-p and -- COMMAND: the command is the process to follow");
+        (void) sigaction(SIGPIPE, &sa_ignore, NULL);
+        if (command_start(c->command, &cmd) < 0)
+                return EXIT_FAILURE;
+        pid = (int) cmd.pid;
+        own = common_options_following(c, &pid);
+        params = selection_params(&own, args, n);
+        r = params ? connection_call(&conn, c->socket_path, TPD_METHOD("Stream"), params, true, &reply)
+                   : log_oom();
+        if (r != 0) {
+                (void) command_finish(&cmd);
+                return connection_exit_status(r);
+        }
+        /* The stream is live: what CMD does from its exec on is counted. */
+        if (command_release(&cmd, conn.fd) < 0) {
+                (void) command_finish(&cmd);
+                return EXIT_FAILURE;
+        }
+        acc = calloc(1, sizeof(TopSample));
+        /* Rates from the start: the first refresh has one. */
+        prev = calloc(1, sizeof(TopSample));
+        if (prev)
+                prev->usec = now_usec(CLOCK_MONOTONIC);
+        r = acc && prev ? line_reader_init(&lr, conn.fd, LINES_LINE_MAX, conn.in.data + conn.in.consumed,
+                                           varlink_buffer_pending(&conn.in))
+                        : -ENOMEM;
+        varlink_reply_done(&reply);
+        /* The terminal's keys are the command's. */
+        if (tty)
+                screen_setup(false);
+        due = now_usec(CLOCK_MONOTONIC) + o->delay_usec;
+        while (r == 0) {
+                struct pollfd p = { .fd = conn.fd, .events = POLLIN };
+                uint64_t now = now_usec(CLOCK_MONOTONIC);
+
+                if (now >= due) {
+                        r = top_command_show(acc, &prev, o, tty);
+                        due = MAX(due + o->delay_usec, now + 1);
+                        continue;
+                }
+                if (poll(&p, 1, (int) MIN((due - now + 999) / 1000, (uint64_t) INT32_MAX)) > 0)
+                        r = top_command_read(&lr, acc);
+        }
+        if (r == 1)
+                r = top_command_show(acc, &prev, o, tty);
+        screen_restore();
+        /* The last counts stay on the terminal. */
+        if (r >= 0 && tty && prev)
+                r = top_print_lines(prev);
+        status = command_finish(&cmd);
+        top_sample_free(prev);
+        top_sample_free(acc);
+        if (r == -ECONNRESET) {
+                log_error("tpd closed the stream");
+                return TPD_EXIT_DAEMON_GONE;
+        }
+        if (r == -ENOMEM) {
+                (void) log_oom();
+                return EXIT_FAILURE;
+        }
+        if (r < 0 && r != -EPIPE)
+                log_error_errno(r, "cannot read the stream or write the counts: %m");
+        return status;
+}
+
 static TopOptions opt;
 
 enum {
@@ -878,5 +1106,9 @@ int top_verb(const CommonOptions *c, char **args, size_t n) {
         o.socket_path = c->socket_path;
         if (o.delay_usec == 0)
                 o.delay_usec = 1000000;
+        if (c->n_command > 0)
+                return top_command(c, args, n, &o);
+        if (n > 0 || c->n_events > 0)
+                return usage_error("EVENT applies to top -- COMMAND: top shows every enabled event");
         return top_run(&o);
 }

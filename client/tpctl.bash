@@ -37,7 +37,7 @@ _tpctl() {
                 fi
                 case ${words[i]} in
                 --)
-                        # stream|record -- COMMAND: the rest is the command's line.
+                        # stream|record|top -- COMMAND: the rest is the command's line.
                         command_at=$((i + 1))
                         break
                         ;;
@@ -115,7 +115,7 @@ _tpctl() {
                 record) opts+=' -o --output= -e --event= -p --pid= --follow --cgroup= --unit= -c --cpu= -f --filter= --format= --duration= --size= --rotate-size= --rotate-time= --keep= --file-version= --no-kallsyms --force --' ;;
                 replay) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --print' ;;
                 metrics) opts+=' --openmetrics' ;;
-                top) opts+=' -n --iterations= -d --delay= --sort= --by=' ;;
+                top) opts+=' -n --iterations= -d --delay= --sort= --by= -e --event= --' ;;
                 export) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --subject-prefix= --stream= --create-stream --replicas= --buffer-size= --batch-size= --servers-file= --creds= --tls-ca=' ;;
                 esac
                 mapfile -t reply < <(compgen -W "$opts" -- "$cur")

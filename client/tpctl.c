@@ -179,7 +179,7 @@ static const Verb verbs[] = {
         { "record", 0, SIZE_MAX, RECORD_OPTIONS, &record_option_table, record_verb },
         { "replay", 1, SIZE_MAX, REPLAY_OPTIONS, NULL, replay_verb },
         { "metrics", 0, 0, 0, &metrics_option_table, metrics_verb },
-        { "top", 0, 0, 0, &top_option_table, top_verb },
+        { "top", 0, SIZE_MAX, OPTION_EVENT, &top_option_table, top_verb },
         { "export", 0, 1, EXPORT_OPTIONS, &export_option_table, export_verb },
 };
 
@@ -214,6 +214,8 @@ static void help(void) {
                "  top                        Show events and their busiest processes by rate, refreshed\n"
                "                             every second; keys r t l n sort by rate, total, lost, name,\n"
                "                             q quits; lines of key=value when stdout is no terminal\n"
+               "  top [EVENT...] -- CMD      Run CMD, counting the records of it and what it forks by\n"
+               "                             event and process; the last counts stay\n"
                "  export nats://HOST:PORT[,…] | export --servers-file=FILE\n"
                "                             Publish the records into NATS JetStream until interrupted,\n"
                "                             as PREFIX.HOST.SYSTEM.EVENT and PREFIX.HOST.lost\n"
@@ -460,8 +462,9 @@ static int run(int argc, char *argv[]) {
                 return EXIT_FAILURE;
         if (r <= 0)
                 return r < 0 ? EXIT_USAGE : EXIT_SUCCESS;
-        if (n < argc && !streq(verb->name, "stream") && !streq(verb->name, "record"))
-                return usage_error("-- COMMAND applies to stream and record");
+        if (n < argc && !streq(verb->name, "stream") && !streq(verb->name, "record") &&
+            !streq(verb->name, "top"))
+                return usage_error("-- COMMAND applies to stream, record and top");
         if (n < argc && n == argc - 1)
                 return usage_error("-- needs a command to run");
         argc = n;

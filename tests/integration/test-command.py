@@ -20,6 +20,9 @@ descendants, its exit status.
    'exit 3'` exits 3.
 9. `record -p SHELL --follow`: trace-cmd reads exactly the calls of the children the shell started
    after the recording began.
+10. `top -e EVENT -- gen-fork 3 2 2`: the last block of top's lines counts every call of the 22
+   processes, each under its pid, nothing else; `top -- sh -c 'exit 3'` exits 3; top's EVENT
+   without a command is refused.
 """
 
 import json
@@ -232,11 +235,38 @@ def record_follow(ctx, tpd):
     log(f'record --follow: trace-cmd reads the {len(records)} calls of the shell\'s 3 children')
 
 
+def top_command(tpd):
+    n = 500
+    argv = [T.env_program('TPCTL'), '--socket', tpd.socket, 'top', '-d', '0.2', '-e', EVENT, '--',
+            T.env_program('GEN_FORK'), '--count', str(n), '--no-wait', '--out', '/dev/null', '3', '2', '2']
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, f'tpctl top -- gen-fork exited with {r.returncode}; stderr {r.stderr!r}')
+    blocks = [b for b in r.stdout.split('\n\n') if b.startswith('top ')]
+    check(blocks, f'no block of top lines: {r.stdout[-2000:]!r}')
+    events, procs = {}, {}
+    for line in blocks[-1].splitlines():
+        kind, *words = line.split(' ')
+        kv = dict(w.split('=', 1) for w in words)
+        if kind == 'event':
+            events[kv['name']] = int(kv['total'])
+        elif kind == 'process':
+            check(kv['pid'] != 'other', f'an "other" row: {line}')
+            procs[int(kv['pid'])] = int(kv['total'])
+    check(events == {EVENT: 22 * n}, f'top -- gen-fork: events {events}, expected {22 * n} of {EVENT}')
+    short = {p: k for p, k in procs.items() if k != n}
+    check(len(procs) == 22 and not short, f'top -- gen-fork: by pid {sorted(procs.items())}')
+    r = tpd.tpctl('top', '--', 'sh', '-c', 'exit 3')
+    check(r.returncode == 3, f'top -- sh -c "exit 3": tpctl exited with {r.returncode}; stderr {r.stderr!r}')
+    log(f'top -- gen-fork: {22 * n} calls counted, {n} for each of the 22 pids, in {len(blocks)} blocks; '
+        f'top -- sh -c "exit 3" exits 3')
+
+
 def usage(tpd):
     for args, what in ((['stream', '-p', '1', '--', 'true'], '-p with a command'),
                        (['record', '-o', '/nonexistent/x.dat', '-p', '1', '--', 'true'], '-p with a command'),
                        (['record', '-o', '/nonexistent/x.dat', '--follow'], '--follow without -p'),
                        (['top', '--follow'], '--follow for top'),
+                       (['top', '-e', EVENT], 'an event for top without a command'),
                        (['status', '--', 'true'], 'a command for status'),
                        (['stream', '--'], '-- alone')):
         r = tpd.tpctl(*args)
@@ -259,6 +289,7 @@ def main(ctx):
     record_exact(ctx, tpd)
     record_tree(ctx, tpd)
     record_follow(ctx, tpd)
+    top_command(tpd)
     tpd.stop()
     slow_reader(ctx)
 
