@@ -238,6 +238,14 @@ int status_method_get_status(Manager *m, Peer *peer, const VarlinkCall *call) {
                 json_set(&r, f, "waiting_bytes", json_u64(m->lineage.queued));
                 json_set(&r, p, "follow", f);
         }
+        if (m->attribution.history) {
+                json_object *a = json_object_new_object();
+
+                json_set(&r, a, "streams", json_object_new_int((int) m->attribution.n));
+                json_set(&r, a, "tasks", json_u64(cgroup_history_tasks(m->attribution.history)));
+                json_set(&r, a, "cgroups", json_u64(cgroup_history_paths(m->attribution.history)));
+                json_set(&r, p, "attribution", a);
+        }
         return call_reply(peer, p, r);
 }
 

@@ -91,6 +91,9 @@ def moves(ctx, tpd, cg, target='a'):
     conns = tpd.call('io.tpd.tracing.GetStatus')['parameters']['connections']
     followed = sorted(c['followed'] for c in conns if 'followed' in c)
     check(followed == [1, 2, 3], f'tasks followed by the three streams of cgroups: {followed}')
+    attribution = tpd.call('io.tpd.tracing.GetStatus')['parameters'].get('attribution', {})
+    check(attribution.get('streams') == 1 and attribution.get('tasks', 0) >= 3 and attribution.get('cgroups', 0) >= 2,
+          f'GetStatus attribution while a stream is --with cgroup: {attribution}')
 
     go_ts = min(gen_a.go(), gen_b.go(), moved.go())
     # A quarter of the way (paced), the moved generator goes to a (or a cgroup made in a since).
@@ -133,6 +136,10 @@ def moves(ctx, tpd, cg, target='a'):
     log(f'--with cgroup: {per} (the moved one {before[m]} -> {after} at its move)')
     for s in (attach, in_a, in_b, both, attributed):
         s.stop()
+    deadline = time.monotonic() + 10
+    while 'attribution' in tpd.call('io.tpd.tracing.GetStatus')['parameters']:
+        check(time.monotonic() < deadline, 'tpd keeps the tasks\' cgroups after the last stream --with cgroup')
+        time.sleep(0.05)
     return a
 
 
