@@ -92,7 +92,10 @@ def moves(ctx, tpd, cg, target='a'):
     followed = sorted(c['followed'] for c in conns if 'followed' in c)
     check(followed == [1, 2, 3], f'tasks followed by the three streams of cgroups: {followed}')
     attribution = tpd.call('io.tpd.tracing.GetStatus')['parameters'].get('attribution', {})
-    check(attribution.get('streams') == 1 and attribution.get('tasks', 0) >= 3 and attribution.get('cgroups', 0) >= 2,
+    # In a cgroup namespace of its own tpd reads no tree at the start (its paths are not the kernel's):
+    # only the tasks whose records came.
+    seeded = 1 if tpd.wrapper else 3
+    check(attribution.get('streams') == 1 and attribution.get('tasks', 0) >= seeded and attribution.get('cgroups', 0) >= 1,
           f'GetStatus attribution while a stream is --with cgroup: {attribution}')
 
     go_ts = min(gen_a.go(), gen_b.go(), moved.go())
