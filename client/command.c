@@ -82,6 +82,20 @@ int command_start(char **argv, Command *ret) {
         return r;
 }
 
+int command_start_streamed(char **argv, Command *ret, CommandCallFn call, void *userdata) {
+        int fd = -1, r;
+
+        if (command_start(argv, ret) < 0)
+                return EXIT_FAILURE;
+        r = call(userdata, ret->pid, &fd);
+        /* The stream is live: what the command does from its exec on is traced. */
+        if (r == 0 && command_release(ret, fd) < 0)
+                r = EXIT_FAILURE;
+        if (r != 0)
+                (void) command_finish(ret);
+        return r;
+}
+
 static void *command_wait(void *userdata) {
         Command *c = userdata;
         TpdFrame sync = { .type = TPD_FRAME_SYNC };

@@ -30,6 +30,11 @@ typedef struct Command {
 int command_spawn(char **argv, Command *ret);
 /* command_spawn() and command_forward_signals(): 0, or a negative errno (printed). */
 int command_start(char **argv, Command *ret);
+/* command_start(), then call(userdata, pid) asks tpd for the stream of it (0 with the stream's
+ * socket in *ret_fd, or tpctl's exit status after printing why), and the command goes on, released
+ * on that socket. 0, or tpctl's exit status with the command finished. */
+typedef int (*CommandCallFn)(void *userdata, pid_t pid, int *ret_fd);
+int command_start_streamed(char **argv, Command *ret, CommandCallFn call, void *userdata);
 /* Lets it exec; from then on a thread waits for it and sends SYNC on sync_fd when it exits. */
 int command_release(Command *c, int sync_fd);
 /* Signals to tpctl go on to the command (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2). */

@@ -275,6 +275,27 @@ static int stream_over_socket(Connection *conn, VarlinkReply *reply, const Commo
                            varlink_buffer_pending(&conn->in));
 }
 
+/* The Stream call of a command's stream (command_start_streamed()). */
+typedef struct StreamCommandCall {
+        Connection *conn;
+        const CommonOptions *c;
+        char **args;
+        size_t n;
+        VarlinkReply *reply;
+} StreamCommandCall;
+
+static int stream_command_call(void *userdata, pid_t pid, int *ret_fd) {
+        StreamCommandCall *s = userdata;
+        int p = (int) pid, r;
+        CommonOptions own = common_options_following(s->c, &p);
+
+        r = stream_call(s->conn, &own, s->args, s->n, s->reply);
+        if (r != 0)
+                return connection_exit_status(r);
+        *ret_fd = s->conn->fd;
+        return 0;
+}
+
 /* `tpctl stream -- CMD`: CMD and what it forks, until it exited and tpd sent everything it wrote
  * (command.h); tpctl exits as CMD did. */
 static int stream_command(const CommonOptions *c, char **args, size_t n) {
@@ -282,9 +303,8 @@ static int stream_command(const CommonOptions *c, char **args, size_t n) {
         _cleanup_(varlink_reply_done) VarlinkReply reply = {};
         struct sigaction sa_ignore = { .sa_handler = SIG_IGN };
         Command cmd = COMMAND_NULL;
-        CommonOptions own;
         LinesOptions o;
-        int pid, r, status;
+        int r, status;
 
         if (c->n_pids > 0)
                 return usage_error("-p and -- COMMAND: the command is the process to follow");
@@ -292,21 +312,11 @@ static int stream_command(const CommonOptions *c, char **args, size_t n) {
                 return usage_error(
                         "--transport=shm and -- COMMAND: a command's stream goes over the socket");
         (void) sigaction(SIGPIPE, &sa_ignore, NULL);
-        if (command_start(c->command, &cmd) < 0)
-                return EXIT_FAILURE;
-        pid = (int) cmd.pid;
-        own = common_options_following(c, &pid);
         opt.transport = STREAM_TRANSPORT_SOCKET;
-        r = stream_call(&conn, &own, args, n, &reply);
-        if (r != 0) {
-                (void) command_finish(&cmd);
-                return connection_exit_status(r);
-        }
-        /* The stream is live: what CMD does from its exec on is traced. */
-        if (command_release(&cmd, conn.fd) < 0) {
-                (void) command_finish(&cmd);
-                return EXIT_FAILURE;
-        }
+        r = command_start_streamed(c->command, &cmd, stream_command_call,
+                                   &(StreamCommandCall){ &conn, c, args, n, &reply });
+        if (r != 0)
+                return r;
         o = stream_lines_options(c, reply.parameters);
         o.until_sync = true;
         varlink_reply_done(&reply);

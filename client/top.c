@@ -279,13 +279,27 @@ static const char *const sort_names[] = {
         [TOP_SORT_NAME] = "name",
 };
 
-int top_sort_from_string(const char *s, TopSort *ret) {
-        for (size_t i = 0; i < ELEMENTSOF(sort_names); i++)
-                if (streq(s, sort_names[i])) {
-                        *ret = (TopSort) i;
-                        return 0;
-                }
+static const char *const by_names[] = {
+        [TOP_BY_PID] = "pid",
+        [TOP_BY_CGROUP] = "cgroup",
+        [TOP_BY_UNIT] = "unit",
+};
+
+/* The index of s among n names, or -EINVAL. */
+static int top_name_index(const char *const *names, size_t n, const char *s) {
+        for (size_t i = 0; i < n; i++)
+                if (streq(s, names[i]))
+                        return (int) i;
         return -EINVAL;
+}
+
+int top_sort_from_string(const char *s, TopSort *ret) {
+        int i = top_name_index(sort_names, ELEMENTSOF(sort_names), s);
+
+        if (i < 0)
+                return i;
+        *ret = (TopSort) i;
+        return 0;
 }
 
 /* The groups of processes tpctl read while they ran: a process counted after it exited (its last
@@ -342,26 +356,44 @@ static char *top_group_of(int pid, TopBy by) {
 
 /* The processes of each event summed by their group: a sample of its own, for showing (rates are
  * taken between the samples by process, as tpd counts). */
-static TopSample *top_group(const TopSample *s, TopBy by) {
-        TopSample *g = calloc(1, sizeof(TopSample));
+/* A copy of s whose events have room for as many rows as s's, and none yet. */
+static TopSample *top_sample_frame(const TopSample *s) {
+        TopSample *c = calloc(1, sizeof(TopSample));
 
-        if (!g)
+        if (!c)
                 return NULL;
-        *g = *s;
-        g->by = by;
-        g->events = calloc(s->n_events + 1, sizeof(TopEvent));
-        g->n_events = 0;
-        if (!g->events)
+        *c = *s;
+        c->events = calloc(s->n_events + 1, sizeof(TopEvent));
+        c->n_events = c->events_cap = 0;
+        if (!c->events)
                 goto oom;
         for (size_t i = 0; i < s->n_events; i++) {
                 const TopEvent *e = &s->events[i];
-                TopEvent *ge = &g->events[g->n_events++];
+                TopEvent *ce = &c->events[c->n_events++];
 
-                *ge = (TopEvent){ .id = e->id, .total = e->total, .lost = e->lost, .rate = e->rate };
-                ge->name = strdup(e->name);
-                ge->procs = calloc(e->n_procs + 1, sizeof(TopProc));
-                if (!ge->name || !ge->procs)
+                *ce = *e;
+                ce->name = strdup(e->name);
+                ce->procs = calloc(e->n_procs + 1, sizeof(TopProc));
+                ce->n_procs = ce->procs_cap = 0;
+                if (!ce->name || !ce->procs)
                         goto oom;
+        }
+        return c;
+oom:
+        top_sample_free(c);
+        return NULL;
+}
+
+static TopSample *top_group(const TopSample *s, TopBy by) {
+        TopSample *g = top_sample_frame(s);
+
+        if (!g)
+                return NULL;
+        g->by = by;
+        for (size_t i = 0; i < s->n_events; i++) {
+                const TopEvent *e = &s->events[i];
+                TopEvent *ge = &g->events[i];
+
                 for (size_t j = 0; j < e->n_procs; j++) {
                         const TopProc *t = &e->procs[j];
                         _cleanup_free_ char *name = t->pid < 0 ? NULL : top_group_of(t->pid, by);
@@ -823,37 +855,23 @@ int top_run(const TopOptions *options) {
 
 /* A deep copy of s, for showing and for the next rates (the counts go on in s). */
 static TopSample *top_sample_copy(const TopSample *s) {
-        TopSample *c = calloc(1, sizeof(TopSample));
+        TopSample *c = top_sample_frame(s);
 
-        if (!c)
-                return NULL;
-        *c = *s;
-        c->events = calloc(s->n_events + 1, sizeof(TopEvent));
-        c->n_events = c->events_cap = 0;
-        if (!c->events)
-                goto oom;
-        for (size_t i = 0; i < s->n_events; i++) {
+        for (size_t i = 0; c && i < s->n_events; i++) {
                 const TopEvent *e = &s->events[i];
-                TopEvent *ce = &c->events[c->n_events++];
+                TopEvent *ce = &c->events[i];
 
-                *ce = *e;
-                ce->name = strdup(e->name);
-                ce->procs = calloc(e->n_procs + 1, sizeof(TopProc));
-                ce->n_procs = ce->procs_cap = 0;
-                if (!ce->name || !ce->procs)
-                        goto oom;
                 for (size_t j = 0; j < e->n_procs; j++) {
                         ce->procs[j] = e->procs[j];
                         ce->procs[j].comm = e->procs[j].comm ? strdup(e->procs[j].comm) : NULL;
                         ce->n_procs++;
-                        if (e->procs[j].comm && !ce->procs[j].comm)
-                                goto oom;
+                        if (e->procs[j].comm && !ce->procs[j].comm) {
+                                top_sample_free(c);
+                                return NULL;
+                        }
                 }
         }
         return c;
-oom:
-        top_sample_free(c);
-        return NULL;
 }
 
 /* Counts one record of the command's stream: its event, process and name. */
@@ -959,6 +977,30 @@ static int top_command_read(LineReader *lr, TopSample *acc) {
         return 0;
 }
 
+/* The Stream call of the command's records (command_start_streamed()). */
+typedef struct TopCommandCall {
+        Connection *conn;
+        const CommonOptions *c;
+        char **args;
+        size_t n;
+        VarlinkReply *reply;
+} TopCommandCall;
+
+static int top_command_call(void *userdata, pid_t pid, int *ret_fd) {
+        TopCommandCall *t = userdata;
+        int p = (int) pid, r;
+        CommonOptions own = common_options_following(t->c, &p);
+        json_object *params = selection_params(&own, t->args, t->n);
+
+        r = params ? connection_call(t->conn, t->c->socket_path, TPD_METHOD("Stream"), params, true,
+                                     t->reply)
+                   : log_oom();
+        if (r != 0)
+                return connection_exit_status(r);
+        *ret_fd = t->conn->fd;
+        return 0;
+}
+
 /* `tpctl top [EVENT...] -- CMD`: CMD and what it forks, counted by tpctl from a stream of their
  * records (named events, or every one enabled), shown every delay; at the end, after what it wrote
  * was read, the last counts, and tpctl exits as CMD did. */
@@ -970,30 +1012,16 @@ static int top_command(const CommonOptions *c, char **args, size_t n, const TopO
         bool tty = isatty(STDOUT_FILENO);
         TopSample *acc = NULL, *prev = NULL;
         Command cmd = COMMAND_NULL;
-        CommonOptions own;
-        json_object *params;
         uint64_t due;
-        int pid, r = 0, status;
+        int r = 0, status;
 
         if (c->n_pids > 0)
                 return usage_error("-p and -- COMMAND: the command is the process to follow");
         (void) sigaction(SIGPIPE, &sa_ignore, NULL);
-        if (command_start(c->command, &cmd) < 0)
-                return EXIT_FAILURE;
-        pid = (int) cmd.pid;
-        own = common_options_following(c, &pid);
-        params = selection_params(&own, args, n);
-        r = params ? connection_call(&conn, c->socket_path, TPD_METHOD("Stream"), params, true, &reply)
-                   : log_oom();
-        if (r != 0) {
-                (void) command_finish(&cmd);
-                return connection_exit_status(r);
-        }
-        /* The stream is live: what CMD does from its exec on is counted. */
-        if (command_release(&cmd, conn.fd) < 0) {
-                (void) command_finish(&cmd);
-                return EXIT_FAILURE;
-        }
+        r = command_start_streamed(c->command, &cmd, top_command_call,
+                                   &(TopCommandCall){ &conn, c, args, n, &reply });
+        if (r != 0)
+                return r;
         acc = calloc(1, sizeof(TopSample));
         /* Rates from the start: the first refresh has one. */
         prev = calloc(1, sizeof(TopSample));
@@ -1068,7 +1096,7 @@ static int parse_delay(const char *s, uint64_t *ret_usec) {
 }
 
 static int top_parse_option(const OptionSpec *spec, const char *arg) {
-        int iterations;
+        int iterations, by;
 
         switch (spec->id) {
         case ARG_ITERATIONS:
@@ -1085,14 +1113,10 @@ static int top_parse_option(const OptionSpec *spec, const char *arg) {
                         return log_usage("invalid sort key '%s': rate, total, lost or name", arg);
                 return 0;
         case ARG_BY:
-                if (streq(arg, "pid"))
-                        opt.by = TOP_BY_PID;
-                else if (streq(arg, "cgroup"))
-                        opt.by = TOP_BY_CGROUP;
-                else if (streq(arg, "unit"))
-                        opt.by = TOP_BY_UNIT;
-                else
+                by = top_name_index(by_names, ELEMENTSOF(by_names), arg);
+                if (by < 0)
                         return log_usage("invalid --by '%s': pid, cgroup or unit", arg);
+                opt.by = (TopBy) by;
                 return 0;
         }
         return -EINVAL;
