@@ -6,25 +6,12 @@
 #include <stdint.h>
 
 #include "options.h"
+#include "topsample.h"
 
 /*
  * `tpctl top`: tpd's per-event and per-process counters (GetCounters), as rates, every delay. On a
  * terminal a full-screen table with keys; otherwise one block of key=value lines per refresh.
  */
-
-typedef enum TopSort {
-        TOP_SORT_RATE,
-        TOP_SORT_TOTAL,
-        TOP_SORT_LOST,
-        TOP_SORT_NAME,
-} TopSort;
-
-/* What an event's rows are: processes, or the cgroups or systemd units they are in now. */
-typedef enum TopBy {
-        TOP_BY_PID,
-        TOP_BY_CGROUP,
-        TOP_BY_UNIT,
-} TopBy;
 
 typedef struct TopOptions {
         const char *socket_path;
@@ -36,9 +23,6 @@ typedef struct TopOptions {
 
 /* Returns tpctl's exit status. */
 int top_run(const TopOptions *o);
-
-/* Parses "rate", "total", "lost" or "name". */
-int top_sort_from_string(const char *s, TopSort *ret);
 
 /* -n, -d, --sort, --by. */
 extern const OptionTable top_option_table;
