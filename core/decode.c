@@ -7,61 +7,12 @@
 #include <traceevent/trace-seq.h>
 
 #include "core/decode.h"
+#include "core/decode-internal.h"
 #include "core/page.h"
 #include "core/symbolic.h"
 #include "tpd-protocol.h"
 #include "util.h"
 
-typedef enum FieldKind {
-        FIELD_UNSIGNED,
-        FIELD_SIGNED,
-        FIELD_POINTER,
-        FIELD_STRING,      /* char name[N] */
-        FIELD_STRING_LOC,  /* __data_loc char[] name, or __rel_loc */
-        FIELD_STRING_TAIL, /* char name[]: the rest of the record */
-        FIELD_ARRAY,       /* other fixed arrays, elements as integers */
-        FIELD_ARRAY_LOC,   /* __data_loc of other element types */
-        FIELD_ARRAY_TAIL,
-} FieldKind;
-
-typedef struct FieldPlan {
-        uint32_t key; /* offset of `,"name":` in the plan's key text */
-        uint16_t key_len;
-        uint16_t offset;
-        uint16_t size; /* of the field, or of the location word for *_LOC */
-        uint8_t kind;
-        uint8_t elem_size; /* integer width: the field's, or its elements' for arrays */
-        bool is_signed;
-        bool relative; /* __rel_loc: offsets count from the end of the field */
-} FieldPlan;
-
-typedef struct EventPlan {
-        struct tep_event *event;
-        SymbolicProgram sym; /* compiled on first use */
-        char *name;          /* "system:event" */
-        char *keys;          /* `,"event":"s:e","pid":` then each field's key */
-        uint32_t head_len;   /* length of the `,"event"…"pid":` part */
-        uint16_t pid_offset;
-        uint16_t n_fields;
-        size_t max_fixed; /* worst-case bytes of everything but dynamic strings and arrays */
-        FieldPlan fields[];
-} EventPlan;
-
-struct Decoder {
-        struct tep_handle *tep;
-        DecoderCallbacks cb;
-        EventPlan **plans; /* by event id */
-        size_t n_plans;
-        struct trace_seq seq;
-        DecoderStats stats;
-        uint8_t *scratch; /* see decoder_padded_raw() */
-        size_t scratch_used;
-};
-
-/* A record holds 16-bit __data_loc offsets and lengths, and fields end within
- * DECODER_FIELD_END_MAX bytes: nothing libtraceevent reads lies further than this from its start
- * (a __rel_loc offset counts from its field's end, at most a page's size from it). */
-#define SCRATCH_SIZE (DECODER_PADDED_MAX + DECODER_FIELD_END_MAX + 16)
 
 static EventPlan *event_plan_free(EventPlan *p) {
         if (!p)
@@ -86,6 +37,7 @@ int decoder_new(struct tep_handle *tep, const DecoderCallbacks *callbacks, Decod
                 return -ENOMEM;
         }
         d->tep = tep;
+        d->stack_id = -1;
         if (callbacks)
                 d->cb = *callbacks;
         trace_seq_init(&d->seq);
@@ -94,6 +46,7 @@ int decoder_new(struct tep_handle *tep, const DecoderCallbacks *callbacks, Decod
 }
 
 void decoder_reset_plans(Decoder *d) {
+        d->stack_id = -1;
         for (size_t i = 0; i < d->n_plans; i++)
                 d->plans[i] = event_plan_free(d->plans[i]);
 }
@@ -346,7 +299,7 @@ fail:
         return NULL;
 }
 
-static EventPlan *plan_get(Decoder *d, unsigned id) {
+EventPlan *decoder_plan(Decoder *d, unsigned id) {
         if (_likely_(id < d->n_plans && d->plans[id]))
                 return d->plans[id];
 
@@ -363,7 +316,7 @@ static EventPlan *plan_get(Decoder *d, unsigned id) {
 }
 
 const char *decoder_event_name(Decoder *d, unsigned id) {
-        EventPlan *p = plan_get(d, id);
+        EventPlan *p = decoder_plan(d, id);
         return p ? p->name : NULL;
 }
 
@@ -471,8 +424,7 @@ static int encode_fields(JsonBuf *b, const EventPlan *p, const uint8_t *data, si
         return 0;
 }
 
-/* Appends ,"cgroup":… when the callback knows pid's cgroup at ts, with room for the line's end. */
-static int encode_cgroup(Decoder *d, JsonBuf *b, int32_t pid, uint64_t ts) {
+int decoder_put_cgroup(Decoder *d, JsonBuf *b, int32_t pid, uint64_t ts) {
         size_t len = 0;
         const char *s = d->cb.cgroup ? d->cb.cgroup(d->cb.userdata, pid, ts, &len) : NULL;
         int r;
@@ -501,7 +453,7 @@ static int encode_record(Decoder *d, Batch *batch, const uint8_t *data, size_t s
         if (size < 8)
                 return -EBADMSG;
         memcpy(&id, data, 2);
-        p = plan_get(d, id);
+        p = decoder_plan(d, id);
         if (!p) {
                 d->stats.unknown++;
                 return 0;
@@ -545,7 +497,7 @@ static int encode_record(Decoder *d, Batch *batch, const uint8_t *data, size_t s
                 jsonbuf_putc(b, '}');
         /* Likewise "cgroup". */
         if (r >= 0 && (batch->variant & DECODER_VARIANT_CGROUP))
-                r = encode_cgroup(d, b, pid, ts);
+                r = decoder_put_cgroup(d, b, pid, ts);
         if (r >= 0)
                 jsonbuf_put(b, "}\n", 2);
         if (r < 0) {
@@ -604,6 +556,45 @@ int decoder_decode_missed(Decoder *d, uint64_t ts, unsigned cpu, const uint64_t 
         return 1;
 }
 
+int decoder_stack_id(Decoder *d) {
+        struct tep_event *e;
+        struct tep_format_field *f;
+
+        /* Not there: looked up again once formats were added. */
+        if (d->stack_id >= 0 || (d->stack_id == -2 && tep_get_events_count(d->tep) == d->stack_looked_at))
+                return d->stack_id;
+        d->stack_looked_at = tep_get_events_count(d->tep);
+        e = tep_find_event_by_name(d->tep, "ftrace", "kernel_stack");
+        f = e ? tep_find_field(e, "caller") : NULL;
+        d->stack_id = -2;
+        if (f && e->id >= 0 && e->id <= UINT16_MAX && f->offset >= 8 && f->offset <= UINT16_MAX) {
+                d->stack_id = e->id;
+                d->stack_frames_offset = (uint16_t) f->offset;
+        }
+        return d->stack_id;
+}
+
+/* A kernel stack record: joined to the event record before it, of the same task, or when the batch
+ * holds none yet, the batch's lead (its record was in the previous read). Any other is dropped:
+ * its record was lost, or had no format. */
+static void decode_stack(Decoder *d, const void *data, size_t size, const DecoderUnknownRun *unknown,
+                         Batch *batch) {
+        Record *last = batch->n_records > 0 ? &batch->records[batch->n_records - 1] : NULL;
+        int32_t pid;
+
+        memcpy(&pid, (const uint8_t *) data + 4, 4);
+        if (unknown->count > 0)
+                return;
+        if (last && last->kind == RECORD_EVENT && !last->stack && last->pid == pid) {
+                last->stack = data;
+                last->stack_size = (uint32_t) size;
+        } else if (batch->n_records == batch->n_lost && !batch->lead_stack) {
+                batch->lead_stack = data;
+                batch->lead_stack_size = (uint32_t) size;
+                batch->lead_stack_pid = pid;
+        }
+}
+
 int decoder_decode_record(Decoder *d, uint64_t ts, unsigned cpu, const void *data, size_t size,
                           DecoderUnknownRun *unknown, Batch *batch) {
         int r;
@@ -611,7 +602,11 @@ int decoder_decode_record(Decoder *d, uint64_t ts, unsigned cpu, const void *dat
         if (size >= 8) {
                 uint16_t id;
                 memcpy(&id, data, 2);
-                if (!plan_get(d, id)) {
+                if (id == decoder_stack_id(d)) {
+                        decode_stack(d, data, size, unknown, batch);
+                        return 0;
+                }
+                if (!decoder_plan(d, id)) {
                         int32_t pid;
                         memcpy(&pid, (const uint8_t *) data + 4, 4); /* common_pid of every format */
                         d->stats.unknown++;
@@ -708,78 +703,4 @@ void *decoder_padded_raw(Decoder *d, const Record *r) {
                 memcpy(d->scratch, r->raw, n);
         d->scratch_used = n;
         return d->scratch;
-}
-
-int decoder_encode_variant(Decoder *d, Batch *batch, size_t index, unsigned variant) {
-        Record *rec = &batch->records[index];
-        EventPlan *p = NULL;
-        JsonBuf *b = &batch->buf;
-        const char *cgroup = NULL;
-        size_t start, need, cgroup_len = 0;
-        int r;
-
-        if (rec->kind != RECORD_EVENT || (variant & ~(unsigned) batch->variant) == 0 ||
-            (rec->print_length > 0 && rec->variant == variant))
-                return 0;
-
-        need = rec->length + 16;
-        if ((variant & DECODER_VARIANT_SYM) && !(batch->variant & DECODER_VARIANT_SYM)) {
-                p = plan_get(d, rec->event_id);
-                if (p && !p->sym.compiled) {
-                        r = symbolic_compile(&p->sym, p->event);
-                        if (r < 0)
-                                return r;
-                }
-                need += p ? p->sym.max : 16;
-        }
-        if ((variant & DECODER_VARIANT_CGROUP) && !(batch->variant & DECODER_VARIANT_CGROUP) &&
-            d->cb.cgroup) {
-                cgroup = d->cb.cgroup(d->cb.userdata, rec->pid, rec->ts, &cgroup_len);
-                need += cgroup ? cgroup_len + 10 : 0;
-        }
-        if (variant & DECODER_VARIANT_PRINT) {
-                struct tep_record record = {
-                        .ts = rec->ts,
-                        .data = decoder_padded_raw(d, rec),
-                        .size = (int) MIN(rec->raw_size, DECODER_PADDED_MAX),
-                        .record_size = (int) MIN(rec->raw_size, DECODER_PADDED_MAX),
-                        .cpu = (int) rec->cpu,
-                };
-
-                trace_seq_reset(&d->seq);
-                tep_print_event(d->tep, &d->seq, &record, "%s", TEP_PRINT_INFO);
-                trace_seq_terminate(&d->seq);
-                need += JSON_STRING_MAX_LEN(d->seq.len) + 16;
-        }
-
-        r = jsonbuf_reserve(b, need);
-        if (r < 0)
-                return r;
-        rec = &batch->records[index];
-        start = b->len;
-        /* The plain line ends in "}\n": reuse all but those two bytes. */
-        jsonbuf_put(b, b->data + rec->offset, rec->length - 2);
-        if ((variant & DECODER_VARIANT_SYM) && !(batch->variant & DECODER_VARIANT_SYM)) {
-                if (p)
-                        symbolic_put(&p->sym, b, rec->raw, rec->raw_size);
-                else
-                        jsonbuf_put(b, ",\"sym\":{}", 9);
-        }
-        if (cgroup) {
-                jsonbuf_put(b, ",\"cgroup\":", 10);
-                jsonbuf_put(b, cgroup, cgroup_len);
-        }
-        if (variant & DECODER_VARIANT_PRINT) {
-                jsonbuf_put(b, ",\"print\":", 9);
-                json_put_string(b, d->seq.buffer, d->seq.len);
-        }
-        jsonbuf_put(b, "}\n", 2);
-        rec->print_offset = (uint32_t) start;
-        rec->print_length = (uint32_t) (b->len - start);
-        rec->variant = (uint8_t) variant;
-        return 0;
-}
-
-int decoder_encode_print(Decoder *d, Batch *batch, size_t index) {
-        return decoder_encode_variant(d, batch, index, DECODER_VARIANT_PRINT);
 }

@@ -42,6 +42,9 @@ typedef struct DecoderCallbacks {
         /* The cgroup v2 path pid was in at ts as JSON text, a string quoted and escaped (*ret_len
          * bytes, not NUL-terminated), or NULL when unknown: for DECODER_VARIANT_CGROUP. */
         const char *(*cgroup)(void *userdata, int pid, uint64_t ts, size_t *ret_len);
+        /* The kernel symbol of a stack frame's address as "symbol+0xoff" into buf (NUL-terminated,
+         * cut to size): its length, 0 when unknown. For DECODER_VARIANT_STACK. */
+        size_t (*ksym)(void *userdata, uint64_t address, char *buf, size_t size);
         void *userdata;
 } DecoderCallbacks;
 
@@ -99,7 +102,13 @@ enum {
         DECODER_VARIANT_SYM = 1 << 0,    /* "sym": readable forms of integer fields (docs/design.md §3) */
         DECODER_VARIANT_PRINT = 1 << 1,  /* "print": the kernel's formatted text */
         DECODER_VARIANT_CGROUP = 1 << 2, /* "cgroup": the task's cgroup then (the cgroup callback) */
+        DECODER_VARIANT_STACK = 1 << 3,  /* "stack": the frames of Record.stack (the ksym callback) */
 };
+
+/* A record of ftrace:kernel_stack is no record of its own: the decoder joins it to the event record
+ * before it on its CPU (Record.stack), or when none is in the batch, notes it as the batch's
+ * lead_stack. Frames whose address no symbol holds are "[unknown]": no address is ever written. */
+#define DECODER_STACK_UNKNOWN "[unknown]"
 
 /* Makes the variant of record index that adds what the DECODER_VARIANT_* bits say, at
  * print_offset/print_length with variant set (a record keeps the variant made last; another one
@@ -117,6 +126,9 @@ void *decoder_padded_raw(Decoder *d, const Record *r);
 
 /* The command name of pid for a record written at ts, through the comm callback; NULL when unknown. */
 const char *decoder_comm(Decoder *d, int pid, uint64_t ts);
+
+/* The id of ftrace:kernel_stack, or -2 when the formats have none. */
+int decoder_stack_id(Decoder *d);
 
 /* The "system:event" name of an event id, or NULL. */
 const char *decoder_event_name(Decoder *d, unsigned id);

@@ -104,7 +104,7 @@ void json_put_hex(JsonBuf *b, uint64_t v) {
 
 /* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 when it is not valid. Rejects
  * overlong forms, surrogates and code points above U+10FFFF, as RFC 3629 requires. */
-static size_t utf8_sequence_length(const unsigned char *s, size_t n) {
+size_t utf8_sequence_length(const unsigned char *s, size_t n) {
         unsigned char c = s[0];
 
         if (c < 0x80)
@@ -226,6 +226,8 @@ void batch_reset(Batch *b) {
         b->n_lost = 0;
         b->plain_end = 0;
         b->variant = 0;
+        b->lead_stack = NULL;
+        b->lead_stack_size = 0;
 }
 
 Record *batch_add_record(Batch *b) {

@@ -48,6 +48,8 @@ void json_put_hex(JsonBuf *b, uint64_t v);
 /* Up to n bytes of s, stopping at the first NUL, quoted and escaped. Bytes that are not valid
  * UTF-8 become U+FFFD, so the output is always valid JSON text. */
 void json_put_string(JsonBuf *b, const char *s, size_t n);
+/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 when it is not valid. */
+size_t utf8_sequence_length(const unsigned char *s, size_t n);
 /* Reserves and writes a string; for callers outside the hot path. */
 int json_append_string(JsonBuf *b, const char *s, size_t n);
 
@@ -71,6 +73,10 @@ typedef struct Record {
         uint16_t event_id;
         uint8_t kind;
         uint8_t variant; /* what print_offset's line adds: DECODER_VARIANT_* bits (decode.h) */
+        /* The ftrace:kernel_stack record the kernel wrote after this one (its payload), joined by the
+         * decoder or by tpd's glue; NULL without. Valid only while its page is. */
+        const void *stack;
+        uint32_t stack_size;
         uint64_t lost;
         /* Of a lost record of the kernel's (overrun, dropped): its counter before these losses,
          * so that a stream started since is charged only with what came after its start. */
@@ -108,6 +114,11 @@ typedef struct Batch {
         /* What the plain lines carry beyond the plain record, DECODER_VARIANT_* bits (decode.h):
          * set by who fills the batch, when every stream wants that part. */
         uint8_t variant;
+        /* A kernel stack record before any event record of the batch: its record was in the CPU's
+         * previous batch (a read ended between the two). Valid only while its page is. */
+        const void *lead_stack;
+        uint32_t lead_stack_size;
+        int32_t lead_stack_pid;
 } Batch;
 
 Batch *batch_new(void);

@@ -22,6 +22,7 @@ Recording *recording_free(Recording *rec) {
         stream_done(&rec->stream);
         free(rec->missed);
         free(rec->overrun_seen);
+        free(rec->stack_pid);
         free(rec->comm_pids);
         free(rec->scratch);
         free(rec->notice);
@@ -41,9 +42,12 @@ int recording_new(unsigned n_cpus, size_t max_bytes, Recording **ret) {
                 return r;
         }
         rec->comm_key = hash_key_new();
+        for (unsigned i = 0; rec->stack_pid && i < n_cpus; i++)
+                rec->stack_pid[i] = -1;
         rec->missed = calloc(n_cpus, sizeof(uint64_t));
         rec->overrun_seen = calloc((size_t) n_cpus * 2, sizeof(uint64_t));
-        if (!rec->missed || !rec->overrun_seen) {
+        rec->stack_pid = malloc(n_cpus * sizeof(int32_t));
+        if (!rec->missed || !rec->overrun_seen || !rec->stack_pid) {
                 recording_free(rec);
                 return -ENOMEM;
         }
@@ -365,8 +369,17 @@ static bool recording_page_keep(void *userdata, const PageEntry *e) {
         memcpy(&id, e->payload, 2);
         memcpy(&r.pid, e->payload + 4, 4);
         r.event_id = id;
+        /* A stack goes with the record it follows, which this walk (or the CPU's last) kept. */
+        if (k->rec->stream.stack && (int) id == decoder_stack_id(k->d)) {
+                bool keep = k->rec->stack_pid[k->cpu] == r.pid;
+
+                k->rec->stack_pid[k->cpu] = -1;
+                return keep;
+        }
+        k->rec->stack_pid[k->cpu] = -1;
         if (!selection_matches(&k->rec->stream.selection, k->d, &r))
                 return false;
+        k->rec->stack_pid[k->cpu] = r.pid;
         if (k->names && k->error >= 0 && r.pid > 0 && r.pid != k->last_pid)
                 k->error = recording_send_comm(k->rec, k->d, k->cpu, r.pid, r.ts);
         k->last_pid = r.pid;

@@ -36,6 +36,9 @@ typedef struct Recording {
         size_t scratch_size;
         uint64_t pages; /* queued */
         char *notice;   /* a notice frame's payload that found the queue full: the latest one */
+        /* Keep the kernel's stack record after each record kept (stream.stack): per CPU, the pid of
+         * the last record kept when it was the last one walked, else -1. */
+        int32_t *stack_pid;
 } Recording;
 
 /* What a recording needs to know of the pages it is offered. */

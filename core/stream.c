@@ -337,7 +337,7 @@ int stream_report_drops(Stream *s, bool always) {
 
 unsigned stream_variant(const Stream *s) {
         return (s->selection.print ? DECODER_VARIANT_PRINT : 0) | (s->symbolic ? DECODER_VARIANT_SYM : 0) |
-               (s->cgroup ? DECODER_VARIANT_CGROUP : 0);
+               (s->cgroup ? DECODER_VARIANT_CGROUP : 0) | (s->stack ? DECODER_VARIANT_STACK : 0);
 }
 
 /* Whether the stream needs a variant of b's lines: it wants more than they carry. */

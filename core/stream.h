@@ -36,6 +36,7 @@ typedef struct Stream {
         bool symbolic; /* add "sym", the readable forms of integer fields */
         bool realtime; /* gets clock records when the wall clock is stepped */
         bool cgroup;   /* add "cgroup", each record's task's cgroup then */
+        bool stack;    /* add "stack", each record's kernel stack (Record.stack) */
 
         Queue queue;
         size_t max_bytes;

@@ -274,6 +274,7 @@ static const struct {
         { TPD_METHOD("GetCounters"), status_method_get_counters },
         { TPD_METHOD("Stream"), streams_method_stream },
         { TPD_METHOD("Record"), streams_method_record },
+        { TPD_METHOD("Aggregate"), streams_method_aggregate },
 };
 
 int api_dispatch(Manager *m, Peer *p, const VarlinkCall *call) {

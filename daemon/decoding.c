@@ -115,6 +115,10 @@ static const char *manager_cgroup_at(void *userdata, int pid, uint64_t ts, size_
         return manager_attribution_at(userdata, pid, ts, ret_len);
 }
 
+static size_t manager_ksym(void *userdata, uint64_t address, char *buf, size_t size) {
+        return manager_stacks_name(userdata, address, buf, size);
+}
+
 /* The decoders and what they ask of the manager: command names, and the losses pages flag. */
 int manager_setup_decoding(Manager *m) {
         _cleanup_free_ char *clock = NULL;
@@ -131,6 +135,7 @@ int manager_setup_decoding(Manager *m) {
                 .comm = m->comm,
                 .missed = manager_missed,
                 .cgroup = manager_cgroup_at,
+                .ksym = manager_ksym,
                 .userdata = m,
         };
         r = decode_context_decoder(&m->decode_context, tracing_tep(m->tracing), &m->decoder);

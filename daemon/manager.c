@@ -87,19 +87,24 @@ static uint64_t manager_overrun_now(void *userdata, unsigned cpu) {
 }
 
 /* Offers a batch of one CPU to every stream. */
-static void manager_offer(Manager *m, Batch *b) {
+static void manager_offer(Manager *m, unsigned cpu, Batch *b) {
         int r;
 
         b->plain_end = b->buf.len;
         /* Once for every stream that reads a ring, then each other stream gets its share. */
         shm_rings_publish_batch(&m->rings, m->decoder, b);
         for (Peer *p = m->peers; p; p = p->next) {
-                if (!p->stream || p->recording || p->shm)
+                if (!p->stream || p->recording || p->shm || (p->stream->stack && !p->aggregation))
                         continue;
+                if (p->aggregation) {
+                        aggregation_feed(p->aggregation, m->decoder, p->stream, b);
+                        continue;
+                }
                 r = stream_offer_batch(p->stream, m->decoder, b);
                 if (r < 0)
                         log_warning_errno(r, "Peer %d: failed to queue records: %m", (int) p->pid);
         }
+        manager_stacks_offer(m, cpu, b);
 }
 
 /* Losses the kernel counts without flagging a page: "dropped events" (overwrite off: the writer
@@ -145,7 +150,7 @@ static void manager_report_kernel_losses(Manager *m) {
                         return;
                 manager_losses_into(m, cpu, ts, b);
                 if (b->n_records > 0)
-                        manager_offer(m, b);
+                        manager_offer(m, cpu, b);
                 batch_trim(b);
                 batch_unref(b);
         }
@@ -170,7 +175,7 @@ static uint8_t manager_inline_variant(Manager *m, bool loop) {
         bool streams = false;
 
         for (Peer *p = m->peers; p; p = p->next)
-                if (p->stream && !p->recording) {
+                if (p->stream && !p->recording && !p->aggregation) {
                         unsigned v = stream_variant(p->stream);
 
                         all &= v;
@@ -194,10 +199,11 @@ void manager_on_decoded(Manager *m, unsigned cpu, Batch *b, int error) {
         if (b->n_records == 0)
                 return;
         manager_count_batch(m, b);
-        manager_offer(m, b);
+        manager_offer(m, cpu, b);
         manager_flush_peers(m);
-        /* Queues hold lines of it: keep only what they were charged for. */
-        if (b->refs > 1)
+        /* Queues hold lines of it: keep only what they were charged for (a record waiting for its
+         * stack still needs them all). */
+        if (b->refs > 1 && !manager_stacks_holds(m, b))
                 batch_trim(b);
 }
 
@@ -363,6 +369,7 @@ static int manager_on_flush(sd_event_source *s, uint64_t usec, void *userdata) {
                 manager_follow_tick(m);
         else
                 manager_read_all(m);
+        manager_stacks_tick(m);
         if (m->n_streams > 0) {
                 manager_report_kernel_losses(m);
                 /* No page may follow to push out what was just queued. */
@@ -469,11 +476,20 @@ static void manager_on_peer_free(Peer *p, void *userdata) {
         m->n_peers--;
         if (p->refusal_error)
                 m->n_refused--;
+        p->aggregation = aggregation_free(p->aggregation);
         if (p->stream) {
                 if (p->stream->selection.follow)
                         manager_follow_stop(m);
                 if (p->stream->cgroup)
                         manager_attribution_stop(m);
+                if (p->stream->stack) {
+                        for (size_t i = 0; i < p->n_held; i++)
+                                if (tracing_event_stack(m->tracing, p->held[i], false) < 0)
+                                        log_warning("Failed to remove the stacktrace trigger of '%s'.",
+                                                    p->held[i]->name);
+                        if (!p->recording)
+                                manager_stacks_stop(m);
+                }
                 m->n_streams--;
                 if (p->recording)
                         m->n_recordings--;

@@ -14,6 +14,7 @@
 #include "core/cgroup-history.h"
 #include "core/counters.h"
 #include "core/decode.h"
+#include "core/ksyms.h"
 #include "lineage.h"
 #include "loop.h"
 #include "reader.h"
@@ -133,6 +134,18 @@ typedef struct Manager {
                 unsigned fork_reads;    /* children read from /proc since the last flush */
         } attribution;
 
+        /* Streams whose records carry their kernel stacks (stacking.c). */
+        struct {
+                unsigned n;
+                Ksyms ksyms;           /* /proc/kallsyms, while n > 0 */
+                uint64_t modules_hash; /* of /proc/modules when it was read */
+                uint64_t checked_usec; /* CLOCK_MONOTONIC of the last look at /proc/modules */
+                uint64_t reloads;
+                /* Per CPU: the last record of its last batch, whose stack the next read brings. */
+                struct StackHold *hold;
+                uint64_t held, joined_late, unjoined;
+        } stacks;
+
         Batch *batch;   /* reused while no peer holds a part of it */
         ShmRings rings; /* the shared-memory rings of streams that read them (rings.h) */
 
@@ -236,6 +249,28 @@ void manager_attribution_exit(Manager *m, const LineageChange *c);
 void manager_attribution_move(Manager *m, const LineageChange *c, const int32_t *tids, size_t n);
 /* After a flush: forgets the tasks that exited well before watermark, once a second at most. */
 void manager_attribution_expire(Manager *m, uint64_t watermark);
+
+/* aggregating.c (aggregating.h): a stream whose records go into an aggregation. */
+typedef struct Aggregation Aggregation;
+Aggregation *aggregation_free(Aggregation *a);
+/* Takes what the stream selects of a batch of one CPU. */
+void aggregation_feed(Aggregation *a, Decoder *d, Stream *s, const Batch *b);
+
+/* stacking.c: streams whose records carry their kernel stacks. The first one reads the kernel's
+ * symbols, the last one frees them. */
+int manager_stacks_start(Manager *m);
+void manager_stacks_stop(Manager *m);
+/* The loop decoder's ksym callback (core/decode.h). */
+size_t manager_stacks_name(Manager *m, uint64_t address, char *buf, size_t size);
+/* Offers b of cpu to the streams that want stacks: first the record held from the CPU's last batch,
+ * now with the stack that b leads with, then b's records but a last one whose stack is not read
+ * yet, which waits for the next batch (or the next flush). */
+void manager_stacks_offer(Manager *m, unsigned cpu, Batch *b);
+/* From the flush timer: the records that waited since the last one go out without their stack,
+ * and /proc/modules is looked at every few seconds (symbols reloaded when it changed). */
+void manager_stacks_tick(Manager *m);
+/* Whether b is held (not to be trimmed yet). */
+bool manager_stacks_holds(const Manager *m, const Batch *b);
 
 static inline bool manager_following(const Manager *m) {
         return m->follow.n > 0 || m->follow.draining || m->follow.reading || m->lineage.queued > 0;

@@ -69,7 +69,8 @@ struct Peer {
         Stream *stream;        /* a live stream, or the head of recording */
         struct ShmReader *shm; /* the stream reads a shared-memory ring; the socket carries frames */
         Recording *recording;  /* a recording: frames of pages */
-        TracingEvent **held;   /* the owner's: events this stream enabled for its lifetime */
+        struct Aggregation *aggregation; /* the owner's: the stream's records go into it */
+        TracingEvent **held;             /* the owner's: events this stream enabled for its lifetime */
         size_t n_held;
         sd_event_source *stall_timer; /* armed while a call is half received */
         uint64_t n_calls;             /* calls received, to see progress */

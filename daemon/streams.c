@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "access.h"
+#include "aggregating.h"
 #include "calls.h"
 #include "cgroups.h"
 #include "core/cgroup.h"
@@ -54,6 +55,7 @@ typedef struct StreamParams {
         const char *cgroup; /* a cgroup v2 subtree's tasks */
         char **with;        /* what records carry beyond their fields: "cgroup" */
         size_t n_with;
+        bool stack; /* the records' kernel stacks */
 } StreamParams;
 
 #define STREAM_PARAM(f) offsetof(StreamParams, f)
@@ -70,6 +72,7 @@ static const CallParam stream_params[] = {
         { "follow", CALL_PARAM_BOOL, STREAM_PARAM(follow) },
         { "cgroup", CALL_PARAM_STRING, STREAM_PARAM(cgroup), 0, CGROUP_PATH_MAX },
         { "with", CALL_PARAM_STRINGS, STREAM_PARAM(with), STREAM_PARAM(n_with), 8 },
+        { "stack", CALL_PARAM_BOOL, STREAM_PARAM(stack) },
 };
 
 static void stream_params_done(StreamParams *p) {
@@ -92,10 +95,59 @@ typedef struct StreamSetup {
         bool shm;       /* and it was "shm" */
         bool follow;    /* the pids' descendants too (lineage.h): over the socket */
         bool cgroup;    /* its records carry their task's cgroup (attributing.c): the same */
+        bool stack;     /* its records carry their kernel stacks (stacking.c): the same */
 } StreamSetup;
+
+/* Drops the stacktrace triggers of the first n events. */
+static void release_stacks(Manager *m, TracingEvent **events, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (tracing_event_stack(m->tracing, events[i], false) < 0)
+                        log_warning("Failed to remove the stacktrace trigger of '%s'.", events[i]->name);
+}
+
+/* The stacks of the stream's events: the kernel's symbols read (once for all such streams; a
+ * recording's reader names them), and the stacktrace trigger set on each. Returns 0, 1 when an
+ * error reply was queued, or a negative errno. */
+static int stream_setup_stacks(Manager *m, Peer *peer, bool recording, TracingEvent **events, size_t n) {
+        bool names = !recording;
+        TracingEvent *stack_event;
+        size_t i;
+        int r;
+
+        /* The decoders need its format to know its records. */
+        r = tracing_event_get(m->tracing, "ftrace:kernel_stack", &stack_event);
+        if (r < 0) {
+                r = tracefs_error(peer, r, "read the format of ftrace:kernel_stack");
+                return r < 0 ? r : 1;
+        }
+        r = names ? manager_stacks_start(m) : 0;
+        if (r < 0) {
+                r = peer_errorf(peer, TPD_ERROR_TRACEFS_UNAVAILABLE, "reason", "kallsyms",
+                                "tpd cannot read the kernel's symbols (/proc/kallsyms) to name stacks: %s",
+                                strerror(-r));
+                return r < 0 ? r : 1;
+        }
+        for (i = 0; i < n; i++) {
+                r = tracing_event_stack(m->tracing, events[i], true);
+                if (r < 0)
+                        break;
+        }
+        if (i == n)
+                return 0;
+        release_stacks(m, events, i);
+        if (names)
+                manager_stacks_stop(m);
+        r = tracefs_error(peer, r, "set the stacktrace trigger");
+        return r < 0 ? r : 1;
+}
 
 static void stream_setup_done(Manager *m, StreamSetup *st, bool release) {
         if (release) {
+                if (st->stack) {
+                        release_stacks(m, st->events, st->n_events);
+                        if (!st->recording)
+                                manager_stacks_stop(m);
+                }
                 release_holds(m, st->events, st->n_events);
                 if (st->follow)
                         manager_follow_stop(m);
@@ -278,7 +330,7 @@ static int stream_setup(Manager *m, Peer *peer, const VarlinkCall *call, const c
         _cleanup_free_ TracingEvent **events = NULL;
         size_t n = 0, max_bytes = (size_t) m->config.client_queue_kb * 1024;
         StreamSetup st = {};
-        bool with_cgroup = false;
+        bool with_cgroup = false, stacks;
         int r;
 
         if (check_keys(peer, call, keys) < 0)
@@ -299,6 +351,21 @@ static int stream_setup(Manager *m, Peer *peer, const VarlinkCall *call, const c
         r = stream_check_cgroup(peer, &p);
         if (r == 0)
                 r = stream_check_with(peer, &p, &with_cgroup);
+        /* A recording's stacks are the kernel's addresses, which its reader names. */
+        if (r == 0 && p.stack && recording && !access_kernel_addresses(&m->access, peer))
+                r = peer_errorf(peer, VARLINK_ERROR_PERMISSION_DENIED, "parameter", "stack",
+                                "A recording's stacks are kernel addresses: only root records them "
+                                "(KernelAddresses=yes lets members too). \"tpctl stream --stack\" "
+                                "names the frames.") < 0
+                            ? -ENOMEM
+                            : 1;
+        if (r == 0 && p.stack && p.n_events == 0)
+                r = peer_errorf(
+                            peer, VARLINK_ERROR_INVALID_PARAMETER, "parameter", "stack",
+                            "\"stack\" sets the kernel's stacktrace trigger on the events it names: name "
+                            "them.") < 0
+                            ? -ENOMEM
+                            : 1;
         if (r != 0)
                 return r;
         r = access_check_stream(&m->access, m->peers, m->n_streams, peer);
@@ -319,6 +386,11 @@ static int stream_setup(Manager *m, Peer *peer, const VarlinkCall *call, const c
         st.stream->symbolic = p.symbolic;
         st.stream->realtime = p.realtime;
         r = stream_setup_selection(m, peer, &p, events, n, &st.stream->selection);
+        /* The trigger before the enable: every record of an event enabled for this stream has its
+         * stack (a trigger on a disabled event records nothing). */
+        if (r == 0 && p.stack)
+                r = stream_setup_stacks(m, peer, recording, events, n);
+        stacks = r == 0 && p.stack;
         if (r == 0)
                 r = stream_setup_hold(m, peer, events, n, &st);
         if (r == 0 && (p.follow || p.cgroup)) {
@@ -342,9 +414,16 @@ static int stream_setup(Manager *m, Peer *peer, const VarlinkCall *call, const c
                 }
         }
         if (r != 0) {
+                if (stacks) {
+                        release_stacks(m, events, n);
+                        if (!recording)
+                                manager_stacks_stop(m);
+                }
                 stream_setup_done(m, &st, false);
                 return r;
         }
+        st.stack = p.stack;
+        st.stream->stack = p.stack;
         st.follow = p.follow || p.cgroup;
         st.cgroup = with_cgroup;
         st.stream->cgroup = with_cgroup;
@@ -375,7 +454,7 @@ static ShmReader *stream_setup_shm(Manager *m, Peer *peer, const VarlinkCall *ca
 
         /* Whom a following stream selects changes with each fork, and lines with a cgroup are made
          * for each stream: a reader of the ring could see neither. */
-        if (!st->shm || st->follow || st->cgroup || !call->upgrade || !m->config.shm_transport)
+        if (!st->shm || st->follow || st->cgroup || st->stack || !call->upgrade || !m->config.shm_transport)
                 return NULL;
         r = shm_reader_new(&m->rings, st->stream, peer, &rd);
         if (r >= 0) {
@@ -419,8 +498,9 @@ static void stream_reply_transport(json_object *p, const StreamSetup *st, const 
 }
 
 int streams_method_stream(Manager *m, Peer *peer, const VarlinkCall *call) {
-        static const char *const keys[] = { "events",   "pids",      "cpus",   "filter", "print", "symbolic",
-                                            "realtime", "transport", "follow", "cgroup", "with",  NULL };
+        static const char *const keys[] = { "events",   "pids",     "cpus",      "filter", "print",
+                                            "symbolic", "realtime", "transport", "follow", "cgroup",
+                                            "with",     "stack",    NULL };
         _cleanup_free_ char *clock = NULL;
         StreamSetup st = {};
         ShmReply sr = { .fds = { -1, -1 } };
@@ -531,7 +611,8 @@ static int record_queue_files(Manager *m, StreamSetup *st, bool kernel_addresses
 }
 
 int streams_method_record(Manager *m, Peer *peer, const VarlinkCall *call) {
-        static const char *const keys[] = { "events", "pids", "cpus", "filter", "follow", "cgroup", NULL };
+        static const char *const keys[] = { "events", "pids",   "cpus",  "filter",
+                                            "follow", "cgroup", "stack", NULL };
         _cleanup_free_ char *clock = NULL;
         StreamSetup st = {};
         json_object *p, *names;
@@ -578,5 +659,47 @@ int streams_method_record(Manager *m, Peer *peer, const VarlinkCall *call) {
         log_debug("Peer %d: recording started (%zu events%s).", (int) peer->pid, st.n_events,
                   st.filtered ? ", filtered" : "");
         stream_setup_commit(m, peer, &st, true);
+        return 0;
+}
+
+/* Aggregate: a stream like Stream's, whose records go to an aggregation instead of its queue. */
+int streams_method_aggregate(Manager *m, Peer *peer, const VarlinkCall *call) {
+        static const char *const keys[] = { "kind",   "events",      "field",       "key",  "by",
+                                            "linear", "interval_ms", "duration_ms", "pids", "cpus",
+                                            "filter", "follow",      "cgroup",      NULL };
+        _cleanup_(aggregation_freep) Aggregation *a = NULL;
+        StreamSetup st = {};
+        json_object *events;
+        int r;
+
+        if (!call->more)
+                return peer_errorf(peer, VARLINK_ERROR_EXPECTED_MORE, NULL, NULL,
+                                   "Aggregate needs \"more\" set in the call.");
+        if (check_keys(peer, call, keys) < 0)
+                return 0;
+        if (!json_object_object_get_ex(call->parameters, "events", &events) ||
+            !json_object_is_type(events, json_type_array) || json_object_array_length(events) == 0)
+                return invalid_parameter(peer, "events") < 0 ? -ENOMEM : 0;
+        r = aggregation_parse(peer, call, &a);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        r = stream_setup(m, peer, call, keys, STREAM_MORE, false, &st);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        r = aggregation_bind(a, peer, st.events, st.n_events);
+        if (r != 0) {
+                stream_setup_done(m, &st, true);
+                return r < 0 ? r : 0;
+        }
+        /* Batches the workers hold were read before it. */
+        manager_sync_decoding(m);
+        r = aggregation_start(a, m, peer);
+        if (r < 0) {
+                stream_setup_done(m, &st, true);
+                return r;
+        }
+        peer->aggregation = TAKE_PTR(a);
+        log_debug("Peer %d: aggregation started (%zu events).", (int) peer->pid, st.n_events);
+        stream_setup_commit(m, peer, &st, false);
         return 0;
 }

@@ -13,3 +13,5 @@
  */
 int streams_method_stream(Manager *m, Peer *p, const VarlinkCall *call);
 int streams_method_record(Manager *m, Peer *p, const VarlinkCall *call);
+/* Aggregate (daemon/aggregating.h). */
+int streams_method_aggregate(Manager *m, Peer *p, const VarlinkCall *call);

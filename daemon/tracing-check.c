@@ -146,6 +146,23 @@ static void check_filter(Tracing *t, TracingEvent *e, CheckReport *rep) {
                 report_add(rep, "a filter '%s' was set on %s, cleared", strempty(esc), e->name);
 }
 
+/* The stacktrace trigger of an event whose stacks streams want: removed behind tpd's back, set
+ * again (the trigger file lists "stacktrace:unlimited" while it is set). */
+static void check_trigger(Tracing *t, TracingEvent *e, CheckReport *rep) {
+        _cleanup_free_ char *now =
+                tracefs_event_file_read(t->instance, e->system, e->event, "trigger", NULL);
+        int r;
+
+        if (!now || strncmp(now, "stacktrace", 10) == 0 || strstr(now, "\nstacktrace"))
+                return;
+        r = tracing_event_write(t, e, "trigger", "stacktrace");
+        if (r < 0)
+                report_add(rep, "the stacktrace trigger of %s was removed; setting it again failed: %s",
+                           e->name, strerror(-r));
+        else
+                report_add(rep, "the stacktrace trigger of %s was removed, set again", e->name);
+}
+
 static void check_events(Tracing *t, CheckReport *rep) {
         _cleanup_free_ char *text = NULL;
         _cleanup_free_ char **lines = NULL;
@@ -244,6 +261,8 @@ int tracing_check(Tracing *t, char **ret_report) {
                 if (e->always_on || (!e->enabled && !e->filter))
                         continue;
                 check_filter(t, e, &rep);
+                if (e->stacked)
+                        check_trigger(t, e, &rep);
                 checked++;
         }
         /* The next check goes on where this one stopped. */

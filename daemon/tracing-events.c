@@ -18,8 +18,9 @@
 #include "tracing.h"
 
 /* The events of the "ftrace" system record without being enabled and are missing from
- * available_events; print is the one an instance's trace_marker produces. */
-static const char *const always_on_events[] = { "ftrace:print" };
+ * available_events; print is the one an instance's trace_marker produces, kernel_stack the one the
+ * stacktrace trigger does (its records come as "stack" on the record they follow). */
+static const char *const always_on_events[] = { "ftrace:print", "ftrace:kernel_stack" };
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(TracingEvent *, tracing_event_free);
 
@@ -543,6 +544,27 @@ int tracing_event_hold(Tracing *t, TracingEvent *e, bool hold) {
         if (r < 0)
                 e->internal--;
         return r;
+}
+
+int tracing_event_stack(Tracing *t, TracingEvent *e, bool stack) {
+        bool want;
+        int r;
+
+        if (stack)
+                e->stacks++;
+        else if (e->stacks > 0)
+                e->stacks--;
+        want = e->stacks > 0;
+        if (want == e->stacked)
+                return 0;
+        r = tracing_event_write(t, e, "trigger", want ? "stacktrace" : "!stacktrace");
+        if (r < 0) {
+                if (stack)
+                        e->stacks--;
+                return r;
+        }
+        e->stacked = want;
+        return 0;
 }
 
 int tracing_event_print_fmt(Tracing *t, TracingEvent *e, char **ret) {

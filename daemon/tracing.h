@@ -43,6 +43,9 @@ typedef struct TracingEvent {
         bool pinned; /* n_pin_uids > 0 */
         bool enabled;
         bool always_on; /* ftrace:* events have no enable switch: they are always recorded */
+        /* Streams that want its records' kernel stacks, and whether its stacktrace trigger is set. */
+        unsigned stacks;
+        bool stacked;
 } TracingEvent;
 
 /* The kernel's counters as per_cpu/cpuN/stats reads now (cpustats.h sums them over resets). */
@@ -139,6 +142,10 @@ int tracing_event_ref(Tracing *t, TracingEvent *e);
 int tracing_event_unref(Tracing *t, TracingEvent *e);
 /* tpd's own hold of an event (TracingEvent.internal), counted like a stream's. */
 int tracing_event_hold(Tracing *t, TracingEvent *e, bool hold);
+/* A stream's hold of the event's stacktrace trigger in the instance (the kernel then writes an
+ * ftrace:kernel_stack record after each of its records), counted: set with the first, removed
+ * with the last. */
+int tracing_event_stack(Tracing *t, TracingEvent *e, bool stack);
 
 /* Whether a pin, a stream or the config wants the event's records (tpd's own hold aside). */
 static inline bool tracing_event_wanted(const TracingEvent *e) {

@@ -32,11 +32,18 @@ static const char *context_cgroup(void *userdata, int pid, uint64_t ts, size_t *
         return c->cgroup ? c->cgroup(c->userdata, pid, ts, ret_len) : NULL;
 }
 
+static size_t context_ksym(void *userdata, uint64_t address, char *buf, size_t size) {
+        DecodeContext *c = userdata;
+
+        return c->ksym ? c->ksym(c->userdata, address, buf, size) : 0;
+}
+
 int decode_context_decoder(DecodeContext *c, struct tep_handle *tep, Decoder **ret) {
         DecoderCallbacks callbacks = {
                 .comm = context_comm,
                 .missed = context_missed,
                 .cgroup = context_cgroup,
+                .ksym = context_ksym,
                 .userdata = c,
         };
 

@@ -34,6 +34,8 @@ typedef struct DecodeContext {
         /* A task's cgroup at a time (DecoderCallbacks.cgroup): for the loop's decoder only, which
          * makes the lines that carry it; NULL for the workers'. */
         const char *(*cgroup)(void *userdata, int pid, uint64_t ts, size_t *ret_len);
+        /* A kernel address's symbol (DecoderCallbacks.ksym): the loop's decoder only, likewise. */
+        size_t (*ksym)(void *userdata, uint64_t address, char *buf, size_t size);
         void *userdata;
         /* Set by the missed callback while a page decodes. */
         bool have_base;
