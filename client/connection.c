@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <grp.h>
+#include <poll.h>
 #include <pwd.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -107,8 +108,10 @@ static int connection_connect(Connection *c, const char *path) {
  * while the call is being sent (EPIPE, or ECONNRESET), or after (ECONNRESET, or end of file on the
  * read). All of them are the same fault and get the same words.
  */
-static int connection_closed(void) {
-        log_error_errno(-ECONNRESET, "tpd closed the connection without replying");
+static int connection_closed(const Connection *c) {
+        /* After replies (of a call with "more", or an earlier call), tpd stopped while it served. */
+        log_error_errno(-ECONNRESET, c->replied ? "tpd closed the connection"
+                                                : "tpd closed the connection without replying");
         log_hint("tpd failed to start, or stopped; see journalctl -u tpd");
         return -ECONNRESET;
 }
@@ -118,7 +121,7 @@ static int connection_send(Connection *c, const char *method, json_object *param
         size_t len;
         int r;
 
-        r = varlink_call_format(method, params, upgrade, &text, &len);
+        r = varlink_call_format(method, params, upgrade, c->more, &text, &len);
         if (r < 0)
                 return log_oom();
         if (len > TPD_MESSAGE_MAX)
@@ -131,7 +134,7 @@ static int connection_send(Connection *c, const char *method, json_object *param
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
-                        return connection_closed();
+                        return connection_closed(c);
                 if (n < 0)
                         return log_error_errno(-errno, "cannot send to tpd: %m");
                 done += (size_t) n;
@@ -192,6 +195,7 @@ static int connection_recv(Connection *c, VarlinkReply *ret) {
 
         connection_close_fds(c);
         for (;;) {
+                struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
                 char *p;
                 ssize_t n;
 
@@ -200,6 +204,13 @@ static int connection_recv(Connection *c, VarlinkReply *ret) {
                         return log_error_errno(r, "reply from tpd exceeds %u bytes", CONNECTION_REPLY_MAX);
                 if (r > 0)
                         break;
+                /* ppoll() unblocks the signals and waits in one step: a signal that came just before
+                 * the wait ends it too. */
+                if (c->wait_mask && ppoll(&pfd, 1, NULL, c->wait_mask) < 0) {
+                        if (errno == EINTR)
+                                return -EINTR;
+                        return log_error_errno(-errno, "cannot wait for tpd: %m");
+                }
 
                 r = varlink_buffer_space(&c->in, CONNECTION_READ_SIZE, &p);
                 if (r < 0)
@@ -208,7 +219,7 @@ static int connection_recv(Connection *c, VarlinkReply *ret) {
                 if (n == -EINTR)
                         continue;
                 if (n == 0 || n == -ECONNRESET)
-                        return connection_closed();
+                        return connection_closed(c);
                 if (n == -EBADMSG)
                         return log_error_errno(n, "tpd sent more file descriptors than expected");
                 if (n < 0)
@@ -221,6 +232,7 @@ static int connection_recv(Connection *c, VarlinkReply *ret) {
                 return log_oom();
         if (r < 0)
                 return log_error_errno(r, "tpd sent a malformed reply");
+        c->replied = true;
         return 0;
 }
 
@@ -297,21 +309,29 @@ int connection_call(Connection *c, const char *socket_path, const char *method, 
         return 0;
 }
 
-int connection_call_again(Connection *c, const char *method, json_object *params, VarlinkReply *ret_reply) {
+int connection_next(Connection *c, const char *socket_path, VarlinkReply *ret_reply) {
         int r;
 
-        r = connection_send(c, method, TAKE_PTR(params), false);
-        if (r >= 0)
-                r = connection_recv(c, ret_reply);
+        varlink_reply_done(ret_reply);
+        r = connection_recv(c, ret_reply);
         if (r < 0)
                 return r;
 
         if (ret_reply->error) {
-                /* A later call of a connection: no socket path to ask for names with. */
-                connection_print_error(NULL, ret_reply);
+                connection_print_error(socket_path, ret_reply);
                 return 1;
         }
         return 0;
+}
+
+int connection_call_again(Connection *c, const char *method, json_object *params, VarlinkReply *ret_reply) {
+        int r;
+
+        r = connection_send(c, method, TAKE_PTR(params), false);
+        if (r < 0)
+                return r;
+        /* A later call of a connection: no socket path to ask for names with. */
+        return connection_next(c, NULL, ret_reply);
 }
 
 int connection_exit_status(int r) {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -24,6 +25,12 @@ typedef struct Connection {
         int fds[CONNECTION_FDS_MAX]; /* came with the last reply; -1 once taken */
         size_t n_fds;
         bool keep_error; /* connection_call() leaves an error reply to its caller to print */
+        bool more;       /* connection_call() asks for "more" replies rather than an upgrade */
+        bool replied;    /* a reply came: a close is no longer one "without replying" */
+        /* While a reply is awaited, the signal mask as ppoll() takes it (NULL: none): a signal blocked
+         * outside the wait ends it with -EINTR, and what was read of the reply stays for the next
+         * read. */
+        const sigset_t *wait_mask;
 } Connection;
 
 #define CONNECTION_NULL ((Connection){ .fd = -1 })
@@ -37,6 +44,10 @@ void connection_done(Connection *c);
  */
 int connection_call(Connection *c, const char *socket_path, const char *method, json_object *params,
                     bool upgrade, VarlinkReply *ret_reply);
+
+/* The next reply of a call with "more" (replacing *ret_reply): returns as connection_call(), or
+ * -EINTR (see wait_mask). */
+int connection_next(Connection *c, const char *socket_path, VarlinkReply *ret_reply);
 
 /* Prints an error reply as connection_call() does (socket_path: where to ask for the names near
  * an unknown event; NULL for none). */

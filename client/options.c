@@ -31,6 +31,8 @@ enum {
         ARG_FOLLOW,
         ARG_CGROUP,
         ARG_UNIT,
+        ARG_BY,
+        ARG_STACK,
 };
 
 static const OptionSpec common_specs[] = {
@@ -49,6 +51,8 @@ static const OptionSpec common_specs[] = {
         { "follow", 0, no_argument, ARG_FOLLOW, OPTION_FOLLOW },
         { "cgroup", 0, required_argument, ARG_CGROUP, OPTION_CGROUP },
         { "unit", 0, required_argument, ARG_UNIT, OPTION_CGROUP },
+        { "by", 0, required_argument, ARG_BY, OPTION_BY },
+        { "stack", 0, no_argument, ARG_STACK, OPTION_STACK },
 };
 
 int parse_int(const char *s, int *ret) {
@@ -173,6 +177,12 @@ static int common_parse_option(const OptionSpec *spec, const char *arg) {
         case ARG_UNIT:
                 common.unit = arg;
                 return 0;
+        case ARG_BY:
+                common.by = arg;
+                return 0;
+        case ARG_STACK:
+                common.stack = true;
+                return 0;
         }
         return -EINVAL;
 }
@@ -272,7 +282,8 @@ json_object *selection_params(const CommonOptions *c, char **args, size_t n) {
             (c->filter && json_add(params, "filter", json_object_new_string(c->filter)) < 0) ||
             (c->print && json_add(params, "print", json_object_new_boolean(true)) < 0) ||
             (c->follow && json_add(params, "follow", json_object_new_boolean(true)) < 0) ||
-            (c->cgroup && json_add(params, "cgroup", json_object_new_string(c->cgroup)) < 0)) {
+            (c->cgroup && json_add(params, "cgroup", json_object_new_string(c->cgroup)) < 0) ||
+            (c->stack && json_add(params, "stack", json_object_new_boolean(true)) < 0)) {
                 json_object_put(params);
                 return NULL;
         }

@@ -47,6 +47,8 @@ enum {
         OPTION_DURATION = 1 << 5,
         OPTION_FOLLOW = 1 << 6, /* the -p processes' descendants too: stream and record */
         OPTION_CGROUP = 1 << 7, /* a cgroup's tasks (--cgroup, --unit): stream and record */
+        OPTION_BY = 1 << 8,     /* what rows or groups sum: top and the aggregations, each its own values */
+        OPTION_STACK = 1 << 9,  /* the kernel's stack of each record (--stack): stream and record */
         /* What stream, record, replay and export select records by. */
         OPTION_SELECTION = OPTION_EVENT | OPTION_PID | OPTION_CPU | OPTION_FILTER,
 };
@@ -74,9 +76,11 @@ typedef struct CommonOptions {
         uint64_t duration_usec; /* 0: until interrupted */
         bool follow;            /* -p's processes and what they fork (Stream and Record "follow") */
         const char *cgroup;     /* the tasks of a cgroup v2 subtree (Stream and Record "cgroup") */
+        bool stack;             /* each record's kernel stack (Stream and Record "stack") */
         const char *unit;       /* --unit: a systemd unit, whose cgroup becomes cgroup */
         char **command;         /* after "--": the command whose tasks a stream follows (command.h) */
         size_t n_command;
+        const char *by; /* --by, checked by the command that takes it */
 } CommonOptions;
 
 extern const OptionTable common_option_table;

@@ -16,7 +16,8 @@
 extern const OptionTable stream_option_table;
 
 /* The shared options stream takes. */
-#define STREAM_OPTIONS (OPTION_SELECTION | OPTION_PRINT | OPTION_DURATION | OPTION_FOLLOW | OPTION_CGROUP)
+#define STREAM_OPTIONS \
+        (OPTION_SELECTION | OPTION_PRINT | OPTION_DURATION | OPTION_FOLLOW | OPTION_CGROUP | OPTION_STACK)
 
 /* Returns the exit status. */
 int stream_verb(const CommonOptions *c, char **args, size_t n);

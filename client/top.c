@@ -610,14 +610,12 @@ enum {
         ARG_ITERATIONS,
         ARG_DELAY,
         ARG_SORT,
-        ARG_BY,
 };
 
 static const OptionSpec top_specs[] = {
         { "iterations", 'n', required_argument, ARG_ITERATIONS },
         { "delay", 'd', required_argument, ARG_DELAY },
         { "sort", 0, required_argument, ARG_SORT },
-        { "by", 0, required_argument, ARG_BY },
 };
 
 /* Seconds from 0.1 to a day, in microseconds. */
@@ -647,10 +645,6 @@ static int top_parse_option(const OptionSpec *spec, const char *arg) {
                 if (top_sort_from_string(arg, &opt.sort) < 0)
                         return log_usage("invalid sort key '%s': rate, total, lost or name", arg);
                 return 0;
-        case ARG_BY:
-                if (top_by_from_string(arg, &opt.by) < 0)
-                        return log_usage("invalid --by '%s': pid, cgroup or unit", arg);
-                return 0;
         }
         return -EINVAL;
 }
@@ -661,6 +655,9 @@ int top_verb(const CommonOptions *c, char **args, size_t n) {
         TopOptions o = opt;
 
         o.socket_path = c->socket_path;
+        /* --by is shared with the aggregations, which take other keys. */
+        if (c->by && top_by_from_string(c->by, &o.by) < 0)
+                return usage_error("invalid --by '%s': pid, cgroup or unit", c->by);
         if (o.delay_usec == 0)
                 o.delay_usec = 1000000;
         if (c->n_command > 0)

@@ -24,7 +24,7 @@ typedef struct TopOptions {
 /* Returns tpctl's exit status. */
 int top_run(const TopOptions *o);
 
-/* -n, -d, --sort, --by. */
+/* -n, -d, --sort (--by is shared: options.h). */
 extern const OptionTable top_option_table;
 
 /* Returns the exit status. */

@@ -14,11 +14,11 @@ _tpctl_events() {
 }
 
 _tpctl() {
-        local commands='list describe enable disable status stream record replay top export metrics call'
+        local commands='list describe enable disable status stream record replay top hist count latency export metrics call'
         local global='-h --help --version --socket= --json= -j --no-legend --no-pager -q --quiet'
         local methods='io.tpd.tracing.ListEvents io.tpd.tracing.DescribeEvent io.tpd.tracing.Enable
                 io.tpd.tracing.Disable io.tpd.tracing.GetStatus io.tpd.tracing.Stream io.tpd.tracing.Record io.tpd.tracing.GetCounters
-                io.tpd.tracing.Configure org.varlink.service.GetInfo
+                io.tpd.tracing.Aggregate io.tpd.tracing.Configure org.varlink.service.GetInfo
                 org.varlink.service.GetInterfaceDescription'
         # The line up to the cursor, split at blanks only: bash's own words split "sched:x" at ':'.
         local line=${COMP_LINE:0:COMP_POINT}
@@ -46,7 +46,7 @@ _tpctl() {
                         skip=1
                         ;;
                 --socket=*) socket=${words[i]#--socket=} ;;
-                -e | --event | -p | --pid | -c | --cpu | -f | --filter | --cgroup | --unit | --with | --servers-file) skip=1 ;;
+                -e | --event | -p | --pid | -c | --cpu | -f | --filter | --cgroup | --unit | --with | --servers-file | --by | --field | --key | --linear | --interval) skip=1 ;;
                 -*) ;;
                 *) [[ -z $verb ]] && verb=${words[i]} ;;
                 esac
@@ -64,7 +64,7 @@ _tpctl() {
         # An option's value in the same word (--event=NAME): completed as the value, prefix kept.
         local prefix='' what=''
         case $cur in
-        --event=* | --pid=* | --cpu=* | --unit=* | --with=* | --socket=* | --servers-file=*)
+        --event=* | --pid=* | --cpu=* | --unit=* | --with=* | --socket=* | --servers-file=* | --by=*)
                 prefix=${cur%%=*}=
                 prev=${prefix%=}
                 cur=${cur#"$prefix"}
@@ -77,7 +77,8 @@ _tpctl() {
         -c | --cpu) what=cpu ;;
         --unit) what=unit ;;
         --with) what=with ;;
-        -f | --filter | --cgroup) what=none ;;
+        --by) what=by ;;
+        -f | --filter | --cgroup | --field | --key | --linear | --interval | --duration) what=none ;;
         esac
         if [[ -z $what ]]; then
                 case $cur in
@@ -86,7 +87,7 @@ _tpctl() {
                 *)
                         case $verb in
                         '') what=command ;;
-                        list | describe | enable | disable | stream | record) what=event ;;
+                        list | describe | enable | disable | stream | record | hist | count | latency) what=event ;;
                         replay) what=file ;;
                         call) what=method ;;
                         *) what=none ;;
@@ -100,6 +101,14 @@ _tpctl() {
         method) mapfile -t reply < <(compgen -W "$methods" -- "$cur") ;;
         json) mapfile -t reply < <(compgen -P --json= -W 'short pretty off' -- "${cur#--json=}") ;;
         with) mapfile -t reply < <(compgen -W 'cgroup' -- "$cur") ;;
+        # top's keys, or an aggregation's (a field of the event too, which only tpd knows).
+        by)
+                if [[ $verb == top ]]; then
+                        mapfile -t reply < <(compgen -W 'pid cgroup unit' -- "$cur")
+                else
+                        mapfile -t reply < <(compgen -W 'comm pid cpu' -- "$cur")
+                fi
+                ;;
         file) mapfile -t reply < <(compgen -f -- "$cur") ;;
         pid) mapfile -t reply < <(compgen -W "$(cd /proc && compgen -G '[0-9]*')" -- "$cur") ;;
         # The units that have a cgroup, loaded now (systemctl's own completion lists them so).
@@ -111,11 +120,18 @@ _tpctl() {
                 case $verb in
                 enable) opts+=' --filter=' ;;
                 disable) opts+=' --all' ;;
-                stream) opts+=' -e --event= -p --pid= --follow --cgroup= --unit= -c --cpu= -f --filter= --print --symbolic --symbolic= --count= --duration= --time= --ordered --ordered= --transport= --with= --' ;;
-                record) opts+=' -o --output= -e --event= -p --pid= --follow --cgroup= --unit= -c --cpu= -f --filter= --format= --duration= --size= --rotate-size= --rotate-time= --keep= --file-version= --no-kallsyms --force --' ;;
+                stream) opts+=' -e --event= -p --pid= --follow --cgroup= --unit= -c --cpu= -f --filter= --print --symbolic --symbolic= --count= --duration= --time= --ordered --ordered= --transport= --with= --stack --' ;;
+                record) opts+=' -o --output= -e --event= -p --pid= --follow --cgroup= --unit= -c --cpu= -f --filter= --format= --duration= --size= --rotate-size= --rotate-time= --keep= --file-version= --no-kallsyms --stack --force --' ;;
                 replay) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --print' ;;
                 metrics) opts+=' --openmetrics' ;;
                 top) opts+=' -n --iterations= -d --delay= --sort= --by= -e --event= --' ;;
+                hist | count | latency)
+                        opts+=' -p --pid= --follow --cgroup= --unit= -c --cpu= -f --filter= --by= --interval= --duration='
+                        case $verb in
+                        hist) opts+=' --field= --linear=' ;;
+                        latency) opts+=' --key= --linear=' ;;
+                        esac
+                        ;;
                 export) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --subject-prefix= --stream= --create-stream --replicas= --buffer-size= --batch-size= --servers-file= --creds= --tls-ca=' ;;
                 esac
                 mapfile -t reply < <(compgen -W "$opts" -- "$cur")

@@ -3,8 +3,8 @@
  * tpctl, the command-line client of tpd. Each command is one Varlink call on a fresh connection;
  * `stream` upgrades its connection and then copies the daemon's NDJSON to stdout without parsing it.
  * Here: the commands, the options of all of them, and the small commands; the larger ones have
- * rooms of their own (stream.c, record.c, replay.c, metrics.c, top.c, export.c), each with its
- * options, and the options several commands share are options.c's.
+ * rooms of their own (stream.c, record.c, replay.c, metrics.c, top.c, aggregate.c, export.c), each
+ * with its options, and the options several commands share are options.c's.
  */
 
 #include <assert.h>
@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aggregate.h"
 #include "build-config.h"
 #include "connection.h"
 #include "export.h"
@@ -179,8 +180,11 @@ static const Verb verbs[] = {
         { "record", 0, SIZE_MAX, RECORD_OPTIONS, &record_option_table, record_verb },
         { "replay", 1, SIZE_MAX, REPLAY_OPTIONS, NULL, replay_verb },
         { "metrics", 0, 0, 0, &metrics_option_table, metrics_verb },
-        { "top", 0, SIZE_MAX, OPTION_EVENT, &top_option_table, top_verb },
+        { "top", 0, SIZE_MAX, OPTION_EVENT | OPTION_BY, &top_option_table, top_verb },
         { "export", 0, 1, EXPORT_OPTIONS, &export_option_table, export_verb },
+        { "hist", 1, 1, AGGREGATE_OPTIONS, &aggregate_option_table, hist_verb },
+        { "count", 1, SIZE_MAX, AGGREGATE_OPTIONS, &aggregate_option_table, count_verb },
+        { "latency", 2, 2, AGGREGATE_OPTIONS, &aggregate_option_table, latency_verb },
 };
 
 static void help(void) {
@@ -219,6 +223,12 @@ static void help(void) {
                "  export nats://HOST:PORT[,…] | export --servers-file=FILE\n"
                "                             Publish the records into NATS JetStream until interrupted,\n"
                "                             as PREFIX.HOST.SYSTEM.EVENT and PREFIX.HOST.lost\n"
+               "  hist EVENT --field FIELD   Show a histogram of FIELD's values (log2 buckets, or\n"
+               "                             --linear), counted by tpd, refreshed every --interval\n"
+               "  count EVENT...             Show the records counted by tpd, by --by's key\n"
+               "  latency FROM TO --key FROMFIELD=TOFIELD\n"
+               "                             Show a histogram of the ns from a record of FROM to the\n"
+               "                             next of TO whose TOFIELD equals its FROMFIELD\n"
                "\n"
                "Options:\n"
                "  -h --help                  Show this help\n"
@@ -260,6 +270,9 @@ static void help(void) {
                "                             agrees) or over the socket (the default)\n"
                "     --with=cgroup           stream: add \"cgroup\", the cgroup each record's task\n"
                "                             was in then\n"
+               "     --stack                 stream: add \"stack\", the kernel's stack of each record\n"
+               "                             (named events only); record: keep the kernel's stacks\n"
+               "                             in the file (root or KernelAddresses=yes)\n"
                "  -o --output=FILE           record: the file; .ndjson, .json or .jsonl mean NDJSON\n"
                "     --format=dat|ndjson     record: the file's format, whatever its name\n"
                "     --size=MB               record: stop before the capture outgrows MB (MiB)\n"
@@ -275,6 +288,17 @@ static void help(void) {
                "     --sort=KEY              top: rate (default), total, lost or name\n"
                "     --by=pid|cgroup|unit    top: rows of processes (default), or summed by their\n"
                "                             cgroup or systemd unit\n"
+               "  hist, count and latency also take -p, -c, -f, --follow, --cgroup and --unit (which\n"
+               "  records), --duration (then the final snapshot, and exit), and:\n"
+               "     --field=FIELD           hist: the integer field (or a string's leading integer)\n"
+               "     --linear=MIN,MAX,STEP   hist, latency: buckets [MIN+i*STEP, MIN+(i+1)*STEP), not\n"
+               "                             log2\n"
+               "     --key=FROMFIELD=TOFIELD\n"
+               "                             latency: the fields that pair a record of FROM with TO's\n"
+               "     --by=comm|pid|cpu|FIELD\n"
+               "                             one group per command name, pid, CPU or value of FIELD\n"
+               "     --interval=SECONDS      a snapshot every SECONDS (default 1, 0.1 to 3600)\n"
+               "     --json                  one line of JSON per snapshot (NDJSON), its parameters\n"
                "  export also takes -e, -p, -c and -f (which records), and:\n"
                "     --subject-prefix=P      first subject token (default: %s)\n"
                "     --stream=NAME           JetStream stream (default: the prefix in capitals)\n"
@@ -291,7 +315,8 @@ static void help(void) {
                "     --tls-ca=FILE           use TLS, verifying the servers with these CA certificates\n"
                "\n"
                "Exit status:\n"
-               "  0   success; also when a stream ends by SIGINT or SIGTERM, or its reader goes away\n"
+               "  0   success; also when a stream or an aggregation ends by SIGINT or SIGTERM, or its\n"
+               "      reader goes away\n"
                "      (stream -- CMD: CMD's status)\n"
                "  1   tpd answered with an error, or another failure\n"
                "  2   wrong usage\n"
@@ -323,8 +348,9 @@ static const OptionTable global_option_table = OPTION_TABLE(global_specs, global
 
 /* Every option of every command: one may come before its command or after it. */
 static const OptionTable *const option_tables[] = {
-        &global_option_table, &common_option_table,  &disable_option_table, &stream_option_table,
-        &record_option_table, &metrics_option_table, &top_option_table,     &export_option_table,
+        &global_option_table, &common_option_table, &disable_option_table,
+        &stream_option_table, &record_option_table, &metrics_option_table,
+        &top_option_table,    &export_option_table, &aggregate_option_table,
 };
 
 typedef struct Option {

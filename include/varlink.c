@@ -203,7 +203,7 @@ void varlink_reply_done(VarlinkReply *reply) {
         *reply = (VarlinkReply){};
 }
 
-int varlink_call_format(const char *method, json_object *parameters, bool upgrade, char **ret,
+int varlink_call_format(const char *method, json_object *parameters, bool upgrade, bool more, char **ret,
                         size_t *ret_len) {
         json_object *o = json_object_new_object();
         int r = o ? json_add(o, "method", json_object_new_string(method)) : -ENOMEM;
@@ -217,6 +217,8 @@ int varlink_call_format(const char *method, json_object *parameters, bool upgrad
         r = json_add(o, "parameters", parameters ?: json_object_new_object());
         if (r >= 0 && upgrade)
                 r = json_add(o, "upgrade", json_object_new_boolean(true));
+        if (r >= 0 && more)
+                r = json_add(o, "more", json_object_new_boolean(true));
         if (r >= 0)
                 r = serialize(o, ret, ret_len);
         json_object_put(o);

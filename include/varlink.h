@@ -65,7 +65,7 @@ int varlink_reply_parse(const char *msg, size_t len, VarlinkReply *ret);
 void varlink_reply_done(VarlinkReply *reply);
 
 /* Serialises a call (NUL included in *ret_len). Takes ownership of parameters (NULL: none). */
-int varlink_call_format(const char *method, json_object *parameters, bool upgrade, char **ret,
+int varlink_call_format(const char *method, json_object *parameters, bool upgrade, bool more, char **ret,
                         size_t *ret_len);
 
 /* Serialises a reply or an error (NUL included in *ret_len). Takes ownership of parameters, which
