@@ -40,7 +40,7 @@ EXIT_DAEMON_GONE = 69          # TPD_EXIT_DAEMON_GONE in include/tpd-protocol.h
 MESSAGE_MAX = 64 * 1024        # TPD_MESSAGE_MAX
 EVENT_NAME_RE = re.compile(r'^[A-Za-z0-9_]+:[A-Za-z0-9_]+$')
 
-RECORD_KEYS = ('ts', 'cpu', 'event', 'pid', 'comm', 'fields', 'sym', 'cgroup', 'print')
+RECORD_KEYS = ('ts', 'cpu', 'event', 'pid', 'comm', 'fields', 'sym', 'cgroup', 'stack', 'print')
 LOST_KEYS = ['ts', 'cpu', 'lost', 'cause']
 
 
@@ -260,7 +260,7 @@ def parse_record(line):
     else:
         expected = [k for k in RECORD_KEYS if k in rec]
         check(keys == expected and keys[:3] == ['ts', 'cpu', 'event'] and 'pid' in rec and 'fields' in rec,
-              f'record keys {keys}, expected the order ts, cpu, event, pid, [comm], fields, [sym], [cgroup], [print]: {line[:300]!r}')
+              f'record keys {keys}, expected the order ts, cpu, event, pid, [comm], fields, [sym], [cgroup], [stack], [print]: {line[:300]!r}')
         check(isinstance(rec['event'], str) and EVENT_NAME_RE.match(rec['event']), f'bad event name: {line[:300]!r}')
         check(isinstance(rec['pid'], int), f'pid is not an integer: {line[:300]!r}')
         check('comm' not in rec or isinstance(rec['comm'], str), f'comm is not a string: {line[:300]!r}')
