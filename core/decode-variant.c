@@ -7,7 +7,7 @@
 #include <traceevent/event-parse.h>
 
 #include "core/decode.h"
-#include "core/decode-internal.h"
+#include "core/decoder.h"
 #include "util.h"
 
 /* Room for one frame's name: a kernel symbol is at most 512 bytes (KSYM_NAME_LEN), a module's name
@@ -35,6 +35,20 @@ static size_t stack_frames(Decoder *d, const Record *rec, const uint8_t **ret) {
         return (rec->stack_size - off) / 8;
 }
 
+/* The name of a frame into name (FRAME_NAME_MAX bytes): its length. */
+static size_t frame_name(Decoder *d, const uint8_t *frames, size_t i, char *name) {
+        uint64_t a;
+        size_t len;
+
+        memcpy(&a, frames + i * 8, 8);
+        len = d->cb.ksym ? d->cb.ksym(d->cb.userdata, a, name, FRAME_NAME_MAX) : 0;
+        if (len == 0) {
+                len = strlen(DECODER_STACK_UNKNOWN);
+                memcpy(name, DECODER_STACK_UNKNOWN, len + 1);
+        }
+        return len;
+}
+
 /* ,"stack":["sym+0xoff",…], with room for the line's end after it. */
 static int put_stack(Decoder *d, JsonBuf *b, const uint8_t *frames, size_t n) {
         char name[FRAME_NAME_MAX];
@@ -42,22 +56,14 @@ static int put_stack(Decoder *d, JsonBuf *b, const uint8_t *frames, size_t n) {
 
         jsonbuf_put(b, ",\"stack\":[", 10);
         for (size_t i = 0; i < n; i++) {
-                const char *s = name;
-                uint64_t a;
-                size_t len;
+                size_t len = frame_name(d, frames, i, name);
 
-                memcpy(&a, frames + i * 8, 8);
-                len = d->cb.ksym ? d->cb.ksym(d->cb.userdata, a, name, sizeof(name)) : 0;
-                if (len == 0) {
-                        s = DECODER_STACK_UNKNOWN;
-                        len = strlen(s);
-                }
                 r = jsonbuf_reserve(b, JSON_STRING_MAX_LEN(len) + 16);
                 if (r < 0)
                         return r;
                 if (i > 0)
                         jsonbuf_putc(b, ',');
-                json_put_string(b, s, len);
+                json_put_string(b, name, len);
         }
         jsonbuf_putc(b, ']');
         return 0;
@@ -106,6 +112,17 @@ int decoder_encode_variant(Decoder *d, Batch *batch, size_t index, unsigned vari
 
                 trace_seq_reset(&d->seq);
                 tep_print_event(d->tep, &d->seq, &record, "%s", TEP_PRINT_INFO);
+                /* With its stack, as trace-cmd report shows the stack record after it, frames
+                 * named, not addressed. */
+                if (frames) {
+                        char name[FRAME_NAME_MAX];
+
+                        trace_seq_puts(&d->seq, "\n<stack trace >");
+                        for (size_t i = 0; i < n_frames; i++) {
+                                frame_name(d, frames, i, name);
+                                trace_seq_printf(&d->seq, "\n=> %s", name);
+                        }
+                }
                 trace_seq_terminate(&d->seq);
                 need += JSON_STRING_MAX_LEN(d->seq.len) + 16;
         }

@@ -7,12 +7,11 @@
 #include <traceevent/trace-seq.h>
 
 #include "core/decode.h"
-#include "core/decode-internal.h"
+#include "core/decoder.h"
 #include "core/page.h"
 #include "core/symbolic.h"
 #include "tpd-protocol.h"
 #include "util.h"
-
 
 static EventPlan *event_plan_free(EventPlan *p) {
         if (!p)

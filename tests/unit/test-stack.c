@@ -91,15 +91,19 @@ static size_t put_stack(uint8_t *rec, int32_t pid, const uint64_t *frames, size_
         return 16 + (n + end) * 8;
 }
 
-static const char *variant_line(Decoder *d, Batch *b, size_t i) {
+static const char *variant_line_of(Decoder *d, Batch *b, size_t i, unsigned variant) {
         static char line[1024];
         const Record *r = &b->records[i];
 
-        ASSERT_INT_EQ(decoder_encode_variant(d, b, i, DECODER_VARIANT_STACK), 0);
+        ASSERT_INT_EQ(decoder_encode_variant(d, b, i, variant), 0);
         ASSERT(r->print_length > 0 && r->print_length < sizeof(line));
         memcpy(line, b->buf.data + r->print_offset, r->print_length);
         line[r->print_length] = '\0';
         return line;
+}
+
+static const char *variant_line(Decoder *d, Batch *b, size_t i) {
+        return variant_line_of(d, b, i, DECODER_VARIANT_STACK);
 }
 
 static void test_join(void) {
@@ -138,6 +142,10 @@ static void test_join(void) {
         ASSERT(b->records[0].stack == st && b->records[0].stack_size == n);
         ASSERT(strstr(variant_line(d, b, 0),
                       ",\"stack\":[\"__schedule+0x28\",\"srso_alias_untrain_ret+0x4\",\"[unknown]\"]}\n"));
+        /* "print" shows the stack as trace-cmd report does, frames named. */
+        ASSERT(strstr(variant_line_of(d, b, 0, DECODER_VARIANT_STACK | DECODER_VARIANT_PRINT),
+                      "\"print\":\"x=0\\n<stack trace >\\n=> __schedule+0x28\\n=> "
+                      "srso_alias_untrain_ret+0x4\\n=> [unknown]\"}\n"));
         /* The plain line has none. */
         ASSERT(!memmem(b->buf.data + b->records[0].offset, b->records[0].length, "stack", 5));
 

@@ -2,7 +2,8 @@
 #pragma once
 
 /* The decoder's insides, shared by decode.c (plans, records) and decode-variant.c (the variants of a
- * record's line): nothing outside core/decode*.c includes this. */
+ * record's line): nothing outside core/decode*.c includes this (its name sorts after decode.h, which it
+ * needs first). */
 
 #include <traceevent/trace-seq.h>
 
