@@ -36,6 +36,9 @@ the µs of the fields reading == the ns of the raw one rounded).
 5. Bounds: count of ftrace:print "by" buf with 1100 distinct texts, each written twice: 1024 groups,
    each of count 2, records == the sum of the groups' counts, records + keys_dropped == 2200. (A key
    is the text written, without the newline the kernel adds.)
+6. A latency of 100,000 starts that never end (markers of distinct numbers): at most 65,536 wait, the
+   older half dropped and counted (pending + pending_dropped == 100,000), and a fresh tpd's peak
+   RSS stays within its fixed 16 MiB and one aggregation's 7 MiB.
 
 Where the interface leaves a value open the test does not invent it: the open end of the bucket
 below a linear range or of negative values (its low) and of the one above a linear range (its high)
@@ -612,6 +615,41 @@ def check_bounds(tpd):
         f'== {2 * BOUND_KEYS} markers')
 
 
+PENDING_MAX = 65536
+PENDING_KEYS = 100000
+# What an aggregation may add to tpd's fixed part (docs/design.md §5 "Memory bound", §9), and the
+# fixed part itself.
+AGGREGATION_MIB, FIXED_MIB = 7, 16
+
+
+def check_pending_bound(tpd):
+    """A latency whose starts never end: 100,000 distinct keys (a marker both starts and ends, each
+    of its own number). At most 65,536 wait; the older half goes when more come, counted, and tpd's
+    memory stays within its bound."""
+    agg = Aggregation(tpd, {'kind': 'latency', 'events': ['ftrace:print', 'ftrace:print'], 'key': ['buf', 'buf'],
+                            'interval_ms': 500, 'duration_ms': 6000}, 'latency with 100,000 keys')
+    agg.first()
+    fd = os.open(os.path.join(tpd.instance_dir, 'trace_marker'), os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        for i in range(PENDING_KEYS):
+            os.write(fd, str(i).encode())
+    finally:
+        os.close(fd)
+    p = agg.wait_final(30)
+    check(p['records'] == 0 and p['lost'] == 0 and p['pending'] <= PENDING_MAX and p['pending_dropped'] > 0 and
+          p['pending'] + p['pending_dropped'] == PENDING_KEYS,
+          f'{PENDING_KEYS} starts without an end: pending {p["pending"]} (at most {PENDING_MAX}) + pending_dropped '
+          f'{p["pending_dropped"]} should be {PENDING_KEYS}, records {p["records"]} and lost {p["lost"]} 0')
+    hwm = T.vm_kb(tpd.process.pid, 'VmHWM')
+    if T.ASAN:
+        log(f'6. pending bound: pending {p["pending"]}, dropped {p["pending_dropped"]}; sanitizer build: '
+            f'RSS not checked (peak {hwm} KiB)')
+        return
+    check(hwm < (FIXED_MIB + AGGREGATION_MIB) * 1024,
+          f'tpd\'s peak RSS {hwm} KiB, above {FIXED_MIB} MiB + one aggregation\'s {AGGREGATION_MIB} MiB')
+    log(f'6. pending bound: pending {p["pending"]}, dropped {p["pending_dropped"]}; tpd\'s peak RSS {hwm} KiB')
+
+
 # ----------------------------------------------------------------------------------------------
 
 def main(ctx):
@@ -630,6 +668,10 @@ def main(ctx):
         check_markers(ctx, tpd, ref)
         check_member(ctx, tpd, users)
         check_bounds(tpd)
+        # A fresh tpd: its peak memory is this aggregation's alone.
+        tpd.stop()
+        tpd.start()
+        check_pending_bound(tpd)
         tpd.stop()
 
 
