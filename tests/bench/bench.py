@@ -60,6 +60,10 @@ TPD_STREAMS = re.compile(r'tpd([1-9][0-9]*)(sel|py)?(sock)?(?:w([1-9][0-9]*))?$'
 # cgroup holding the generator; tpdwithcgroup: one stream --with cgroup (each record names its
 # task's cgroup; over the socket, as such a stream goes). Not in the default run.
 SCOPE_TRACERS = ('tpdpid', 'tpdfollow', 'tpdcgroup', 'tpdwithcgroup')
+# tpdhist: one `tpctl hist --json` (tpd's Aggregate) instead of a stream; tpdstack, tc-record-stack,
+# perf-stack: the kernel's stack of each record (tpctl stream --stack, trace-cmd record -T, perf
+# record -g). Not in the default run.
+EXTRA_TRACERS = ('tpdhist', 'tpdstack', 'tc-record-stack', 'perf-stack')
 FANOUT_TRACERS = ('tpd1', 'tpd2', 'tpd4', 'tpd8', 'tpd32', 'tpd8sel', 'tpd8py', 'tpd1sock', 'tpd8sock',
                   'tpd32sock')
 FANOUT_WORKLOADS = ('getppid', 'pingpong')
@@ -248,9 +252,17 @@ class Child(T.Process):
         return self.rusage.ru_maxrss
 
 
-def run_to_end(ctx, name, argv, timeout, stdout=subprocess.DEVNULL):
-    """Runs a post-processing command; returns (wall s, CPU ns, max RSS kB, stderr text)."""
+def run_to_end(ctx, name, argv, timeout, stdout=subprocess.DEVNULL, consume=None):
+    """Runs a post-processing command; returns (wall s, CPU ns, max RSS kB, stderr text). consume: gets
+    its stdout (stdout=PIPE) in chunks of about 1 MiB."""
     p = Child(ctx, name, argv, stdout=stdout)
+    if consume:
+        tail = b''
+        while chunk := p.proc.stdout.read1(1 << 20):
+            lines, _, rest = (tail + chunk).rpartition(b'\n')
+            consume(lines)
+            tail = rest
+        consume(tail)
     if p.wait(timeout) is None:
         fail(f'{" ".join(argv)} did not finish within {timeout} s')
     if p.proc.returncode != 0:
@@ -594,7 +606,13 @@ class Bench:
             st = tpd.status()
             return (sum(s.get('entries', 0) for s in tpd.stats().values()), st['delivered'],
                     counter.lines if counter else 0, sum(runtime_ns(p.pid) or 0 for p in procs))
-        _, settled = settle(sample, timeout=120, quiet=0.3, ready=lambda v: v[0] == 0)
+        # With stacks the buffer never empties: every sched_switch of the machine, tpd's own included, writes
+        # a stack record (the trigger fires before the filter). Drained then = nothing more delivered.
+        stack = '--stack' in extra
+        if stack:
+            _, settled = settle(lambda: sample()[1:], timeout=120, quiet=0.5)
+        else:
+            _, settled = settle(sample, timeout=120, quiet=0.3, ready=lambda v: v[0] == 0)
         cpu1, stat1 = tpd.cpu_ns(), tpd.stat_cpu_ns()
         stats1, st1 = tpd.stats(), tpd.status()
         hwm = proc_status(tpd.process.pid, 'VmHWM')
@@ -620,6 +638,8 @@ class Bench:
                 # By connection: a shared-memory stream's own losses are its reader's word (STATS).
                 'client': client_lost(st1) - client_lost(st0)}
         row = self.row(load, tracer, written, elapsed, settled)
+        if stack:
+            self.stack_generated(row, load, written)
         row.update({
             'streams': n,
             'fanout': counting is None and not extra and not top,
@@ -644,7 +664,75 @@ class Bench:
                 row['warnings'].append('; '.join(counter.errors))
         if py:
             self.python_client(row, py, clients[-1])
-        self.check_bulk_counts(row, counter, k, n)
+        if not stack:
+            self.check_bulk_counts(row, counter, k, n)
+        self.add(row)
+
+    def stack_generated(self, row, load, written):
+        """A stack row: tpd's stacktrace trigger writes an ftrace:kernel_stack record for every call of the
+        event (before its filter: those of other tasks too, which tpd reads and drops), so the kernel's count
+        is no measure of the load: the load's estimate is."""
+        row.update({'generated': load.expected, 'generated_source': load.expected_source, 'written_with_stacks': written})
+        row['notes'].append(f'the kernel wrote {written:,} records, ftrace:kernel_stack ones included; generated is '
+                            f'{load.expected_source}')
+
+    def tpd_hist(self, load):
+        """tpd with one `tpctl hist EVENT --field common_pid --by comm --json --interval 1` (Aggregate) instead of
+        a stream. What the socket carried: the bytes of its --json stdout over the run (the snapshots'
+        parameters without the Varlink envelope; tpctl receives with recvmsg(), which /proc/PID/io does not
+        count). With --json it prints nothing more at SIGTERM: after the drain it gets one more snapshot,
+        which is the final one, and whose records + lost must be what the kernel wrote."""
+        tpd = self.new_tpd()
+        gen, flt = load.spawn(self.ctx)
+        tpd.tpctl_ok('enable', load.event, '--filter', flt)
+        hist = Child(self.ctx, 'tpctl-hist', [T.env_program('TPCTL'), '--socket', tpd.socket, 'hist', load.event,
+                                              '--field', 'common_pid', '--by', 'comm', '--json', '--interval', '1'],
+                     stdout=subprocess.PIPE)
+        out = {'lines': [], 'bytes': 0, 'n': 0}
+
+        def read():
+            for line in hist.proc.stdout:
+                out['bytes'] += len(line)
+                out['n'] += 1
+                out['lines'] = out['lines'][-1:] + [line]
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 10
+        while not out['lines']:        # the first snapshot: the aggregation is live
+            check(hist.running(), f'tpctl hist exited with {hist.proc.returncode}: {hist.stderr_text()!r}')
+            check(time.monotonic() < deadline, 'tpctl hist printed no snapshot within 10 s')
+            time.sleep(0.02)
+        stop_profile = self.profile_start(tpd, f'{load.key}-hist-run{self.rep + 1}')
+        time.sleep(0.2)
+        stats0, cpu0, client0, bytes0 = tpd.stats(), tpd.cpu_ns(), tree_cpu_ns(hist.pid), out['bytes']
+        start = time.monotonic()
+        elapsed = load.run(gen)
+        _, settled = settle(lambda: (sum(s.get('entries', 0) for s in tpd.stats().values()), runtime_ns(tpd.process.pid)),
+                            timeout=120, quiet=0.3, ready=lambda v: v[0] == 0)
+        cpu1, stats1 = tpd.cpu_ns(), tpd.stats()
+        hwm = proc_status(tpd.process.pid, 'VmHWM')
+        n = out['n']
+        settle(lambda: out['n'], timeout=3, quiet=0, ready=lambda v: v > n)
+        socket_bytes, seconds = out['bytes'] - bytes0, time.monotonic() - start
+        stop_profile()
+        client = hist.finish(signal.SIGTERM, 10, 'tpctl hist') - client0
+        check(hist.proc.returncode == 0, f'tpctl hist exited with {hist.proc.returncode}: {hist.stderr_text()!r}')
+        reader.join(10)
+        tpd.stop(clear_pins=False)
+        final = json.loads(out['lines'][-1]) if out['lines'] else {}
+        delta = T.stats_delta(stats0, stats1)
+        written = T.written(delta)
+        row = self.row(load, 'tpd, 1 × tpctl hist', written, elapsed, settled)
+        row.update({'streams': 1, 'delivered': final.get('records'), 'delivered_source': 'records of the final snapshot',
+                    'lost': final.get('lost'), 'lost_detail': {'kernel_overrun': T.kernel_lost(delta)},
+                    'tracer_cpu_ns': cpu1 - cpu0, 'client_cpu_ns': client, 'peak_rss_kb': hwm,
+                    'socket_bytes': socket_bytes, 'socket_bytes_source': 'tpctl hist --json stdout',
+                    'socket_bytes_per_s': socket_bytes / seconds})
+        row['notes'].append(f'the socket carried {socket_bytes:,} bytes of snapshots in {seconds:.1f} s '
+                            f'({socket_bytes / seconds:,.0f} B/s; bytes of tpctl\'s --json stdout)')
+        if (final.get('records') or 0) + (final.get('lost') or 0) != written:
+            row['warnings'].append(f'COUNT MISMATCH: records {final.get("records")} + lost {final.get("lost")} '
+                                   f'!= written {written}')
         self.add(row)
 
     def python_client(self, row, py, cpu):
@@ -824,12 +912,12 @@ class Bench:
 
     # --- trace-cmd
 
-    def trace_cmd(self, load, mode):
+    def trace_cmd(self, load, mode, stack=False):
         inst = self.ctx.make_instance('-tc')
         name = os.path.basename(inst)
         out = os.path.join(self.ctx.tmpdir, f'{name}.dat')
         gen, flt = load.spawn(self.ctx)
-        argv = ['trace-cmd', mode, '-k', '-d', '-B', name, '-e', load.event, '-f', flt]
+        argv = ['trace-cmd', mode, '-k', '-d', '-B', name, '-e', load.event, '-f', flt, *(('-T',) if stack else ())]
         if mode == 'record':
             argv += ['-o', out]
         tc = Child(self.ctx, f'trace-cmd-{mode}', argv, stdout=subprocess.DEVNULL)
@@ -870,8 +958,8 @@ class Bench:
 
         delta = T.stats_delta(stats0, stats1)
         written = T.written(delta)
-        row = self.row(load, f'trace-cmd {mode}' + (' + report' if mode == 'record' else ''), written,
-                       elapsed, settled)
+        row = self.row(load, f'trace-cmd {mode}' + (' -T' if stack else '') + (' + report' if mode == 'record' else ''),
+                       written, elapsed, settled)
         if tc.forced:
             row['forced'] = True
             row['warnings'].append(tc.forced + ' (CPU time counted up to the stop)')
@@ -885,7 +973,17 @@ class Bench:
                     'tracer_cpu_ns': cpu, 'peak_rss_kb': tc.maxrss_kb(), 'stop_seconds': stop_s,
                     'client_cpu_ns': None})
         if mode == 'record':
-            wall, rcpu, rss, _ = run_to_end(self.ctx, 'trace-cmd-report', ['trace-cmd', 'report', '-i', out], 1200)
+            events = [0]
+            if stack:       # each record is followed by its <stack trace>: count the event's own lines
+                short = load.event.split(':')[1].encode() + b':'
+                wall, rcpu, rss, _ = run_to_end(self.ctx, 'trace-cmd-report', ['trace-cmd', 'report', '-i', out], 1200,
+                                                subprocess.PIPE, lambda d: events.__setitem__(0, events[0] + d.count(short)))
+                row['notes'].append(f'the kernel wrote {written:,} records, stacks included; delivered: '
+                                    f'{load.event} lines of the report')
+                row.update({'written_with_stacks': written, 'delivered': events[0],
+                            'generated': events[0] + row['lost']})
+            else:
+                wall, rcpu, rss, _ = run_to_end(self.ctx, 'trace-cmd-report', ['trace-cmd', 'report', '-i', out], 1200)
             row.update({'client_cpu_ns': rcpu, 'post_seconds': wall, 'post_rss_kb': rss,
                         'file_bytes': os.path.getsize(out)})
             os.unlink(out)
@@ -893,7 +991,7 @@ class Bench:
 
     # --- perf
 
-    def perf(self, load):
+    def perf(self, load, stack=False):
         out = os.path.join(self.ctx.tmpdir, 'perf.data')
         ctl, ack = (os.path.join(self.ctx.tmpdir, f'perf-{x}.fifo') for x in ('ctl', 'ack'))
         for path in (ctl, ack):
@@ -904,7 +1002,7 @@ class Bench:
         # Started with its events disabled (-D -1) and enabled over the control fifo: the ack says
         # exactly when it records, without guessing how long its start-up takes.
         argv = ['perf', 'record', '-e', load.event, '--filter', flt, '-a', '-o', out, '-D', '-1',
-                '--control', f'fifo:{ctl},{ack}']
+                '--control', f'fifo:{ctl},{ack}', *(('-g',) if stack else ())]
         pr = Child(self.ctx, 'perf-record', argv, stdout=subprocess.DEVNULL)
         # O_RDWR: opening a fifo never blocks then, even if perf died before opening its end.
         ctl_fd = os.open(ctl, os.O_RDWR | os.O_CLOEXEC)
@@ -935,7 +1033,7 @@ class Bench:
         samples = re.search(r'SAMPLE events:\s+(\d+)', section)
         lost = re.search(r'LOST_SAMPLES events:\s+(\d+)', section)
         delivered = int(samples.group(1)) if samples else int(m.group(1)) if m else None
-        row = self.row(load, 'perf record + script', load.expected, elapsed)
+        row = self.row(load, f'perf record{" -g" if stack else ""} + script', load.expected, elapsed)
         if lost:
             lost_n = int(lost.group(1))
         elif delivered is not None:
@@ -1342,7 +1440,8 @@ def parse_args():
                     'or tpdN (N streams), tpdNsel (N streams with a filter each, N even), tpdNpy (N streams and a '
                     'Python Varlink client), tpdpid and tpdfollow (one stream -p of the generator, without and with '
                     '--follow), tpdcgroup (one stream --cgroup of the generator\'s cgroup), tpdwithcgroup (one stream '
-                    '--with cgroup)')
+                    '--with cgroup), tpdhist (one tpctl hist instead of a stream), tpdstack, tc-record-stack, '
+                    'perf-stack (each record\'s kernel stack: tpctl stream --stack, trace-cmd record -T, perf record -g)')
     ap.add_argument('--fanout', action='store_true', help=f'the fan-out comparison: --workloads '
                     f'{",".join(FANOUT_WORKLOADS)} --tracers {",".join(FANOUT_TRACERS)}')
     o = ap.parse_args()
@@ -1365,9 +1464,10 @@ def parse_args():
     bad = set(o.workloads) - set(WORKLOADS)
     if bad:
         ap.error(f'unknown workload {", ".join(sorted(bad))}; known: {", ".join(WORKLOADS)}')
-    bad = {t for t in o.tracers if t not in TRACERS + SCOPE_TRACERS and not TPD_STREAMS.match(t)}
+    bad = {t for t in o.tracers if t not in TRACERS + SCOPE_TRACERS + EXTRA_TRACERS and not TPD_STREAMS.match(t)}
     if bad:
-        ap.error(f'unknown tracer {", ".join(sorted(bad))}; known: {", ".join(TRACERS)}, tpdN, tpdNsel, tpdNpy')
+        ap.error(f'unknown tracer {", ".join(sorted(bad))}; known: {", ".join(TRACERS + SCOPE_TRACERS + EXTRA_TRACERS)}, '
+                 'tpdN, tpdNsel, tpdNpy')
     odd = [t for t in o.tracers if t.endswith('sel') and int(TPD_STREAMS.match(t)[1]) % 2]
     if odd:
         ap.error(f'{", ".join(odd)}: selective streams come in pairs, N must be even')
@@ -1412,6 +1512,11 @@ def run_tracer(bench, load, tracer):
         }[tracer]
         bench.guarded(f'{load.title}: tpd, 1 stream of {what}', bench.tpd_bulk, load,
                       f'tpd, 1 × tpctl stream {label}', 1, None, extra, False, False, False, 0, scope)
+    elif tracer == 'tpdhist':
+        bench.guarded(f'{load.title}: tpd, tpctl hist', bench.tpd_hist, load)
+    elif tracer == 'tpdstack':
+        bench.guarded(f'{load.title}: tpd, 1 stream --stack', bench.tpd_bulk, load,
+                      'tpd, 1 × tpctl stream --stack', 1, None, ('--stack',))
     elif tracer == 'tpdsym':
         bench.guarded(f'{load.title}: tpd, 1 stream --symbolic', bench.tpd_bulk, load,
                       'tpd, 1 × tpctl stream --symbolic', 1, None, ('--symbolic',))
@@ -1423,15 +1528,17 @@ def run_tracer(bench, load, tracer):
                       'tpd, 1 × counting consumer', 1, 'sampled')
     elif tracer == 'tpd-record':
         bench.guarded(f'{load.title}: tpd, tpctl record', bench.tpd_record, load)
-    elif tracer in ('tc-record', 'tc-stream'):
+    elif tracer in ('tc-record', 'tc-stream', 'tc-record-stack'):
         if bench.machine['trace_cmd_version'] != 'missing':
-            mode = tracer.removeprefix('tc-')
-            bench.guarded(f'{load.title}: trace-cmd {mode}', bench.trace_cmd, load, mode)
+            mode, _, stack = tracer.removeprefix('tc-').partition('-')
+            bench.guarded(f'{load.title}: trace-cmd {mode}{" -T" if stack else ""}', bench.trace_cmd, load, mode,
+                          bool(stack))
         else:
             bench.missing.add('trace-cmd is not installed (Debian package trace-cmd)')
-    elif tracer == 'perf':
+    elif tracer in ('perf', 'perf-stack'):
         if bench.machine['perf_version'] != 'missing':
-            bench.guarded(f'{load.title}: perf', bench.perf, load)
+            bench.guarded(f'{load.title}: perf{" -g" if tracer != "perf" else ""}', bench.perf, load,
+                          tracer != 'perf')
         else:
             bench.missing.add('perf is not installed (Debian package linux-perf)')
 
