@@ -11,6 +11,7 @@
 void ksyms_done(Ksyms *k) {
         free(k->entries);
         free(k->names);
+        free(k->cache);
         *k = (Ksyms){};
 }
 
@@ -90,13 +91,13 @@ int ksyms_parse(Ksyms *k, const char *text, size_t size) {
         return 0;
 }
 
-size_t ksyms_name(const Ksyms *k, uint64_t address, char *buf, size_t size) {
+static size_t ksyms_lookup(const Ksyms *k, uint64_t address, char *buf, size_t size) {
         size_t lo = 0, hi = k->n_entries;
         const KsymsEntry *e;
         const char *module;
         int n;
 
-        if (k->n_entries == 0 || address < k->entries[0].address || address >= k->text_end || size == 0)
+        if (k->n_entries == 0 || address < k->entries[0].address || address >= k->text_end)
                 return 0;
         /* The last entry at or below address, then the first of its address. */
         while (hi - lo > 1) {
@@ -119,4 +120,29 @@ size_t ksyms_name(const Ksyms *k, uint64_t address, char *buf, size_t size) {
                 n = snprintf(buf, size, "%.*s+0x%" PRIx64, (int) e->length, k->names + e->name,
                              address - e->address);
         return n < 0 ? 0 : MIN((size_t) n, size - 1);
+}
+
+size_t ksyms_name(Ksyms *k, uint64_t address, char *buf, size_t size) {
+        KsymsCached *c;
+        size_t n;
+
+        if (size == 0)
+                return 0;
+        if (!k->cache)
+                k->cache = calloc(KSYMS_CACHE_SIZE, sizeof(KsymsCached));
+        c = k->cache ? &k->cache[(address >> 2) % KSYMS_CACHE_SIZE] : NULL;
+        if (c && c->length > 0 && c->address == address) {
+                n = MIN((size_t) c->length, size - 1);
+                memcpy(buf, c->text, n);
+                buf[n] = '\0';
+                return n;
+        }
+        n = ksyms_lookup(k, address, buf, size);
+        /* Only whole names are kept. */
+        if (c && n > 0 && n <= KSYMS_CACHED_MAX && n + 1 < size) {
+                c->address = address;
+                c->length = (uint8_t) n;
+                memcpy(c->text, buf, n + 1);
+        }
+        return n;
 }

@@ -16,12 +16,22 @@ typedef struct KsymsEntry {
         uint32_t length;
 } KsymsEntry;
 
+/* A frame's text as ksyms_name() made it: the same few hundred return addresses make most stacks. */
+#define KSYMS_CACHED_MAX 110U
+typedef struct KsymsCached {
+        uint64_t address;
+        uint8_t length; /* 0: empty */
+        char text[KSYMS_CACHED_MAX + 1];
+} KsymsCached;
+#define KSYMS_CACHE_SIZE 1024U
+
 typedef struct Ksyms {
         KsymsEntry *entries; /* by address; of equal addresses, the first listed */
         size_t n_entries;
         char *names;
         size_t names_size;
-        uint64_t text_end; /* past the last symbol: addresses beyond are unknown */
+        uint64_t text_end;  /* past the last symbol: addresses beyond are unknown */
+        KsymsCached *cache; /* KSYMS_CACHE_SIZE, by address; made at the first ksyms_name() */
 } Ksyms;
 
 /* Parses the text of /proc/kallsyms. -ENODATA when it holds no address (kptr_restrict hid them
@@ -31,4 +41,4 @@ void ksyms_done(Ksyms *k);
 
 /* Writes "symbol+0xoff" (with " [module]" for a module's) of address into buf (NUL-terminated, cut
  * to size). Returns the length, or 0 when no symbol holds the address. */
-size_t ksyms_name(const Ksyms *k, uint64_t address, char *buf, size_t size);
+size_t ksyms_name(Ksyms *k, uint64_t address, char *buf, size_t size);

@@ -196,8 +196,14 @@ void manager_on_decoded(Manager *m, unsigned cpu, Batch *b, int error) {
 
         if (error < 0 && ratelimit_below(&decode_log_limit))
                 log_warning_errno(error, "CPU %u: failed to decode a page, its records were lost: %m", cpu);
-        if (b->n_records == 0)
+        if (b->n_records == 0) {
+                /* A read that brought only the stack of the CPU's last record. */
+                if (b->lead_stack) {
+                        manager_stacks_offer(m, cpu, b);
+                        manager_flush_peers(m);
+                }
                 return;
+        }
         manager_count_batch(m, b);
         manager_offer(m, cpu, b);
         manager_flush_peers(m);
