@@ -39,6 +39,8 @@ the µs of the fields reading == the ns of the raw one rounded).
 6. A latency of 100,000 starts that never end (markers of distinct numbers): at most 65,536 wait, the
    older half dropped and counted (pending + pending_dropped == 100,000), and a fresh tpd's peak
    RSS stays within its fixed 16 MiB and one aggregation's 7 MiB.
+7. tpctl count --json prints the final snapshot last (a: 30, b: 20 markers); tpctl hist draws the
+   buckets and the summary of the values written; tpctl latency --key without '=' exits 2.
 
 Where the interface leaves a value open the test does not invent it: the open end of the bucket
 below a linear range or of negative values (its low) and of the one above a linear range (its high)
@@ -650,24 +652,56 @@ def check_pending_bound(tpd):
     log(f'6. pending bound: pending {p["pending"]}, dropped {p["pending_dropped"]}; tpd\'s peak RSS {hwm} KiB')
 
 
+def check_tpctl(tpd):
+    """tpctl count and hist make the call and print its last snapshot: --json as the reply's
+    parameters, text as bars and a summary; usage errors exit 2 before any call."""
+    def run(args, texts):
+        proc = subprocess.Popen([T.env_program('TPCTL'), '--socket', tpd.socket, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        # Written once the aggregation runs: its first snapshot is printed with --json, and text
+        # waits; a second is enough time for the call on any build.
+        time.sleep(1.0 * T.SLOWDOWN)
+        fd = os.open(os.path.join(tpd.instance_dir, 'trace_marker'), os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            for t in texts:
+                os.write(fd, t.encode())
+        finally:
+            os.close(fd)
+        out, err = proc.communicate(timeout=30)
+        check(proc.returncode == 0, f'tpctl {" ".join(args)} exited with {proc.returncode}: {err!r}')
+        return out
+
+    dur = str(3 * T.SLOWDOWN)
+    out = run(['count', 'ftrace:print', '--by', 'buf', '--duration', dur, '--json'], ['a'] * 30 + ['b'] * 20)
+    lines = out.splitlines()
+    last = json.loads(lines[-1])
+    counts = {g['key']: g['count'] for g in last['groups']}
+    check(last.get('final') is True and counts == {'a': 30, 'b': 20} and last['records'] == 50,
+          f'tpctl count --json: the last line is not the final snapshot of a: 30, b: 20: {lines[-1][:300]}')
+    out = run(['hist', 'ftrace:print', '--field', 'buf', '--duration', dur], ['5', '6', '7', '100'])
+    check('[4, 8)' in out and re.search(r'count 4\s+p50 7\s+p90 100\s+p99 100\s+max 100', out),
+          f'tpctl hist: no bucket [4, 8) or no summary "count 4  p50 7  p90 100  p99 100  max 100" (a quantile is at most the max) in:\n{out}')
+    r = tpd.tpctl('latency', 'sched:sched_waking', 'sched:sched_switch', '--key', 'pid')
+    check(r.returncode == 2 and 'key' in r.stderr,
+          f'tpctl latency --key without "=": expected exit 2 naming --key, got {r.returncode}: {r.stderr!r}')
+    log('7. tpctl count --json and hist: their last snapshots as tpd gave them; a usage error exits 2')
+
+
 # ----------------------------------------------------------------------------------------------
 
 def main(ctx):
     check(len(T.online_cpus()) >= 2, 'needs two CPUs')
     with T.TestUsers(ctx, 'tpag', members=('A',)) as users:
         tpd = users.tpd()
-        ref = ctx.make_instance('-agg')
-        # The clock tpd's instance runs on (tpdtest starts tpd with --clock boot), for the reference too.
-        clock = re.search(r'\[(\w+)\]', T.read_text(os.path.join(tpd.instance_dir, 'trace_clock')))[1]
+        ref, clock = ctx.reference_instance(tpd, '-agg')
+        # tpdtest starts tpd with --clock boot: the windows are boot clock times.
         check(clock == 'boot', f'tpd\'s instance runs on the {clock} clock, not boot: the windows cannot be compared')
-        T.write_text(os.path.join(ref, 'trace_clock'), clock)
-        check(f'[{clock}]' in T.read_text(os.path.join(ref, 'trace_clock')), f'the reference instance\'s clock is not {clock}')
-        T.write_text(os.path.join(ref, 'buffer_size_kb'), '16384')
         check_errors(tpd)
         check_sched(ctx, tpd, ref)
         check_markers(ctx, tpd, ref)
         check_member(ctx, tpd, users)
         check_bounds(tpd)
+        check_tpctl(tpd)
         # A fresh tpd: its peak memory is this aggregation's alone.
         tpd.stop()
         tpd.start()

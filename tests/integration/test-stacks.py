@@ -556,11 +556,7 @@ def main(ctx):
     check(len(T.online_cpus()) >= 2, 'needs two CPUs')
     with T.TestUsers(ctx, 'tpst', members=('A',)) as users:
         tpd = users.tpd()
-        ref = ctx.make_instance('-stk')
-        clock = re.search(r'\[(\w+)\]', T.read_text(os.path.join(tpd.instance_dir, 'trace_clock')))[1]
-        T.write_text(os.path.join(ref, 'trace_clock'), clock)
-        check(f'[{clock}]' in T.read_text(os.path.join(ref, 'trace_clock')), f'the reference instance\'s clock is not {clock}')
-        T.write_text(os.path.join(ref, 'buffer_size_kb'), '16384')
+        ref, _ = ctx.reference_instance(tpd, '-stk')
         T.write_text(os.path.join(ref, 'options', 'sym-offset'), '1')
         T.write_text(os.path.join(ref, 'events', 'sched', 'sched_switch', 'trigger'), 'stacktrace')
         check(trigger_lists_stacktrace(ref)[0], 'the reference instance\'s trigger file does not list stacktrace')

@@ -899,6 +899,17 @@ class Context:
         self._instances.append(path)
         return path
 
+    def reference_instance(self, tpd, suffix, buffer_kb=16384):
+        """An instance of the test's own on the trace clock of tpd's, with a buffer of buffer_kb: the
+        kernel's text of the same records, to compare tpd's with."""
+        ref = self.make_instance(suffix)
+        clock = re.search(r'\[(\w+)\]', read_text(os.path.join(tpd.instance_dir, 'trace_clock')))[1]
+        write_text(os.path.join(ref, 'trace_clock'), clock)
+        check(f'[{clock}]' in read_text(os.path.join(ref, 'trace_clock')),
+              f'the reference instance\'s clock is not {clock}')
+        write_text(os.path.join(ref, 'buffer_size_kb'), str(buffer_kb))
+        return ref, clock
+
     def cgroups(self, names=()):
         """A cgroup v2 of the test's own with these children (Cgroups); skips without a cgroup v2
         hierarchy."""
