@@ -273,6 +273,10 @@ typedef struct Replay {
         ReplayCpu *current; /* of the record being decoded, for replay_missed() */
         Output *out;
         uint64_t damaged;
+        /* Records out of the batch: the last may wait for the stack the next callback brings. */
+        size_t emitted;
+        uint8_t *held_raw;
+        size_t held_cap;
 } Replay;
 
 /* tpd's tep handle knows no kernel symbols: live, "print" shows code addresses as numbers. The
@@ -366,29 +370,66 @@ static uint64_t replay_missed(void *userdata, unsigned cpu, const uint64_t *stor
         return n;
 }
 
-/* Prints the records of the batch that the stream selects. */
-static int replay_emit(Replay *r) {
+/* A frame's name from the file's kallsyms, as tpd names it live ("symbol+0xoff"): stacks are named
+ * where "print" is not (replay_no_function()). */
+static size_t replay_ksym(void *userdata, uint64_t address, char *buf, size_t size) {
+        Replay *r = userdata;
+        const char *name;
+        int n = -1;
+
+        tep_reset_function_resolver(r->tep);
+        name = tep_find_function(r->tep, address);
+        if (name)
+                n = snprintf(buf, size, "%s+0x%llx", name,
+                             address - tep_find_function_address(r->tep, address));
+        (void) tep_set_function_resolver(r->tep, replay_no_function, NULL);
+        return n < 0 ? 0 : MIN((size_t) n, size - 1);
+}
+
+/* Prints the records of the batch that the stream selects, all (end) or all but a last one whose
+ * stack may come with the next record. */
+static int replay_emit(Replay *r, bool end) {
         Batch *b = r->batch;
+        size_t upto = b->n_records;
+        const Record *last = upto > 0 ? &b->records[upto - 1] : NULL;
         int k;
 
-        for (size_t i = 0; i < b->n_records; i++) {
+        if (!end && last && last->kind == RECORD_EVENT && !last->stack && decoder_stack_id(r->decoder) >= 0)
+                upto--;
+        for (size_t i = r->emitted; i < upto; i++) {
                 const Record *rec = &b->records[i];
+                unsigned variant =
+                        (r->print ? DECODER_VARIANT_PRINT : 0) | (rec->stack ? DECODER_VARIANT_STACK : 0);
 
                 if (!selection_matches(&r->selection, r->decoder, rec))
                         continue;
-                if (r->print && rec->kind == RECORD_EVENT) {
-                        k = decoder_encode_print(r->decoder, b, i);
-                        if (k < 0)
-                                return k;
-                        rec = &b->records[i];
-                        if (output_put(r->out, b->buf.data + rec->print_offset, rec->print_length) < 0)
-                                return -EPIPE;
-                        continue;
-                }
-                if (output_put(r->out, b->buf.data + rec->offset, rec->length) < 0)
+                variant = rec->kind == RECORD_EVENT ? variant : 0;
+                if (variant && (k = decoder_encode_variant(r->decoder, b, i, variant)) < 0)
+                        return k;
+                rec = &b->records[i];
+                if (output_put(r->out, b->buf.data + (variant ? rec->print_offset : rec->offset),
+                               variant ? rec->print_length : rec->length) < 0)
                         return -EPIPE;
         }
-        batch_reset(b);
+        if (upto == b->n_records) {
+                batch_reset(b);
+                r->emitted = 0;
+                return 0;
+        }
+        Record *rec = &b->records[upto]; /* waits, with a copy of its payload: libtracecmd's goes */
+        if (rec->raw != r->held_raw) {
+                if (r->held_cap < rec->raw_size) {
+                        uint8_t *p = realloc(r->held_raw, rec->raw_size);
+                        if (!p)
+                                return -ENOMEM;
+                        r->held_raw = p;
+                        r->held_cap = rec->raw_size;
+                }
+                if (rec->raw_size > 0)
+                        memcpy(r->held_raw, rec->raw, rec->raw_size);
+                rec->raw = r->held_raw;
+        }
+        r->emitted = upto;
         return 0;
 }
 
@@ -437,7 +478,7 @@ static int replay_on_record(struct tracecmd_input *handle, struct tep_record *re
         }
         if (k < 0)
                 return k;
-        return replay_emit(r);
+        return replay_emit(r, false);
 }
 
 static void tracecmd_closep(struct tracecmd_input **h) {
@@ -603,7 +644,10 @@ static int replay_dat(const char *path, const ReplayOptions *o, Output *out) {
 
         if (replay_load_stats(&r, tracecmd_get_cpustats(handle)) < 0 || !(r.batch = batch_new()) ||
             decoder_new(r.tep,
-                        &(DecoderCallbacks){ .comm = replay_comm, .missed = replay_missed, .userdata = &r },
+                        &(DecoderCallbacks){ .comm = replay_comm,
+                                             .missed = replay_missed,
+                                             .ksym = replay_ksym,
+                                             .userdata = &r },
                         &r.decoder) < 0) {
                 log_oom();
                 goto finish;
@@ -619,8 +663,10 @@ static int replay_dat(const char *path, const ReplayOptions *o, Output *out) {
                 for (unsigned cpu = 0; k >= 0 && cpu < r.sources[i].n_cpus; cpu++) {
                         k = decoder_flush_unknown(&r.sources[i].cpus[cpu].unknown, r.batch, cpu);
                         if (k >= 0)
-                                k = replay_emit(&r);
+                                k = replay_emit(&r, true);
                 }
+        if (k >= 0) /* and the last, which waited for a stack */
+                k = replay_emit(&r, true);
         if (k < 0 && k != -EPIPE) {
                 log_error_errno(k == -1 ? -EIO : k, "cannot read the records of '%s': %m", path);
                 goto finish;
@@ -637,6 +683,7 @@ finish:
                 free(r.sources[i].cpus);
         }
         free(r.sources);
+        free(r.held_raw);
         decoder_free(r.decoder);
         selection_done(&r.selection);
         batch_unref(r.batch);

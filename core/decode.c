@@ -576,15 +576,16 @@ int decoder_stack_id(Decoder *d) {
 /* A kernel stack record: joined to the event record before it, of the same task, or when the batch
  * holds none yet, the batch's lead (its record was in the previous read). Any other is dropped:
  * its record was lost, or had no format. */
-static void decode_stack(Decoder *d, const void *data, size_t size, const DecoderUnknownRun *unknown,
-                         Batch *batch) {
+static void decode_stack(Decoder *d, const void *data, size_t size, unsigned cpu,
+                         const DecoderUnknownRun *unknown, Batch *batch) {
         Record *last = batch->n_records > 0 ? &batch->records[batch->n_records - 1] : NULL;
         int32_t pid;
 
         memcpy(&pid, (const uint8_t *) data + 4, 4);
         if (unknown->count > 0)
                 return;
-        if (last && last->kind == RECORD_EVENT && !last->stack && last->pid == pid) {
+        /* tpd's batches are of one CPU; tpctl replay's, in time order, of all. */
+        if (last && last->kind == RECORD_EVENT && !last->stack && last->pid == pid && last->cpu == cpu) {
                 last->stack = data;
                 last->stack_size = (uint32_t) size;
         } else if (batch->n_records == batch->n_lost && !batch->lead_stack) {
@@ -602,7 +603,7 @@ int decoder_decode_record(Decoder *d, uint64_t ts, unsigned cpu, const void *dat
                 uint16_t id;
                 memcpy(&id, data, 2);
                 if (id == decoder_stack_id(d)) {
-                        decode_stack(d, data, size, unknown, batch);
+                        decode_stack(d, data, size, cpu, unknown, batch);
                         return 0;
                 }
                 if (!decoder_plan(d, id)) {

@@ -549,6 +549,20 @@ def check_record(ctx, tpd):
         log(f'5. tpctl record --stack: {len(blocks)} records with stacks in trace-cmd report; the stream had '
             f'{len(mine)}: frames not compared')
 
+    # tpctl replay names the file's stacks from its kallsyms as tpd names them live.
+    res = subprocess.run([tpctl, 'replay', '-p', str(parent), '-p', str(child), out], capture_output=True, text=True,
+                         timeout=120)
+    check(res.returncode == 0, f'tpctl replay exited with {res.returncode}: {res.stderr[:1000]!r}')
+    replayed = [json.loads(line) for line in res.stdout.splitlines()]
+    replayed = [r for r in replayed if r.get('event') == SWITCH]
+    check(len(replayed) == len(blocks) and all(r.get('stack') for r in replayed),
+          f'tpctl replay: {len(replayed)} sched_switch records of the workload, {len(blocks)} in trace-cmd report; '
+          f'without a stack: {[r for r in replayed if not r.get("stack")][:3]}')
+    if len(mine) == len(replayed):
+        diff = [(a['stack'], b['stack']) for a, b in zip(mine, replayed) if a['stack'] != b['stack']]
+        check(not diff, f'tpctl replay\'s stacks differ from the stream\'s: {diff[:2]}')
+        log(f'5. tpctl replay: {len(replayed)} records, every stack equal to the stream\'s, offsets included')
+
 
 # ----------------------------------------------------------------------------------------------
 
