@@ -246,6 +246,17 @@ int status_method_get_status(Manager *m, Peer *peer, const VarlinkCall *call) {
                 json_set(&r, a, "cgroups", json_u64(cgroup_history_paths(m->attribution.history)));
                 json_set(&r, p, "attribution", a);
         }
+        if (m->stacks.n > 0 || m->stacks.held > 0) {
+                json_object *s = json_object_new_object();
+
+                json_set(&r, s, "streams", json_object_new_int((int) m->stacks.n));
+                json_set(&r, s, "symbols", json_u64(m->stacks.ksyms.n_entries));
+                json_set(&r, s, "held", json_u64(m->stacks.held));
+                json_set(&r, s, "joined_late", json_u64(m->stacks.joined_late));
+                json_set(&r, s, "unjoined", json_u64(m->stacks.unjoined));
+                json_set(&r, s, "reloads", json_u64(m->stacks.reloads));
+                json_set(&r, p, "stacks", s);
+        }
         return call_reply(peer, p, r);
 }
 

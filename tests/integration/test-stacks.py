@@ -276,6 +276,10 @@ def check_against_reference(ctx, tpd, ref):
     stream.wait_for(lambda rs: any(r.get('pid') == me for r in rs), 10, 'a record of the test\'s own pid')
     on, text = trigger_lists_stacktrace(tpd.instance_dir)
     check(on, f'during a stack stream the trigger file of tpd\'s instance does not list stacktrace: {text!r}')
+    st = tpd.status().get('stacks')
+    check(st and st['streams'] == 1 and st['symbols'] > 0 and st['joined_late'] + st['unjoined'] <= st['held'],
+          f'GetStatus "stacks" during one stack stream: {st}')
+    log(f'3. GetStatus stacks: {st}')
     log(f'gen-pingpong {parent} {child} on CPU {cpu}; the stack stream is live; tpd\'s trigger: {text.strip()!r}')
 
     # The reference: tracing from now on, while gen-pingpong waits for its go.
