@@ -32,6 +32,7 @@ enum {
         ARG_CGROUP,
         ARG_UNIT,
         ARG_BY,
+        ARG_FORMAT,
         ARG_STACK,
 };
 
@@ -52,6 +53,7 @@ static const OptionSpec common_specs[] = {
         { "cgroup", 0, required_argument, ARG_CGROUP, OPTION_CGROUP },
         { "unit", 0, required_argument, ARG_UNIT, OPTION_CGROUP },
         { "by", 0, required_argument, ARG_BY, OPTION_BY },
+        { "format", 0, required_argument, ARG_FORMAT, OPTION_FORMAT },
         { "stack", 0, no_argument, ARG_STACK, OPTION_STACK },
 };
 
@@ -179,6 +181,9 @@ static int common_parse_option(const OptionSpec *spec, const char *arg) {
                 return 0;
         case ARG_BY:
                 common.by = arg;
+                return 0;
+        case ARG_FORMAT:
+                common.format = arg;
                 return 0;
         case ARG_STACK:
                 common.stack = true;

@@ -45,10 +45,11 @@ enum {
         OPTION_CPU = 1 << 3,
         OPTION_PRINT = 1 << 4,
         OPTION_DURATION = 1 << 5,
-        OPTION_FOLLOW = 1 << 6, /* the -p processes' descendants too: stream and record */
-        OPTION_CGROUP = 1 << 7, /* a cgroup's tasks (--cgroup, --unit): stream and record */
-        OPTION_BY = 1 << 8,     /* what rows or groups sum: top and the aggregations, each its own values */
-        OPTION_STACK = 1 << 9,  /* the kernel's stack of each record (--stack): stream and record */
+        OPTION_FOLLOW = 1 << 6,  /* the -p processes' descendants too: stream and record */
+        OPTION_CGROUP = 1 << 7,  /* a cgroup's tasks (--cgroup, --unit): stream and record */
+        OPTION_BY = 1 << 8,      /* what rows or groups sum: top and the aggregations, each its own values */
+        OPTION_STACK = 1 << 9,   /* the kernel's stack of each record (--stack): stream and record */
+        OPTION_FORMAT = 1 << 10, /* the format of the file written: record and convert, each its own */
         /* What stream, record, replay and export select records by. */
         OPTION_SELECTION = OPTION_EVENT | OPTION_PID | OPTION_CPU | OPTION_FILTER,
 };
@@ -80,7 +81,8 @@ typedef struct CommonOptions {
         const char *unit;       /* --unit: a systemd unit, whose cgroup becomes cgroup */
         char **command;         /* after "--": the command whose tasks a stream follows (command.h) */
         size_t n_command;
-        const char *by; /* --by, checked by the command that takes it */
+        const char *by;     /* --by, checked by the command that takes it */
+        const char *format; /* --format, likewise */
 } CommonOptions;
 
 extern const OptionTable common_option_table;

@@ -405,12 +405,10 @@ static int record_command(const CommonOptions *c, char **args, size_t n, const R
 }
 
 static RecordOptions opt = { .kallsyms = true };
-static const char *opt_format;
 
 enum {
         ARG_OUTPUT,
         ARG_SIZE,
-        ARG_FORMAT,
         ARG_ROTATE_SIZE,
         ARG_ROTATE_TIME,
         ARG_KEEP,
@@ -419,12 +417,11 @@ enum {
         ARG_FORCE,
 };
 
-#define RECORD_SHOWN "--output, --size, --format, --rotate-*, --keep, --file-version, --no-kallsyms, --force"
+#define RECORD_SHOWN "--output, --size, --rotate-*, --keep, --file-version, --no-kallsyms, --force"
 
 static const OptionSpec record_specs[] = {
         { "output", 'o', required_argument, ARG_OUTPUT, 0, RECORD_SHOWN },
         { "size", 0, required_argument, ARG_SIZE, 0, RECORD_SHOWN },
-        { "format", 0, required_argument, ARG_FORMAT, 0, RECORD_SHOWN },
         { "rotate-size", 0, required_argument, ARG_ROTATE_SIZE, 0, RECORD_SHOWN },
         { "rotate-time", 0, required_argument, ARG_ROTATE_TIME, 0, RECORD_SHOWN },
         { "keep", 0, required_argument, ARG_KEEP, 0, RECORD_SHOWN },
@@ -459,9 +456,6 @@ static int record_parse_option(const OptionSpec *spec, const char *arg) {
                 if (parse_megabytes(arg, spec->id == ARG_SIZE ? &opt.max_size : &opt.rotate_size) < 0)
                         return log_usage("invalid size in MB '%s'", arg);
                 return 0;
-        case ARG_FORMAT:
-                opt_format = arg;
-                return 0;
         case ARG_KEEP:
                 if (parse_int(arg, &k) < 0 || k < 1)
                         return log_usage("invalid number of files '%s'", arg);
@@ -490,14 +484,14 @@ int record_verb(const CommonOptions *c, char **args, size_t n) {
 
         if (!o.output)
                 return usage_error("record needs -o FILE");
-        if (!opt_format)
+        if (!c->format)
                 o.format = record_format_for(o.output);
-        else if (streq(opt_format, "dat"))
+        else if (streq(c->format, "dat"))
                 o.format = RECORD_FORMAT_DAT;
-        else if (streq(opt_format, "ndjson"))
+        else if (streq(c->format, "ndjson"))
                 o.format = RECORD_FORMAT_NDJSON;
         else
-                return usage_error("--format takes dat or ndjson, not '%s'", opt_format);
+                return usage_error("--format takes dat or ndjson, not '%s'", c->format);
         if (o.file_version == 0)
                 o.file_version = 6;
         o.duration = (double) c->duration_usec / 1e6;

@@ -17,7 +17,8 @@
 extern const OptionTable record_option_table;
 
 /* The shared options record takes. */
-#define RECORD_OPTIONS (OPTION_SELECTION | OPTION_DURATION | OPTION_FOLLOW | OPTION_CGROUP | OPTION_STACK)
+#define RECORD_OPTIONS \
+        (OPTION_SELECTION | OPTION_DURATION | OPTION_FOLLOW | OPTION_CGROUP | OPTION_STACK | OPTION_FORMAT)
 
 /* Returns the exit status. */
 int record_verb(const CommonOptions *c, char **args, size_t n);

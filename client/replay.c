@@ -35,20 +35,19 @@ const char *tracecmd_get_cpustats(struct tracecmd_input *handle);
 
 #define OUTPUT_BUFFER_SIZE (256U * 1024U)
 
-/* Standard output without stdio: a reader that goes away (| head) ends the replay quietly, and
- * nothing is left in a buffer for tpctl's final flush to fail on. */
+/* No stdio: a reader gone (| head) ends the replay quietly, no buffer left for tpctl's last flush. */
 typedef struct Output {
         char *buf;
         size_t len;
-        int error;   /* the first write error, negative errno */
-        bool escape; /* a terminal: no control byte of the capture reaches it (terminal.h) */
+        int fd, error; /* error: the first write error, negative errno */
+        bool escape;   /* a terminal: no control byte of the capture reaches it (terminal.h) */
 } Output;
 
 static int output_flush(Output *o) {
         size_t done = 0;
 
         while (o->error == 0 && done < o->len) {
-                ssize_t n = write(STDOUT_FILENO, o->buf + done, o->len - done);
+                ssize_t n = write(o->fd, o->buf + done, o->len - done);
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -730,7 +729,8 @@ static int replay_dat_isolated(const char *path, const ReplayOptions *o, Output 
 int replay_file(const char *path, const ReplayOptions *o) {
         _cleanup_close_ int fd = -1;
         _cleanup_free_ char *buf = NULL;
-        Output out = { .escape = isatty(STDOUT_FILENO) };
+        Output out = { .fd = o->out_fd > 0 ? o->out_fd : STDOUT_FILENO,
+                       .escape = o->out_fd <= 0 && isatty(STDOUT_FILENO) };
         char head[sizeof(dat_magic)];
         size_t n = 0;
 

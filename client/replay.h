@@ -26,6 +26,7 @@ typedef struct ReplayOptions {
         /* Read a data file in this process, not in a child that turns a crash of libtracecmd into
          * an error: for a fuzzer, which must see it. */
         bool in_process;
+        int out_fd; /* where the records go (tpctl convert); 0: standard output */
 } ReplayOptions;
 
 /* Prints the records of the capture at path that the options select. Returns an exit status:

@@ -14,7 +14,7 @@ _tpctl_events() {
 }
 
 _tpctl() {
-        local commands='list describe enable disable status stream record replay top hist count latency export metrics call'
+        local commands='list describe enable disable status stream record replay convert top hist count latency export metrics call'
         local global='-h --help --version --socket= --json= -j --no-legend --no-pager -q --quiet'
         local methods='io.tpd.tracing.ListEvents io.tpd.tracing.DescribeEvent io.tpd.tracing.Enable
                 io.tpd.tracing.Disable io.tpd.tracing.GetStatus io.tpd.tracing.Stream io.tpd.tracing.Record io.tpd.tracing.GetCounters
@@ -88,7 +88,7 @@ _tpctl() {
                         case $verb in
                         '') what=command ;;
                         list | describe | enable | disable | stream | record | hist | count | latency) what=event ;;
-                        replay) what=file ;;
+                        replay | convert) what=file ;;
                         call) what=method ;;
                         *) what=none ;;
                         esac
@@ -122,6 +122,7 @@ _tpctl() {
                 disable) opts+=' --all' ;;
                 stream) opts+=' -e --event= -p --pid= --follow --cgroup= --unit= -c --cpu= -f --filter= --print --symbolic --symbolic= --count= --duration= --time= --ordered --ordered= --transport= --with= --stack --' ;;
                 record) opts+=' -o --output= -e --event= -p --pid= --follow --cgroup= --unit= -c --cpu= -f --filter= --format= --duration= --size= --rotate-size= --rotate-time= --keep= --file-version= --no-kallsyms --stack --force --' ;;
+                convert) opts+=' --format=' ;;
                 replay) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --print' ;;
                 metrics) opts+=' --openmetrics' ;;
                 top) opts+=' -n --iterations= -d --delay= --sort= --by= -e --event= --' ;;

@@ -3,8 +3,8 @@
  * tpctl, the command-line client of tpd. Each command is one Varlink call on a fresh connection;
  * `stream` upgrades its connection and then copies the daemon's NDJSON to stdout without parsing it.
  * Here: the commands, the options of all of them, and the small commands; the larger ones have
- * rooms of their own (stream.c, record.c, replay.c, metrics.c, top.c, aggregate.c, export.c), each
- * with its options, and the options several commands share are options.c's.
+ * rooms of their own (stream.c, record.c, replay.c, perfetto.c, metrics.c, top.c, aggregate.c,
+ * export.c), each with its options, and the options several commands share are options.c's.
  */
 
 #include <assert.h>
@@ -25,6 +25,7 @@
 #include "metrics.h"
 #include "options.h"
 #include "output.h"
+#include "perfetto.h"
 #include "record.h"
 #include "replay.h"
 #include "stream.h"
@@ -179,6 +180,7 @@ static const Verb verbs[] = {
         { "call", 1, 2, 0, NULL, verb_call },
         { "record", 0, SIZE_MAX, RECORD_OPTIONS, &record_option_table, record_verb },
         { "replay", 1, SIZE_MAX, REPLAY_OPTIONS, NULL, replay_verb },
+        { "convert", 2, 2, OPTION_FORMAT, NULL, convert_verb },
         { "metrics", 0, 0, 0, &metrics_option_table, metrics_verb },
         { "top", 0, SIZE_MAX, OPTION_EVENT | OPTION_BY, &top_option_table, top_verb },
         { "export", 0, 1, EXPORT_OPTIONS, &export_option_table, export_verb },
@@ -210,6 +212,8 @@ static void help(void) {
                "                             Run CMD, recording it and what it forks until it exits\n"
                "  replay FILE [EVENT...]     Print a capture's records as stream would have: FILE is a\n"
                "                             trace-cmd data file (.dat) or stream's NDJSON\n"
+               "  convert IN OUT             Write a capture (.dat or NDJSON) as a Perfetto trace: OUT\n"
+               "                             is named *.perfetto-trace or *.pftrace, or --format=perfetto\n"
                "  metrics                    Print tpd's counters as Prometheus metrics (text format,\n"
                "                             for node_exporter's textfile collector)\n"
                "  call METHOD [PARAMETERS]   Call a Varlink method with a JSON object and print the reply\n"
@@ -275,6 +279,7 @@ static void help(void) {
                "                             in the file (root or KernelAddresses=yes)\n"
                "  -o --output=FILE           record: the file; .ndjson, .json or .jsonl mean NDJSON\n"
                "     --format=dat|ndjson     record: the file's format, whatever its name\n"
+               "     --format=perfetto       convert: a Perfetto trace, whatever OUT's name\n"
                "     --size=MB               record: stop before the capture outgrows MB (MiB)\n"
                "     --rotate-size=MB        record: start a new file (NAME-0001.dat, …) at MB\n"
                "     --rotate-time=S         record: start a new file every S seconds\n"

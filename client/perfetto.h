@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <json-c/json.h>
+
+#include "options.h"
+
+/*
+ * `tpctl convert IN OUT`: a capture (a trace-cmd data file or tpctl's NDJSON, read by replay.c as
+ * `tpctl replay` reads it) written as a Perfetto trace (Perfetto's Trace protobuf, encoded by
+ * protobuf.c). Field numbers are those of Perfetto's protos/perfetto/trace/; the messages written
+ * are in tests/data/perfetto-min.proto.
+ */
+
+typedef struct PerfettoWriter PerfettoWriter;
+
+/* A writer to fd: writes the SystemInfo packet (uname() of this machine). */
+int perfetto_writer_new(int fd, PerfettoWriter **ret);
+/* One record of §3 of docs/design.md: an event, a loss, a clock record (a notice is skipped). */
+int perfetto_writer_add(PerfettoWriter *w, json_object *record);
+/* Writes the bundles still open, the process tree and the loss statistics. */
+int perfetto_writer_finish(PerfettoWriter *w);
+PerfettoWriter *perfetto_writer_free(PerfettoWriter *w);
+
+/* `tpctl convert IN OUT`. Returns the exit status. */
+int convert_verb(const CommonOptions *c, char **args, size_t n);

@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""`tpctl convert`: a recording written as a Perfetto trace, read back with protoc.
+
+A pipe ping-pong and 1,000 numbered markers, recorded by `tpctl record` from a real tpd
+(sched_switch, sched_waking, print), converted to a Perfetto trace and decoded by Debian's protoc
+with tests/data/perfetto-min.proto (Perfetto's field numbers). Per CPU, the trace's events are
+`tpctl replay`'s records: the same count, timestamps and pids, sched_switch's and sched_waking's
+fields, the marker texts; every pid of the records but 0 is in the process tree with one of its names;
+the loss statistics per CPU equal replay's lost records; the system info names this kernel. The
+NDJSON of the replay, converted too, gives the same events.
+"""
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import tpdtest as T
+from tpdtest import check, fail, log
+
+PROTO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'data')
+EVENTS = ['sched:sched_switch', 'sched:sched_waking', 'ftrace:print']
+ROUND_TRIPS = 1_000
+MARKER_N = 1_000
+SWITCH = ['prev_comm', 'prev_pid', 'prev_prio', 'prev_state', 'next_comm', 'next_pid', 'next_prio']
+WAKING = ['comm', 'pid', 'prio', 'success', 'target_cpu']
+
+
+def tpctl(*args):
+    return subprocess.run([T.env_program('TPCTL'), *args], capture_output=True, timeout=300)
+
+
+def tpctl_ok(*args):
+    r = tpctl(*args)
+    check(r.returncode == 0, f'tpctl {" ".join(args)} exited with {r.returncode}: {r.stderr[-2000:]!r}')
+    return r.stdout
+
+
+def parse_text_format(text):
+    """protoc --decode's text format as dicts of lists: {'packet': [{...}, ...]}."""
+    stack = [{}]
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if line == '}':
+            stack.pop()
+        elif line.endswith(' {'):
+            child = {}
+            stack[-1].setdefault(line[:-2], []).append(child)
+            stack.append(child)
+        else:
+            key, value = line.split(': ', 1)
+            if value.startswith('"'):
+                value = ast.literal_eval('b' + value).decode('utf-8', 'replace')
+            elif value in ('true', 'false'):
+                value = value == 'true'
+            else:
+                value = int(value)
+            stack[-1].setdefault(key, []).append(value)
+    check(len(stack) == 1, 'protoc output is not balanced')
+    return stack[0]
+
+
+def decode(trace):
+    r = subprocess.run(['protoc', '--decode=perfetto.protos.Trace', f'--proto_path={PROTO_DIR}',
+                        'perfetto-min.proto'], stdin=open(trace, 'rb'), capture_output=True, timeout=300)
+    check(r.returncode == 0, f'protoc cannot decode {trace}: {r.stderr[-2000:]!r}')
+    return parse_text_format(r.stdout.decode())
+
+
+def one(m, key, default=None):
+    return m.get(key, [default])[0]
+
+
+def events_per_cpu(trace):
+    """{cpu: [(ts, pid, name, fields)]} of the trace's bundles, in their order."""
+    out = {}
+    for p in trace.get('packet', []):
+        for b in p.get('ftrace_events', []):
+            for e in b.get('event', []):
+                kinds = [k for k in e if k not in ('timestamp', 'pid')]
+                check(len(kinds) == 1, f'an event with {kinds}')
+                body = one(e, kinds[0])
+                fields = {k: v[0] for k, v in body.items()}
+                out.setdefault(one(b, 'cpu'), []).append((one(e, 'timestamp'), one(e, 'pid'), kinds[0], fields))
+    return out
+
+
+def expected_per_cpu(records):
+    names = {'sched:sched_switch': ('sched_switch', SWITCH), 'sched:sched_waking': ('sched_waking', WAKING),
+             'ftrace:print': ('print', ['ip', 'buf'])}
+    out = {}
+    for r in records:
+        if 'event' not in r:
+            continue
+        name, keys = names[r['event']]
+        fields = {k: r['fields'][k] for k in keys if k in r['fields']}
+        out.setdefault(r['cpu'], []).append((r['ts'], r['pid'], name, fields))
+    return out
+
+
+def check_trace(path, records, what):
+    trace = decode(path)
+    got, want = events_per_cpu(trace), expected_per_cpu(records)
+    check(sorted(got) == sorted(want), f'{what}: CPUs {sorted(got)}, replay has {sorted(want)}')
+    for cpu in want:
+        check(len(got[cpu]) == len(want[cpu]), f'{what}: CPU {cpu}: {len(got[cpu])} events, replay has '
+                                               f'{len(want[cpu])}')
+        for g, w in zip(got[cpu], want[cpu]):
+            check(g == w, f'{what}: CPU {cpu}: event {g} differs from replay\'s {w}')
+    log(f'{what}: {sum(len(v) for v in got.values())} events on {len(got)} CPUs equal the replay\'s')
+
+    markers = [f['buf'] for v in got.values() for _, _, n, f in v if n == 'print' and 'tpd-perfetto' in f['buf']]
+    seqs = sorted(int(b.split()[1]) for b in markers)
+    check(seqs == list(range(MARKER_N)), f'{what}: markers {len(seqs)}, first {seqs[:3]}')
+
+    trees = [t for p in trace['packet'] for t in p.get('process_tree', [])]
+    check(len(trees) == 1, f'{what}: {len(trees)} process trees')
+    threads = {one(t, 'pid'): one(t, 'cmdline') for t in trees[0].get('processes', [])}
+    check(all(one(t, 'cmdline_is_comm') for t in trees[0].get('processes', [])), f'{what}: cmdline_is_comm unset')
+    names = {}
+    for r in records:
+        if 'event' in r:
+            names.setdefault(r['pid'], set()).add(r.get('comm'))
+            for p, c in (('prev_pid', 'prev_comm'), ('next_pid', 'next_comm'), ('pid', 'comm')):
+                if p in r['fields'] and r['event'] != 'ftrace:print':
+                    names.setdefault(r['fields'][p], set()).add(r['fields'][c])
+    names.pop(0, None)  # the idle tasks: Perfetto's swapper, not in the tree
+    for pid, comms in names.items():
+        check(pid in threads, f'{what}: pid {pid} is not in the process tree')
+        check(threads[pid] in comms, f'{what}: pid {pid} is "{threads[pid]}" in the tree, {comms} in the records')
+
+    lost = {}
+    for r in records:
+        if 'lost' in r:
+            lost[r['cpu']] = lost.get(r['cpu'], 0) + r['lost']
+    stats = [s for p in trace['packet'] for s in p.get('ftrace_stats', [])]
+    end = [s for s in stats if one(s, 'phase') == 2]
+    check(len(end) == 1, f'{what}: {len(end)} end-of-trace stats')
+    overrun = {one(c, 'cpu'): one(c, 'overrun', 0) for c in end[0].get('cpu_stats', [])}
+    for cpu in set(overrun) | set(lost):
+        check(overrun.get(cpu, 0) == lost.get(cpu, 0), f'{what}: CPU {cpu}: overrun {overrun.get(cpu)}, '
+                                                       f'replay lost {lost.get(cpu, 0)}')
+
+    infos = [i for p in trace['packet'] for i in p.get('system_info', [])]
+    check(len(infos) == 1 and one(one(infos[0], 'utsname'), 'release') == os.uname().release,
+          f'{what}: system info {infos}')
+    return trace
+
+
+def synthetic(ctx):
+    """A hand-made NDJSON capture: a clock record, a fork, a generic event of every field type."""
+    lines = [
+        {'ts': 100, 'clock': 'boot', 'realtime_offset_ns': 1_700_000_000_000_000_000},
+        {'ts': 1000, 'cpu': 2, 'event': 'sched:sched_process_fork', 'pid': 5, 'comm': 'sh',
+         'fields': {'parent_comm': 'sh', 'parent_pid': 5, 'child_comm': 'sh', 'child_pid': 9}},
+        {'ts': 1001, 'notice': 'sync'},
+        {'ts': 1002, 'cpu': 0, 'event': 'kmem:kmalloc', 'pid': 9, 'comm': 'ls',
+         'fields': {'neg': -3, 'big': 2**64 - 1, 'ptr': '0xffff8881', 'arr': [1, 2], 'name': 'x\u00e9'}},
+        {'ts': 1003, 'cpu': 0, 'lost': 7, 'cause': 'overrun'},
+        {'ts': 1004, 'cpu': 0, 'lost': 2, 'cause': 'dropped'},
+    ]
+    src, out = os.path.join(ctx.tmpdir, 'synthetic.ndjson'), os.path.join(ctx.tmpdir, 'synthetic.pftrace')
+    with open(src, 'w') as f:
+        f.write(''.join(json.dumps(line, separators=(',', ':')) + '\n' for line in lines))
+    tpctl_ok('convert', src, out)
+    trace = decode(out)
+    snaps = [c for p in trace['packet'] for c in p.get('clock_snapshot', [])]
+    check(len(snaps) == 1, f'synthetic: {len(snaps)} clock snapshots')
+    clocks = {one(c, 'clock_id'): one(c, 'timestamp') for c in snaps[0]['clocks']}
+    check(clocks == {6: 100, 1: 1_700_000_000_000_000_100} and one(snaps[0], 'primary_trace_clock') == 6,
+          f'synthetic: clock snapshot {snaps[0]}')
+    tree = [t for p in trace['packet'] for t in p.get('process_tree', [])][0]
+    procs = {one(t, 'pid'): (one(t, 'ppid'), one(t, 'cmdline')) for t in tree['processes']}
+    check(procs == {5: (None, 'sh'), 9: (5, 'ls')}, f'synthetic: process tree {procs}')
+    event = [e for p in trace['packet'] for b in p.get('ftrace_events', []) if one(b, 'cpu') == 0
+             for e in b['event']][0]
+    generic = one(event, 'generic', {})
+    fields = {one(f, 'name'): {k: v[0] for k, v in f.items() if k != 'name'} for f in generic.get('field', [])}
+    check(one(generic, 'event_name') == 'kmalloc' and one(event, 'pid') == 9 and fields == {
+        'neg': {'int_value': -3}, 'big': {'uint_value': 2**64 - 1}, 'ptr': {'str_value': '0xffff8881'},
+        'arr': {'str_value': '[1,2]'}, 'name': {'str_value': 'x\u00e9'}}, f'synthetic: generic event {event}')
+    end = [s for p in trace['packet'] for s in p.get('ftrace_stats', []) if one(s, 'phase') == 2][0]
+    overrun = {one(c, 'cpu'): one(c, 'overrun') for c in end['cpu_stats']}
+    check(overrun == {0: 9, 2: 0}, f'synthetic: overruns {overrun}')
+    log('synthetic: clock snapshot, process tree, generic fields and losses as written')
+
+
+def main(ctx):
+    if not shutil.which('protoc'):
+        raise T.TestSkip('protoc (Debian\'s protobuf-compiler) is not installed')
+    synthetic(ctx)
+    tpd = ctx.tpd()
+    dat = os.path.join(ctx.tmpdir, 'x.dat')
+    cpus = T.online_cpus()
+    pingpong = ctx.gen('GEN_PINGPONG', '--count', ROUND_TRIPS, '--cpu', cpus[0])
+    marker = ctx.gen('GEN_MARKER', '--instance', tpd.instance, '--count', MARKER_N, '--seq', '--cpu', cpus[-1],
+                     '--wait', 'tpd-perfetto')
+    pids = pingpong.pids() + marker.pids()
+    selection = [a for e in EVENTS for a in ('-e', e)]
+    rec = T.Process(ctx, 'record', [T.env_program('TPCTL'), '--socket', tpd.socket, 'record', '-o', dat,
+                                    *selection, '--filter', ' || '.join(f'common_pid == {p}' for p in pids)],
+                    stdout=subprocess.DEVNULL)
+    time.sleep(1.0)
+    check(rec.running(), f'tpctl record exited: {rec.stderr_text()!r}')
+    T.record_ping_pong_and_markers(rec, pingpong, marker)
+
+    ndjson = os.path.join(ctx.tmpdir, 'x.ndjson')
+    text = tpctl_ok('replay', dat)
+    with open(ndjson, 'wb') as f:
+        f.write(text)
+    records = [json.loads(line) for line in text.splitlines()]
+    switches = sum(1 for r in records if r.get('event') == 'sched:sched_switch')
+    check(switches >= 2 * ROUND_TRIPS, f'only {switches} sched_switch records for {ROUND_TRIPS} round trips')
+
+    out = os.path.join(ctx.tmpdir, 'x.perfetto-trace')
+    tpctl_ok('convert', dat, out)
+    check_trace(out, records, 'x.dat')
+    out2 = os.path.join(ctx.tmpdir, 'y.pftrace')
+    tpctl_ok('convert', ndjson, out2)
+    check_trace(out2, records, 'x.ndjson')
+
+    # --format names the format whatever the name. Errors: an output name of no known format, a format
+    # convert does not write, an input that is not a capture; nothing left behind.
+    r = tpctl('convert', dat, os.path.join(ctx.tmpdir, 'x.txt'))
+    check(r.returncode == 2 and b'perfetto-trace' in r.stderr, f'convert to .txt: {r.returncode} {r.stderr!r}')
+    r = tpctl('convert', '--format', 'xml', dat, out)
+    check(r.returncode == 2 and b'--format' in r.stderr, f'convert --format xml: {r.returncode} {r.stderr!r}')
+    r = tpctl('convert', '--format=ndjson', dat, out)
+    check(r.returncode == 2 and b'--format' in r.stderr, f'convert --format ndjson: {r.returncode} {r.stderr!r}')
+    named = os.path.join(ctx.tmpdir, 'x.bin')
+    tpctl_ok('convert', '--format', 'perfetto', dat, named)
+    check(open(named, 'rb').read() == open(out, 'rb').read(), '--format perfetto: not the same trace')
+    bad = os.path.join(ctx.tmpdir, 'bad.pftrace')
+    r = tpctl('convert', os.path.join(ctx.tmpdir, 'missing.dat'), bad)
+    check(r.returncode == 1 and not os.path.exists(bad), f'convert of a missing file: {r.returncode} {r.stderr!r}')
+    tpd.stop()
+
+
+if __name__ == '__main__':
+    T.run(main)

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * tpctl convert's protobuf encoder (client/protobuf.c), byte for byte: varints at their edges,
+ * tags, negative int64s (ten bytes), strings, and submessages with back-patched 4-byte lengths,
+ * nested, including a length that needs all four bytes and one too long for them.
+ */
+#include <errno.h>
+#include <stdint.h>
+
+#include "protobuf.h"
+#include "tpd-test.h"
+
+#define ASSERT_PB(pb, ...)                                                  \
+        do {                                                                \
+                static const uint8_t _want[] = { __VA_ARGS__ };             \
+                ASSERT_INT_EQ((pb)->error, 0);                              \
+                ASSERT_MEM_EQ((pb)->data, (pb)->len, _want, sizeof(_want)); \
+                pb_reset(pb);                                               \
+        } while (0)
+
+int main(void) {
+        Pb pb = {};
+        uint8_t *big;
+        size_t a, b;
+
+        pb_varint(&pb, 0);
+        pb_varint(&pb, 1);
+        pb_varint(&pb, 127);
+        pb_varint(&pb, 128);
+        pb_varint(&pb, 300);
+        pb_varint(&pb, 16383);
+        pb_varint(&pb, 16384);
+        ASSERT_PB(&pb, 0x00, 0x01, 0x7f, 0x80, 0x01, 0xac, 0x02, 0xff, 0x7f, 0x80, 0x80, 0x01);
+        pb_varint(&pb, UINT64_MAX);
+        ASSERT_PB(&pb, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01);
+
+        /* Tags: field << 3 | wire type; field 16 needs two bytes, 327 (generic) too. */
+        pb_uint(&pb, 1, 150);
+        pb_uint(&pb, 15, 1);
+        pb_uint(&pb, 16, 1);
+        pb_uint(&pb, 327, 0);
+        ASSERT_PB(&pb, 0x08, 0x96, 0x01, 0x78, 0x01, 0x80, 0x01, 0x01, 0xb8, 0x14, 0x00);
+
+        /* int32 and int64: two's complement in ten bytes, as protobuf does (not zigzag). */
+        pb_int(&pb, 2, -1);
+        pb_int(&pb, 2, -2);
+        pb_int(&pb, 2, 5);
+        ASSERT_PB(&pb, 0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x10, 0xfe, 0xff,
+                  0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x10, 0x05);
+
+        pb_string(&pb, 2, "testing");
+        pb_string(&pb, 3, "");
+        pb_bytes(&pb, 4, "\0\1", 2);
+        ASSERT_PB(&pb, 0x12, 0x07, 't', 'e', 's', 't', 'i', 'n', 'g', 0x1a, 0x00, 0x22, 0x02, 0x00, 0x01);
+
+        /* Submessages: the length padded to four bytes with continuation bits. */
+        a = pb_begin(&pb, 1);
+        pb_uint(&pb, 1, 3);
+        b = pb_begin(&pb, 2);
+        pb_string(&pb, 1, "ab");
+        pb_end(&pb, b);
+        pb_end(&pb, a);
+        ASSERT_INT_EQ(a, 5);
+        ASSERT_PB(&pb, 0x0a, 0x8b, 0x80, 0x80, 0x00, 0x08, 0x03, 0x12, 0x84, 0x80, 0x80, 0x00, 0x0a, 0x02,
+                  'a', 'b');
+        a = pb_begin(&pb, 5);
+        pb_end(&pb, a);
+        ASSERT_PB(&pb, 0x2a, 0x80, 0x80, 0x80, 0x00);
+
+        /* 300 bytes: 0xac 0x02 padded. */
+        a = pb_begin(&pb, 1);
+        for (int i = 0; i < 150; i++)
+                pb_uint(&pb, 1, 0);
+        pb_end(&pb, a);
+        ASSERT_INT_EQ(pb.len, 5 + 300);
+        ASSERT_MEM_EQ(pb.data, 5, "\x0a\xac\x82\x80\x00", 5);
+        pb_reset(&pb);
+
+        /* The largest length, 2^28 - 1, takes all four bytes; one more does not fit, and the error
+         * sticks. Field 1 of 2^28 - 6 bytes: a tag, a 4-byte length and the bytes. */
+        big = calloc(PB_LENGTH_MAX - 4, 1);
+        ASSERT(big);
+        a = pb_begin(&pb, 1);
+        pb_bytes(&pb, 1, big, PB_LENGTH_MAX - 5);
+        pb_end(&pb, a);
+        ASSERT_INT_EQ(pb.error, 0);
+        ASSERT_INT_EQ(pb.len, 5 + PB_LENGTH_MAX);
+        ASSERT_MEM_EQ(pb.data, 10, "\x0a\xff\xff\xff\x7f\x0a\xfa\xff\xff\x7f", 10);
+        pb_reset(&pb);
+        a = pb_begin(&pb, 1);
+        pb_bytes(&pb, 1, big, PB_LENGTH_MAX - 4);
+        pb_end(&pb, a);
+        ASSERT_INT_EQ(pb.error, -E2BIG);
+        pb_uint(&pb, 1, 1);
+        ASSERT_INT_EQ(pb.error, -E2BIG);
+        ASSERT_INT_EQ(pb.len, 5 + PB_LENGTH_MAX + 1);
+        free(big);
+        pb_done(&pb);
+        return 0;
+}
