@@ -1011,6 +1011,19 @@ def wait_state_saved(tpd, saves, timeout=5.0):
 # Sanitizer builds: every call and wake-up of an ASan/UBSan tpd costs several times as much. Tests
 # of time and CPU bounds scale the bound, never the property (TPD_TEST_SLOWDOWN overrides).
 
+def record_ping_pong_and_markers(rec, pingpong, marker):
+    """Runs a gen-pingpong and a gen-marker (both waiting for their go) while the tpctl record rec
+    records, then stops it as Ctrl-C does: it must end with 0."""
+    pingpong.go()
+    marker.command('go')
+    pingpong.wait_done(60)
+    marker.wait_done(60)
+    time.sleep(0.5)
+    rec.signal(signal.SIGINT)
+    rc = rec.wait(60)
+    check(rc == 0, f'tpctl record exited with {rc}: {rec.stderr_text()!r}')
+
+
 def built_with_asan():
     try:
         with open(env_program('TPD'), 'rb') as f:
