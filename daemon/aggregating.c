@@ -358,6 +358,9 @@ static int cmp_staged(const void *x, const void *y) {
 static void take_staged(Aggregation *a, uint64_t watermark) {
         size_t i;
 
+        /* A hist or a count stages nothing: no array at all. */
+        if (a->n_staged == 0)
+                return;
         qsort(a->staged, a->n_staged, sizeof(Staged), cmp_staged);
         for (i = 0; i < a->n_staged && a->staged[i].ts <= watermark; i++) {
                 const Staged *s = &a->staged[i];
