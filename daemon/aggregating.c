@@ -14,8 +14,11 @@
 
 #define INTERVAL_MS_MIN 100
 #define INTERVAL_MS_MAX 3600000
+#define DURATION_MS_MAX (24LL * INTERVAL_MS_MAX)
 /* A latency's records wait this many flush intervals for the other CPUs' records before them. */
 #define LATENCY_HOLD_FLUSHES 2
+/* A snapshot takes at most this share (its inverse) of the loop's time. */
+#define SNAPSHOT_COST_SHARE 20
 /* Staged latency records at most: past this, the older half is taken in at once. */
 #define STAGED_MAX (64U * 1024U)
 
@@ -65,6 +68,8 @@ struct Aggregation {
         uint64_t start_ts, end_ts; /* end_ts 0: none */
         uint64_t snapshot_ts;
         uint64_t lost;
+        uint64_t cost_usec; /* of the last snapshot */
+        uint64_t skipped;   /* snapshots not sent: the client had not read the one before */
         sd_event_source *timer;
         bool done;
 };
@@ -92,31 +97,6 @@ static int parse_error(Peer *peer, const char *key, const char *message) {
                        : 1;
 }
 
-/* A string parameter, absent or null: NULL. 1 when it is there but no string. */
-static int get_string(const VarlinkCall *call, const char *key, const char **ret) {
-        json_object *v;
-
-        *ret = NULL;
-        if (!json_object_object_get_ex(call->parameters, key, &v) || !v)
-                return 0;
-        if (!json_object_is_type(v, json_type_string) || json_object_get_string_len(v) > 255)
-                return 1;
-        *ret = json_object_get_string(v);
-        return 0;
-}
-
-static int get_int(const VarlinkCall *call, const char *key, int64_t min, int64_t max, int64_t *ret) {
-        json_object *v;
-
-        if (!json_object_object_get_ex(call->parameters, key, &v) || !v)
-                return 0;
-        if (!json_object_is_type(v, json_type_int))
-                return 1;
-        errno = 0;
-        *ret = json_object_get_int64(v);
-        return errno != 0 || *ret < min || *ret > max;
-}
-
 static int parse_linear(const VarlinkCall *call, Aggregation *a) {
         static const char *const names[] = { "min", "max", "step" };
         json_object *v, *f;
@@ -137,64 +117,74 @@ static int parse_linear(const VarlinkCall *call, Aggregation *a) {
         return !aggregate_check_linear(a->linear[0], a->linear[1], a->linear[2]);
 }
 
-int aggregation_parse(Peer *peer, const VarlinkCall *call, Aggregation **ret) {
-        _cleanup_(aggregation_freep) Aggregation *a = calloc(1, sizeof(Aggregation));
+/* Aggregate's own parameters; the selection's are Stream's (streams.c). */
+typedef struct AggregateParams {
         const char *kind, *field, *by;
-        json_object *v;
-        int64_t interval = 1000, duration = 0;
+        char **key, **events;
+        size_t n_key, n_events;
+        int64_t interval_ms, duration_ms;
+} AggregateParams;
+
+#define PARAM(f) offsetof(AggregateParams, f)
+
+static const CallParam aggregate_params[] = {
+        { "kind", CALL_PARAM_STRING, PARAM(kind), 0, 16 },
+        { "field", CALL_PARAM_STRING, PARAM(field), 0, DECODER_NAME_MAX },
+        { "by", CALL_PARAM_STRING, PARAM(by), 0, DECODER_NAME_MAX },
+        { "key", CALL_PARAM_STRINGS, PARAM(key), PARAM(n_key), 2 },
+        { "events", CALL_PARAM_STRINGS, PARAM(events), PARAM(n_events), API_EVENTS_MAX },
+        { "interval_ms", CALL_PARAM_INT, PARAM(interval_ms), 0, 0, INTERVAL_MS_MIN, INTERVAL_MS_MAX },
+        { "duration_ms", CALL_PARAM_INT, PARAM(duration_ms), 0, 0, 1, DURATION_MS_MAX },
+};
+
+static void aggregate_params_done(AggregateParams *p) {
+        free(p->key);
+        free(p->events);
+}
+
+int aggregation_parse(Manager *m, Peer *peer, const VarlinkCall *call, Aggregation **ret) {
+        _cleanup_(aggregation_freep) Aggregation *a = calloc(1, sizeof(Aggregation));
+        _cleanup_(aggregate_params_done) AggregateParams p = { .interval_ms = 1000 };
+        int r;
 
         if (!a)
                 return -ENOMEM;
-        if (get_string(call, "kind", &kind) || !kind || aggregate_kind_from_string(kind, &a->kind) < 0)
+        r = call_params_parse(m, peer, call, aggregate_params, ELEMENTSOF(aggregate_params), &p);
+        if (r != 0)
+                return r;
+        if (!p.kind || aggregate_kind_from_string(p.kind, &a->kind) < 0)
                 return parse_error(peer, "kind", "\"kind\" is \"hist\", \"count\" or \"latency\".");
-        if (get_string(call, "field", &field) || (a->kind == AGGREGATE_HIST) != !!field)
+        if ((a->kind == AGGREGATE_HIST) != !!p.field)
                 return parse_error(peer, "field",
                                    a->kind == AGGREGATE_HIST
                                            ? "A hist needs the \"field\" whose values it counts."
                                            : "Only a hist takes a \"field\".");
-        if (get_string(call, "by", &by))
-                return parse_error(peer, "by", "\"by\" names a field, or comm, pid or cpu.");
         if (parse_linear(call, a) || (a->has_linear && a->kind == AGGREGATE_COUNT))
                 return parse_error(
                         peer, "linear",
                         "\"linear\" is {min, max, step} with min < max, step > 0 and at most 1024 "
                         "steps, for a hist or a latency.");
-        if (get_int(call, "interval_ms", INTERVAL_MS_MIN, INTERVAL_MS_MAX, &interval))
-                return parse_error(peer, "interval_ms", "\"interval_ms\" is from 100 to 3600000.");
-        if (get_int(call, "duration_ms", 1, 24LL * INTERVAL_MS_MAX, &duration))
-                return parse_error(peer, "duration_ms", "\"duration_ms\" is from 1 to 86400000.");
-
-        json_object_object_get_ex(call->parameters, "key", &v);
         if (a->kind == AGGREGATE_LATENCY) {
-                json_object *events = NULL;
-
-                if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) != 2 ||
-                    !json_object_is_type(json_object_array_get_idx(v, 0), json_type_string) ||
-                    !json_object_is_type(json_object_array_get_idx(v, 1), json_type_string))
+                if (p.n_key != 2)
                         return parse_error(peer, "key",
                                            "A latency's \"key\" is two fields: of the first event's record, "
                                            "and of the second's that must equal it.");
-                json_object_object_get_ex(call->parameters, "events", &events);
-                if (!json_object_is_type(events, json_type_array) || json_object_array_length(events) != 2 ||
-                    !json_object_is_type(json_object_array_get_idx(events, 0), json_type_string) ||
-                    !json_object_is_type(json_object_array_get_idx(events, 1), json_type_string) ||
-                    strpbrk(json_object_get_string(json_object_array_get_idx(events, 0)), "*?[") ||
-                    strpbrk(json_object_get_string(json_object_array_get_idx(events, 1)), "*?["))
+                if (p.n_events != 2 || strpbrk(p.events[0], "*?[") || strpbrk(p.events[1], "*?["))
                         return parse_error(peer, "events",
                                            "A latency names two events, without patterns: from, then to.");
                 for (size_t i = 0; i < 2; i++) {
-                        a->key[i] = strdup(json_object_get_string(json_object_array_get_idx(v, i)));
-                        a->event[i] = strdup(json_object_get_string(json_object_array_get_idx(events, i)));
+                        a->key[i] = strdup(p.key[i]);
+                        a->event[i] = strdup(p.events[i]);
                         if (!a->key[i] || !a->event[i])
                                 return -ENOMEM;
                 }
-        } else if (v)
+        } else if (p.key)
                 return parse_error(peer, "key", "Only a latency takes a \"key\".");
 
-        if ((field && !(a->field = strdup(field))) || (by && !(a->by = strdup(by))))
+        if ((p.field && !(a->field = strdup(p.field))) || (p.by && !(a->by = strdup(p.by))))
                 return -ENOMEM;
-        a->interval_ms = (uint64_t) interval;
-        a->duration_ms = (uint64_t) duration;
+        a->interval_ms = (uint64_t) p.interval_ms;
+        a->duration_ms = (uint64_t) p.duration_ms;
         if (aggregate_init(&a->agg, a->kind, a->has_linear ? a->linear : NULL) < 0)
                 return -ENOMEM;
         *ret = TAKE_PTR(a);
@@ -482,6 +472,17 @@ static int send_snapshot(Aggregation *a, bool final) {
         return final ? peer_reply(a->peer, p) : peer_reply_more(a->peer, p);
 }
 
+/* When the next snapshot is due: every interval, and before the end of a duration in time for
+ * the last; but a snapshot never takes tpd more than a twentieth of the time between two (a
+ * thousand groups of many buckets take milliseconds to write). */
+static uint64_t next_usec(const Aggregation *a, uint64_t now) {
+        uint64_t next = MAX(a->interval_ms * 1000, SNAPSHOT_COST_SHARE * a->cost_usec);
+
+        if (a->end_ts) /* and 10 ms for the writers */
+                next = MIN(next, (a->end_ts > now ? (a->end_ts - now) / 1000 : 0) + 10000);
+        return next;
+}
+
 static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Aggregation *a = userdata;
         Manager *m = a->manager;
@@ -503,18 +504,27 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                                                                                           : now;
         }
         take_staged(a, a->snapshot_ts);
-        r = send_snapshot(a, final);
-        if (r >= 0)
-                (void) peer_flush(a->peer);
-        if (final || r < 0) {
+        /* A client that has not read the last snapshot gets the next one once it has: they are
+         * cumulative, so none is missed, and tpd holds one at most for a stopped reader. */
+        if (final || queue_is_empty(&a->peer->out)) {
+                uint64_t begin = now_usec(CLOCK_MONOTONIC);
+
+                r = send_snapshot(a, final);
+                if (r < 0) {
+                        a->done = true;
+                        return sd_event_source_set_enabled(s, SD_EVENT_OFF);
+                }
+                a->cost_usec = now_usec(CLOCK_MONOTONIC) - begin;
+                /* A write that fails ends the connection: the peer, and this aggregation, are gone. */
+                if (peer_flush(a->peer) < 0)
+                        return 0;
+        } else
+                a->skipped++;
+        if (final) {
                 a->done = true;
                 return sd_event_source_set_enabled(s, SD_EVENT_OFF);
         }
-        if (a->end_ts) {
-                uint64_t left = (a->end_ts - now) / 1000 + 10000; /* and 10 ms for the writers */
-                return loop_rearm(s, MIN(a->interval_ms * 1000, left));
-        }
-        return loop_rearm(s, a->interval_ms * 1000);
+        return loop_rearm(s, next_usec(a, now));
 }
 
 int aggregation_start(Aggregation *a, Manager *m, Peer *peer) {

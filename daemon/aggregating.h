@@ -19,7 +19,7 @@
 
 /* The call's aggregation parameters, checked: 0 with *ret, 1 when an error reply was queued, or a
  * negative errno. */
-int aggregation_parse(Peer *peer, const VarlinkCall *call, Aggregation **ret);
+int aggregation_parse(Manager *m, Peer *peer, const VarlinkCall *call, Aggregation **ret);
 /* Binds the fields it names to the formats of the events the stream holds. 0, 1 when an error reply
  * was queued, or a negative errno. */
 int aggregation_bind(Aggregation *a, Peer *peer, TracingEvent *const *events, size_t n);

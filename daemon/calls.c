@@ -52,6 +52,20 @@ static int call_param_read(json_object *params, const CallParam *t, uint8_t *bas
                 if (!json_object_object_get_ex(params, t->name, &v) || !v)
                         return 0; /* the default stays */
                 return varlink_param_bool(params, t->name, (bool *) (base + t->field));
+        case CALL_PARAM_INT: {
+                int64_t x;
+
+                if (!json_object_object_get_ex(params, t->name, &v) || !v)
+                        return 0;
+                if (!json_object_is_type(v, json_type_int))
+                        return -EINVAL;
+                errno = 0;
+                x = json_object_get_int64(v);
+                if (errno != 0 || x < t->min || x > t->max_value)
+                        return -EINVAL;
+                *(int64_t *) (base + t->field) = x;
+                return 0;
+        }
         }
         return -EINVAL;
 }

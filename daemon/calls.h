@@ -38,6 +38,7 @@ typedef enum CallParamType {
         CALL_PARAM_CPUS,    /* int64_t *, count: size_t; max: entries; each a CPU of this machine */
         CALL_PARAM_STRING,  /* const char * (the call's); max: bytes */
         CALL_PARAM_BOOL,    /* bool */
+        CALL_PARAM_INT,     /* int64_t, within min to max_value */
 } CallParamType;
 
 typedef struct CallParam {

@@ -680,7 +680,7 @@ int streams_method_aggregate(Manager *m, Peer *peer, const VarlinkCall *call) {
         if (!json_object_object_get_ex(call->parameters, "events", &events) ||
             !json_object_is_type(events, json_type_array) || json_object_array_length(events) == 0)
                 return invalid_parameter(peer, "events") < 0 ? -ENOMEM : 0;
-        r = aggregation_parse(peer, call, &a);
+        r = aggregation_parse(m, peer, call, &a);
         if (r != 0)
                 return r < 0 ? r : 0;
         r = stream_setup(m, peer, call, keys, STREAM_MORE, false, &st);

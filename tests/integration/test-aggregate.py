@@ -41,6 +41,9 @@ the µs of the fields reading == the ns of the raw one rounded).
    RSS stays within its fixed 16 MiB, one aggregation's 7 MiB and 16 MiB per decode worker.
 7. tpctl count --json prints the final snapshot last (a: 30, b: 20 markers); tpctl hist draws the
    buckets and the summary of the values written; tpctl latency --key without '=' exits 2.
+8. A reader stopped for 3 s with 1,000 groups every 100 ms finds a few snapshots waiting (its
+   socket's buffers), not 30: tpd sends one once the last went out. Clients that go away during an
+   aggregation leave tpd serving.
 
 Where the interface leaves a value open the test does not invent it: the open end of the bucket
 below a linear range or of negative values (its low) and of the one above a linear range (its high)
@@ -52,6 +55,7 @@ import collections
 import json
 import os
 import re
+import socket
 import subprocess
 import time
 
@@ -691,6 +695,54 @@ def check_tpctl(tpd):
     log('7. tpctl count --json and hist: their last snapshots as tpd gave them; a usage error exits 2')
 
 
+STOPPED_S = 3
+
+
+def check_stopped_reader(tpd):
+    """A client that stops reading gets no pile of snapshots: tpd sends the next only once the last
+    went out (they are cumulative), so it holds one at most. The snapshots of 1,000 groups every
+    100 ms that a stopped reader finds waiting are the few its socket's buffers hold, not one per
+    interval. Clients that go away while snapshots are due leave tpd serving."""
+    def write_keys():
+        fd = os.open(os.path.join(tpd.instance_dir, 'trace_marker'), os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            for i in range(1000):
+                os.write(fd, f'stopped-reader-key-{i:06d}'.encode())
+        finally:
+            os.close(fd)
+
+    v = T.Varlink(tpd.socket, timeout=10)
+    v.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    v.send(METHOD, {'kind': 'count', 'events': ['ftrace:print'], 'by': 'buf', 'interval_ms': 100}, more=True)
+    check(v.recv(10).get('parameters', {}).get('records') == 0, 'stopped reader: no first snapshot')
+    # 1,000 groups: each snapshot some 50 kB, more than the socket's buffers hold a few of.
+    write_keys()
+    time.sleep(STOPPED_S)
+    write_keys()
+    # What waited: read until a snapshot counts the markers written after the stop.
+    waited, seen = 0, 0
+    while seen < 2000:
+        reply = v.recv(10)
+        check(reply is not None and 'error' not in reply, f'stopped reader: {reply}')
+        waited += 1
+        seen = reply['parameters'].get('records', 0)
+    v.close()
+    per_interval = STOPPED_S * 10
+    check(waited <= 10, f'a reader stopped for {STOPPED_S} s found {waited} snapshots waiting before the one '
+                        f'after it came back: tpd kept more than the last (one per 100 ms would be {per_interval})')
+    for i in range(20):
+        c = T.Varlink(tpd.socket)
+        c.send(METHOD, {'kind': 'latency', 'events': ['sched:sched_waking', 'sched:sched_switch'],
+                        'key': ['pid', 'next_pid'], 'interval_ms': 100}, more=True)
+        if i % 2:
+            c.recv(5)
+        time.sleep(0.015 * (i % 7))
+        c.close()
+    check('error' not in tpd.call('org.varlink.service.GetInfo'), 'tpd does not answer after 20 clients went away')
+    log(f'8. a reader stopped for {STOPPED_S} s: {waited} snapshots waited (the socket\'s buffers), not '
+        f'{per_interval}; 20 clients gone mid-aggregation, tpd still serves')
+
+
 # ----------------------------------------------------------------------------------------------
 
 def main(ctx):
@@ -706,6 +758,7 @@ def main(ctx):
         check_member(ctx, tpd, users)
         check_bounds(tpd)
         check_tpctl(tpd)
+        check_stopped_reader(tpd)
         # A fresh tpd: its peak memory is this aggregation's alone.
         tpd.stop()
         tpd.start()
