@@ -602,7 +602,10 @@ int decoder_decode_record(Decoder *d, uint64_t ts, unsigned cpu, const void *dat
         if (size >= 8) {
                 uint16_t id;
                 memcpy(&id, data, 2);
-                if (id == decoder_stack_id(d)) {
+                /* The id of kernel_stack is looked up again only for an id without a plan yet (the
+                 * stack records never get one): none of it on the path of every record. */
+                if (id == d->stack_id ||
+                    ((id >= d->n_plans || !d->plans[id]) && id == decoder_stack_id(d))) {
                         decode_stack(d, data, size, cpu, unknown, batch);
                         return 0;
                 }
