@@ -8,6 +8,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "capdir.h"
 #include "message.h"
 #include "perfetto.h"
 #include "protobuf.h"
@@ -540,15 +541,26 @@ static void fclosep(FILE **f) {
 }
 
 /* The records of the capture, as `tpctl replay IN` prints them, into a memfd, then each as a
- * JSON object to the writer. */
+ * JSON object to the writer. The trace holds what the capture holds: it is made as a capture's files
+ * are (capdir.h), 0600 under a private name, and takes OUT's name only once whole, never over a
+ * file that is there. */
 static int convert(const char *in, const char *out) {
-        _cleanup_close_ int ofd = -1;
+        _cleanup_close_ int ofd = -1, dirfd = -1;
         _cleanup_(fclosep) FILE *f = NULL;
-        _cleanup_free_ char *line = NULL;
+        _cleanup_free_ char *line = NULL, *name = NULL, *tmp = NULL;
         PerfettoWriter *w = NULL;
         size_t size = 0;
         ssize_t n;
         int fd, status, r;
+
+        r = capdir_open(out, &dirfd, &name);
+        if (r < 0)
+                return log_error_errno(r, "cannot write '%s': %m", out), EXIT_FAILURE;
+        if (faccessat(dirfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+                log_error("'%s' exists: tpctl convert does not replace a file.", out);
+                log_hint("Name another file, or remove it.");
+                return EXIT_FAILURE;
+        }
 
         fd = memfd_create("tpctl-convert", MFD_CLOEXEC);
         if (fd < 0)
@@ -564,10 +576,9 @@ static int convert(const char *in, const char *out) {
         if (lseek(fd, 0, SEEK_SET) < 0)
                 return log_error_errno(-errno, "cannot read the records of '%s': %m", in), EXIT_FAILURE;
 
-        /* Only now: OUT may be IN. */
-        ofd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        ofd = capdir_mktemp(dirfd, ".tpctl-convert-", O_WRONLY, &tmp);
         if (ofd < 0)
-                return log_error_errno(-errno, "cannot create '%s': %m", out), EXIT_FAILURE;
+                return log_error_errno(ofd, "cannot create a file next to '%s': %m", out), EXIT_FAILURE;
         r = perfetto_writer_new(ofd, &w);
         while (r >= 0 && (n = getline(&line, &size, f)) > 0) {
                 json_object *o = json_tokener_parse(line);
@@ -578,8 +589,10 @@ static int convert(const char *in, const char *out) {
         if (r >= 0)
                 r = perfetto_writer_finish(w);
         perfetto_writer_free(w);
+        if (r >= 0)
+                r = capdir_move(dirfd, tmp, dirfd, name, false);
         if (r < 0) {
-                (void) unlink(out);
+                (void) unlinkat(dirfd, tmp, 0);
                 return log_error_errno(r, "cannot write '%s': %m", out), EXIT_FAILURE;
         }
         return EXIT_SUCCESS;

@@ -238,6 +238,21 @@ def main(ctx):
     bad = os.path.join(ctx.tmpdir, 'bad.pftrace')
     r = tpctl('convert', os.path.join(ctx.tmpdir, 'missing.dat'), bad)
     check(r.returncode == 1 and not os.path.exists(bad), f'convert of a missing file: {r.returncode} {r.stderr!r}')
+    # The trace holds what the capture holds: the user's alone, and no file is replaced or written
+    # through a link; nothing is left beside it.
+    mode = os.stat(out).st_mode & 0o777
+    check(mode == 0o600, f'the trace is mode {mode:o}, not 600')
+    before = open(out, 'rb').read()
+    r = tpctl('convert', dat, out)
+    check(r.returncode == 1 and b'exists' in r.stderr and open(out, 'rb').read() == before,
+          f'convert over an existing file: {r.returncode} {r.stderr!r}')
+    link = os.path.join(ctx.tmpdir, 'link.pftrace')
+    os.symlink(os.path.join(ctx.tmpdir, 'target'), link)
+    r = tpctl('convert', dat, link)
+    check(r.returncode == 1 and not os.path.exists(os.path.join(ctx.tmpdir, 'target')),
+          f'convert to a dangling link: {r.returncode} {r.stderr!r}')
+    left = [f for f in os.listdir(ctx.tmpdir) if f.startswith('.tpctl-convert-')]
+    check(not left, f'convert left temporary files: {left}')
     tpd.stop()
 
 
