@@ -43,6 +43,7 @@ Manager *manager_free(Manager *m) {
         tracing_free(m->tracing);
         comm_cache_free(m->comm);
         manager_follow_done(m);
+        ksyms_done(&m->stacks.ksyms);
         batch_unref(m->batch);
         counters_free(m->counters);
         free(m->accounts);

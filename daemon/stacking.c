@@ -98,7 +98,10 @@ int manager_stacks_start(Manager *m) {
         m->stacks.hold = calloc(m->n_cpus, sizeof(StackHold));
         if (!m->stacks.hold)
                 return -ENOMEM;
-        r = stacks_load(m);
+        /* Read once and kept: a client that starts and ends stack streams in a loop must not make
+         * tpd read 122,000 symbols (≈ 75 ms of its loop) each time; only a change of the modules
+         * moves them. */
+        r = m->stacks.ksyms.n_entries > 0 && modules_hash() == m->stacks.modules_hash ? 0 : stacks_load(m);
         if (r < 0) {
                 m->stacks.hold = mfree(m->stacks.hold);
                 return r;
@@ -147,7 +150,6 @@ void manager_stacks_stop(Manager *m) {
                 free(h->raw);
         }
         m->stacks.hold = mfree(m->stacks.hold);
-        ksyms_done(&m->stacks.ksyms);
 }
 
 bool manager_stacks_holds(const Manager *m, const Batch *b) {
