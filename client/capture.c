@@ -103,6 +103,37 @@ static int capture_create_ndjson(Capture *c, const char *name) {
         return fd;
 }
 
+/* A Perfetto trace: written under a private name, and moved to its own once whole. */
+static int capture_create_perfetto(Capture *c) {
+        int fd = capdir_mktemp(c->dir_fd, ".tpctl-record-", O_WRONLY, &c->tmp);
+        int r;
+
+        if (fd < 0)
+                return fd;
+        c->fd = fd;
+        r = perfetto_writer_new(fd, &c->pf);
+        return r < 0 ? r : perfetto_writer_start(c->pf, c->reply);
+}
+
+/* The trace's end, and its name. */
+static int capture_finish_perfetto(Capture *c, const char *name, struct stat *st) {
+        int r = perfetto_writer_finish(c->pf);
+
+        c->pf = perfetto_writer_free(c->pf);
+        if (r >= 0 && fsync(c->fd) < 0 && errno != EINVAL)
+                r = negative_errno();
+        if (r >= 0 && fstat(c->fd, st) < 0)
+                r = negative_errno();
+        if (close(TAKE_FD(c->fd)) < 0 && r >= 0)
+                r = negative_errno();
+        if (r >= 0)
+                r = capdir_move(c->dir_fd, c->tmp, c->dir_fd, name, c->o->force);
+        if (r < 0)
+                (void) unlinkat(c->dir_fd, c->tmp, 0);
+        c->tmp = mfree(c->tmp);
+        return r;
+}
+
 int capture_open(Capture *c) {
         _cleanup_free_ char *name = NULL;
         int r = capture_next_name(c, &name);
@@ -112,6 +143,8 @@ int capture_open(Capture *c) {
         c->file_start = capture_now();
         if (c->o->format == RECORD_FORMAT_DAT)
                 r = datfile_new(c->meta, &c->dat);
+        else if (c->o->format == RECORD_FORMAT_PERFETTO)
+                r = capture_create_perfetto(c);
         else {
                 r = capture_create_ndjson(c, name);
                 if (r >= 0) {
@@ -142,6 +175,8 @@ int capture_close(Capture *c) {
                 return 0;
         if (c->dat)
                 r = datfile_finish(TAKE_PTR(c->dat), c->dir_fd, name, c->o->force, &st);
+        else if (c->pf)
+                r = capture_finish_perfetto(c, name, &st);
         else if (c->fd >= 0) {
                 if (fsync(c->fd) < 0 && errno != EINVAL)
                         r = negative_errno();
@@ -330,10 +365,40 @@ static void capture_count_line(Capture *c, const uint8_t *line, size_t n) {
 /* NDJSON: whole lines to the current file, one write() for each run of lines that fits it,
  * rotating between lines. A line that does not fit goes to a new file, and alone into an empty
  * one when it is longer than --rotate-size: every line is taken once it is complete. */
+/* A Perfetto trace: each complete line into the writer (no rotation, no --size). */
+static int capture_perfetto_lines(Capture *c, const uint8_t *data, size_t len, size_t *ret_used) {
+        size_t used = 0;
+
+        for (const uint8_t *nl; !c->synced && (nl = memchr(data + used, '\n', len - used));) {
+                const char *line = (const char *) data + used;
+                size_t n = (size_t) (nl - (const uint8_t *) line) + 1;
+                LineHead head = {};
+                int r;
+
+                if (c->o->until_sync)
+                        line_head_parse(line, n, &head);
+                if (head.sync) {
+                        c->synced = true;
+                        break;
+                }
+                capture_count_line(c, (const uint8_t *) line, n);
+                r = perfetto_writer_add_line(c->pf, line, n);
+                if (r < 0)
+                        return log_error_errno(r, "cannot write %s: %m", c->current);
+                c->bytes += n;
+                used += n;
+        }
+        *ret_used = used;
+        return 1;
+}
+
 int capture_lines(Capture *c, const uint8_t *data, size_t len, size_t *ret_used) {
         size_t used = 0, run = 0;
-        int r = capture_room(c, 0); /* rotation by time */
+        int r;
 
+        if (c->pf)
+                return capture_perfetto_lines(c, data, len, ret_used);
+        r = capture_room(c, 0); /* rotation by time */
         *ret_used = 0;
         if (r <= 0)
                 return r;
@@ -393,6 +458,10 @@ void capture_done(Capture *c) {
                 datfile_abort(TAKE_PTR(c->dat));
         safe_close(c->fd);
         c->fd = -1;
+        c->pf = perfetto_writer_free(c->pf);
+        if (c->tmp)
+                (void) unlinkat(c->dir_fd, c->tmp, 0);
+        free(c->tmp);
         c->meta = dat_meta_free(c->meta);
         for (size_t i = 0; i < c->n_done; i++)
                 free(c->done[i].name);

@@ -7,17 +7,20 @@
 #include <sys/stat.h>
 
 #include "datfile.h"
+#include "perfetto.h"
 #include "tpd-protocol.h"
 
 /*
  * The files `tpctl record` writes: one capture, its files named, checked, opened, rotated, kept
  * (--keep) and finished, with what tpd sends written in (Record's frames into a trace-cmd data file,
- * or Stream's NDJSON lines). record.c talks with tpd; this is what it writes with.
+ * Stream's NDJSON lines, or those lines as a Perfetto trace). record.c talks with tpd; this is what it
+ * writes with.
  */
 
 typedef enum RecordFormat {
         RECORD_FORMAT_DAT,
         RECORD_FORMAT_NDJSON,
+        RECORD_FORMAT_PERFETTO, /* Stream's lines as a Perfetto trace (perfetto.h), one file */
 } RecordFormat;
 
 typedef struct RecordOptions {
@@ -55,6 +58,11 @@ typedef struct Capture {
         DatFile *dat;
         int fd;
         uint64_t fd_bytes;
+        /* A Perfetto trace's writer, its file's private name until it is whole, and tpd's reply to
+         * Stream that starts it. */
+        PerfettoWriter *pf;
+        char *tmp;
+        json_object *reply;
         /* Counters for the status line and the summary. */
         uint64_t records;
         uint64_t lost;

@@ -174,7 +174,10 @@ static void put_time(Lines *l, uint64_t ts) {
 static void emit(Lines *l, const char *line, size_t n, const LineHead *li) {
         if (l->done)
                 return;
-        if (li->has_ts && l->o->time != LINES_TIME_BOOT) {
+        if (l->o->sink) {
+                if (l->error == 0)
+                        l->error = l->o->sink(l->o->sink_userdata, line, n);
+        } else if (li->has_ts && l->o->time != LINES_TIME_BOOT) {
                 out_put(l, line, (size_t) (li->after_ts - line));
                 put_time(l, li->ts);
                 out_put(l, li->after_ts, (size_t) (line + n - li->after_ts));

@@ -40,6 +40,10 @@ typedef struct LinesOptions {
         /* A command's stream (command.h): it ends at tpd's "sync" notice, which is not written, and
          * SIGINT and SIGTERM are left to the caller. */
         bool until_sync;
+        /* Where the lines go instead of out, as tpd sent them (time is LINES_TIME_BOOT): a Perfetto
+         * trace's writer (perfetto.h). 0, or a negative errno that ends the stream. */
+        int (*sink)(void *userdata, const char *line, size_t n);
+        void *sink_userdata;
 } LinesOptions;
 
 /* The line consumer: what lines_run() fills from a source. */

@@ -49,7 +49,7 @@ enum {
         OPTION_CGROUP = 1 << 7,  /* a cgroup's tasks (--cgroup, --unit): stream and record */
         OPTION_BY = 1 << 8,      /* what rows or groups sum: top and the aggregations, each its own values */
         OPTION_STACK = 1 << 9,   /* the kernel's stack of each record (--stack): stream and record */
-        OPTION_FORMAT = 1 << 10, /* the format of the file written: record and convert, each its own */
+        OPTION_FORMAT = 1 << 10, /* the format written: record, convert and stream, each its own */
         /* What stream, record, replay and export select records by. */
         OPTION_SELECTION = OPTION_EVENT | OPTION_PID | OPTION_CPU | OPTION_FILTER,
 };

@@ -11,6 +11,7 @@
 #include "capdir.h"
 #include "message.h"
 #include "perfetto.h"
+#include "proctree.h"
 #include "protobuf.h"
 #include "replay.h"
 #include "util.h"
@@ -46,10 +47,14 @@ enum {
         UTSNAME_RELEASE = 3,
         UTSNAME_MACHINE = 4,
         TREE_PROCESSES = 1,
+        TREE_THREADS = 2,
         PROCESS_PID = 1,
         PROCESS_PPID = 2,
         PROCESS_CMDLINE = 3,
         PROCESS_CMDLINE_IS_COMM = 9,
+        THREAD_TID = 1,
+        THREAD_NAME = 2,
+        THREAD_TGID = 3,
         SNAPSHOT_CLOCKS = 1,
         SNAPSHOT_PRIMARY_CLOCK = 2,
         CLOCK_ID = 1,
@@ -149,10 +154,12 @@ typedef struct Task {
         int64_t pid, ppid; /* ppid -1: unknown */
         char *comm;
         bool used;
+        bool started; /* in the process tree of the start (/proc's) */
 } Task;
 
 struct PerfettoWriter {
         int fd;
+        json_tokener *tok;
         Pb pb; /* a packet other than a bundle */
         Bundle *cpus;
         size_t n_cpus;
@@ -375,14 +382,12 @@ static int writer_event(PerfettoWriter *w, Bundle *b, int64_t cpu, int64_t ts, j
         return b->pb.len >= BUNDLE_FLUSH_SIZE ? bundle_close(w, b) : 0;
 }
 
-static int writer_clock(PerfettoWriter *w, int64_t ts, json_object *record) {
-        const char *clock = get_string(record, "clock");
-        int64_t offset;
+/* From ts on, the wall clock is ts + offset. Perfetto takes ftrace's timestamps as boot time: the
+ * records of another trace clock (tpd's Clock=) get no mapping to wall time. */
+static int writer_clock(PerfettoWriter *w, int64_t ts, const char *clock, int64_t offset) {
         size_t packet, snapshot, c;
 
-        /* Perfetto takes ftrace's timestamps as boot time: the records of another trace clock
-         * (tpd's Clock=) get no mapping to wall time. */
-        if (!get_int(record, "realtime_offset_ns", &offset) || ts < 0 || !streq_ptr(clock, "boot"))
+        if (ts < 0 || !streq_ptr(clock, "boot"))
                 return 0;
 
         packet = packet_begin(&w->pb, (uint64_t) ts);
@@ -412,8 +417,13 @@ int perfetto_writer_add(PerfettoWriter *w, json_object *record) {
         if ((uint64_t) ts > w->last_ts)
                 w->last_ts = (uint64_t) ts;
         w->any_ts = true;
-        if (get(record, "clock"))
-                return writer_clock(w, ts, record);
+        if (get(record, "clock")) {
+                int64_t offset;
+
+                if (!get_int(record, "realtime_offset_ns", &offset))
+                        return 0;
+                return writer_clock(w, ts, get_string(record, "clock"), offset);
+        }
         if (!get_int(record, "cpu", &cpu))
                 return 0; /* a notice */
         b = writer_cpu(w, cpu);
@@ -426,6 +436,91 @@ int perfetto_writer_add(PerfettoWriter *w, json_object *record) {
         return writer_event(w, b, cpu, ts, record);
 }
 
+int perfetto_writer_add_line(PerfettoWriter *w, const char *line, size_t n) {
+        json_object *o;
+        int r;
+
+        if (n > INT32_MAX)
+                return 0;
+        json_tokener_reset(w->tok);
+        o = json_tokener_parse_ex(w->tok, line, (int) n);
+        if (!o)
+                return 0; /* not a record */
+        r = perfetto_writer_add(w, o);
+        json_object_put(o);
+        return r;
+}
+
+static void put_process(Pb *pb, const ProcTask *t) {
+        size_t at = pb_begin(pb, TREE_PROCESSES);
+
+        pb_int(pb, PROCESS_PID, t->tid);
+        pb_int(pb, PROCESS_PPID, t->ppid);
+        if (t->cmdline_len > 1)
+                for (size_t i = 0; i < t->cmdline_len; i += strlen(t->cmdline + i) + 1)
+                        pb_string(pb, PROCESS_CMDLINE, t->cmdline + i);
+        else {
+                /* A kernel thread, or a process that erased its arguments: named as the kernel
+                 * names it. */
+                pb_string(pb, PROCESS_CMDLINE, t->comm);
+                pb_uint(pb, PROCESS_CMDLINE_IS_COMM, 1);
+        }
+        pb_end(pb, at);
+}
+
+/* The tasks alive now, from /proc: every process with its parent and arguments, and every task,
+ * the processes' own included, as a thread of its process with the kernel's name of it. */
+static int writer_processes(PerfettoWriter *w, uint64_t ts) {
+        ProcTask *tasks = NULL;
+        size_t n = 0, packet, tree;
+        int r = proc_tasks_read("/proc", &tasks, &n);
+
+        if (r < 0)
+                return r;
+        packet = packet_begin(&w->pb, ts);
+        tree = pb_begin(&w->pb, PACKET_PROCESS_TREE);
+        for (size_t i = 0; i < n; i++)
+                if (tasks[i].tid == tasks[i].tgid)
+                        put_process(&w->pb, &tasks[i]);
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                size_t at = pb_begin(&w->pb, TREE_THREADS);
+
+                pb_int(&w->pb, THREAD_TID, tasks[i].tid);
+                pb_string(&w->pb, THREAD_NAME, tasks[i].comm);
+                pb_int(&w->pb, THREAD_TGID, tasks[i].tgid);
+                pb_end(&w->pb, at);
+                /* Named here: the tree at the end leaves them out. */
+                r = task_name(w, tasks[i].tid, tasks[i].comm);
+                if (r >= 0) {
+                        Task *t = task_get(w, tasks[i].tid);
+
+                        if (t)
+                                t->started = true;
+                        else
+                                r = -ENOMEM;
+                }
+        }
+        pb_end(&w->pb, tree);
+        pb_end(&w->pb, packet);
+        proc_tasks_free(tasks, n);
+        return r < 0 ? r : writer_write(w, &w->pb);
+}
+
+int perfetto_writer_start(PerfettoWriter *w, json_object *reply) {
+        const char *clock = get_string(reply, "clock");
+        int64_t ts = 0, offset;
+        int r;
+
+        if (get_int(reply, "ts", &ts) && ts > 0 &&
+            (get_int(reply, "realtime_offset_ns", &offset) ||
+             (streq_ptr(clock, "boot") && get_int(reply, "boot_to_realtime_ns", &offset)))) {
+                r = writer_clock(w, ts, clock, offset);
+                if (r < 0)
+                        return r;
+        }
+        return writer_processes(w, (uint64_t) MAX(ts, 0));
+}
+
 int perfetto_writer_new(int fd, PerfettoWriter **ret) {
         PerfettoWriter *w = calloc(1, sizeof(PerfettoWriter));
         struct utsname u;
@@ -435,6 +530,11 @@ int perfetto_writer_new(int fd, PerfettoWriter **ret) {
         if (!w)
                 return -ENOMEM;
         w->fd = fd;
+        w->tok = json_tokener_new();
+        if (!w->tok) {
+                free(w);
+                return -ENOMEM;
+        }
         /* The machine doing the conversion: the UI reads the kernel's version to decode
          * prev_state, right for a capture converted where it was recorded. */
         if (uname(&u) >= 0) {
@@ -479,6 +579,7 @@ static void writer_stats(PerfettoWriter *w, unsigned phase) {
 
 int perfetto_writer_finish(PerfettoWriter *w) {
         size_t packet, tree;
+        bool any = false;
         int r = 0;
 
         for (size_t cpu = 0; r >= 0 && cpu < w->n_cpus; cpu++)
@@ -496,8 +597,9 @@ int perfetto_writer_finish(PerfettoWriter *w) {
                 const Task *t = &w->tasks[i];
                 size_t at;
 
-                if (!t->used || t->pid == 0 || !t->comm)
+                if (!t->used || t->pid == 0 || !t->comm || t->started)
                         continue;
+                any = true;
                 at = pb_begin(&w->pb, TREE_PROCESSES);
                 pb_int(&w->pb, PROCESS_PID, t->pid);
                 if (t->ppid >= 0)
@@ -508,6 +610,8 @@ int perfetto_writer_finish(PerfettoWriter *w) {
         }
         pb_end(&w->pb, tree);
         pb_end(&w->pb, packet);
+        if (!any)
+                pb_reset(&w->pb); /* every task was in the start's tree */
 
         /* Losses as the kernel's overruns: the UI counts them as data loss, from start to end. */
         writer_stats(w, PHASE_START_OF_TRACE);
@@ -525,6 +629,8 @@ PerfettoWriter *perfetto_writer_free(PerfettoWriter *w) {
         free(w->cpus);
         free(w->tasks);
         pb_done(&w->pb);
+        if (w->tok)
+                json_tokener_free(w->tok);
         free(w);
         return NULL;
 }
@@ -580,12 +686,8 @@ static int convert(const char *in, const char *out) {
         if (ofd < 0)
                 return log_error_errno(ofd, "cannot create a file next to '%s': %m", out), EXIT_FAILURE;
         r = perfetto_writer_new(ofd, &w);
-        while (r >= 0 && (n = getline(&line, &size, f)) > 0) {
-                json_object *o = json_tokener_parse(line);
-
-                r = o ? perfetto_writer_add(w, o) : 0;
-                json_object_put(o);
-        }
+        while (r >= 0 && (n = getline(&line, &size, f)) > 0)
+                r = perfetto_writer_add_line(w, line, (size_t) n);
         if (r >= 0)
                 r = perfetto_writer_finish(w);
         perfetto_writer_free(w);

@@ -40,12 +40,15 @@ static void on_signal(int sig) {
         stop_requested = 1;
 }
 
-/* The format a file name implies: NDJSON for .ndjson, .json and .jsonl, else a data file. */
+/* The format a file name implies: NDJSON for .ndjson, .json and .jsonl, Perfetto for .pftrace and
+ * .perfetto-trace, else a data file. */
 static RecordFormat record_format_for(const char *path) {
         const char *dot = strrchr(path, '.');
 
         if (dot && (streq(dot, ".ndjson") || streq(dot, ".json") || streq(dot, ".jsonl")))
                 return RECORD_FORMAT_NDJSON;
+        if (dot && (streq(dot, ".pftrace") || streq(dot, ".perfetto-trace")))
+                return RECORD_FORMAT_PERFETTO;
         return RECORD_FORMAT_DAT;
 }
 
@@ -87,6 +90,7 @@ static int recorder_reply(Recorder *rec, json_object *reply) {
         rec->flush_ms = reply_int(reply, "flush_interval_ms", &found);
         if (!found)
                 rec->flush_ms = 100;
+        rec->c->reply = reply; /* a Perfetto trace starts with its clock */
         if (o->format != RECORD_FORMAT_DAT)
                 return 0;
         rec->page_size = (size_t) reply_int(reply, "page_size", NULL);
@@ -204,7 +208,7 @@ static int recorder_read(Recorder *rec) {
                 uint8_t *b;
 
                 /* Only an NDJSON line without its end holds more than a frame. */
-                if (rec->o->format == RECORD_FORMAT_NDJSON && rec->cap >= TPD_FRAME_MAX) {
+                if (rec->o->format != RECORD_FORMAT_DAT && rec->cap >= TPD_FRAME_MAX) {
                         log_error("tpd sent a line longer than %u MiB", TPD_FRAME_MAX >> 20);
                         return EXIT_FAILURE;
                 }
@@ -342,6 +346,12 @@ static int record_run(const char *socket_path, json_object *params, const Record
         if (capture_check_names(&c) < 0)
                 return EXIT_FAILURE;
 
+        /* A Perfetto trace takes the fields' numbers: no readable forms to make. */
+        if (o->format == RECORD_FORMAT_PERFETTO &&
+            json_add(params, "symbolic", json_object_new_boolean(false)) < 0) {
+                json_object_put(params);
+                return exit_status_oom();
+        }
         r = connection_call(&conn, socket_path,
                             o->format == RECORD_FORMAT_DAT ? TPD_METHOD("Record") : TPD_METHOD("Stream"),
                             params, true, &reply);
@@ -490,8 +500,15 @@ int record_verb(const CommonOptions *c, char **args, size_t n) {
                 o.format = RECORD_FORMAT_DAT;
         else if (streq(c->format, "ndjson"))
                 o.format = RECORD_FORMAT_NDJSON;
+        else if (streq(c->format, "perfetto"))
+                o.format = RECORD_FORMAT_PERFETTO;
         else
-                return usage_error("--format takes dat or ndjson, not '%s'", c->format);
+                return usage_error("--format takes dat, ndjson or perfetto, not '%s'", c->format);
+        /* A Perfetto trace is one file, whole only at its end. */
+        if (o.format == RECORD_FORMAT_PERFETTO &&
+            (o.max_size || o.rotate_size || o.rotate_time > 0 || o.keep))
+                return usage_error("--size, --rotate-* and --keep are for data files and NDJSON: a Perfetto "
+                                   "trace is one file, written whole at the end");
         if (o.file_version == 0)
                 o.file_version = 6;
         o.duration = (double) c->duration_usec / 1e6;

@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "lines.h"
 #include "message.h"
+#include "perfetto.h"
 #include "shm.h"
 #include "stream.h"
 #include "tpd-protocol.h"
@@ -21,6 +22,9 @@ typedef enum StreamTransport {
         STREAM_TRANSPORT_SHM,
         STREAM_TRANSPORT_AUTO, /* shared memory where tpd agrees, else the socket */
 } StreamTransport;
+
+/* With --format=perfetto: the trace written to stdout in place of the lines. */
+static PerfettoWriter *perfetto;
 
 /* What --transport is without the option. */
 #define STREAM_TRANSPORT_DEFAULT STREAM_TRANSPORT_AUTO
@@ -111,6 +115,10 @@ static void stream_on_signal(int sig) {
         _exit(EXIT_SUCCESS);
 }
 
+static int perfetto_sink(void *userdata, const char *line, size_t n) {
+        return perfetto_writer_add_line(userdata, line, n);
+}
+
 /* What the stream's lines need from the options and tpd's reply: the trace clock, its offset to
  * the wall clock, the flush interval and the CPUs. */
 static LinesOptions stream_lines_options(const CommonOptions *c, json_object *reply) {
@@ -144,6 +152,10 @@ static LinesOptions stream_lines_options(const CommonOptions *c, json_object *re
         o.order_delay_ns =
                 (opt.order_delay_ms > 0 ? opt.order_delay_ms : (uint64_t) i + MAX((uint64_t) i, 50)) *
                 1000000ULL;
+        if (perfetto) {
+                o.sink = perfetto_sink;
+                o.sink_userdata = perfetto;
+        }
         return o;
 }
 
@@ -247,7 +259,8 @@ static bool stream_reply_shm(json_object *reply) {
 
 /* Whether tpctl looks at the lines (lines.c) rather than copying them. */
 static bool stream_uses_lines(const CommonOptions *c) {
-        return opt.count > 0 || c->duration_usec > 0 || opt.time != LINES_TIME_BOOT || opt.ordered;
+        return perfetto || opt.count > 0 || c->duration_usec > 0 || opt.time != LINES_TIME_BOOT ||
+               opt.ordered;
 }
 
 static int stream_over_shm(Shm *shm, VarlinkReply *reply, const CommonOptions *c) {
@@ -273,6 +286,53 @@ static int stream_over_socket(Connection *conn, VarlinkReply *reply, const Commo
         varlink_reply_done(reply);
         return copy_stream(conn->fd, STDOUT_FILENO, conn->in.data + conn->in.consumed,
                            varlink_buffer_pending(&conn->in));
+}
+
+/* --format: NDJSON (the lines as tpd sends them), or a Perfetto trace, whose writer is made before
+ * the call (stream_uses_lines() takes it) and started from its reply. 0, or an exit status. */
+static int stream_format(const CommonOptions *c) {
+        int r;
+
+        if (!c->format || streq(c->format, "ndjson"))
+                return 0;
+        if (!streq(c->format, "perfetto"))
+                return usage_error("--format takes ndjson or perfetto, not '%s'", c->format);
+        if (opt.time != LINES_TIME_BOOT)
+                return usage_error("--time and --format=perfetto: a Perfetto trace keeps tpd's ts");
+        if (isatty(STDOUT_FILENO)) {
+                log_error("a Perfetto trace is binary: not written to a terminal");
+                log_hint("Redirect standard output to a file: tpctl stream --format=perfetto > x.pftrace");
+                return EXIT_FAILURE;
+        }
+        opt.symbolic = 0; /* the trace takes the numbers */
+        r = perfetto_writer_new(STDOUT_FILENO, &perfetto);
+        if (r < 0)
+                return log_error_errno(r, "cannot write the Perfetto trace: %m"), EXIT_FAILURE;
+        return 0;
+}
+
+static int stream_perfetto_start(json_object *reply) {
+        int r = perfetto ? perfetto_writer_start(perfetto, reply) : 0;
+
+        if (r < 0)
+                return log_error_errno(r, "cannot write the Perfetto trace: %m"), EXIT_FAILURE;
+        return 0;
+}
+
+/* The end of the trace: what the stream's end left out, once it ended as it should (status). */
+static int stream_perfetto_finish(int status) {
+        int r = 0;
+
+        if (!perfetto)
+                return status;
+        if (status == EXIT_SUCCESS || status == TPD_EXIT_DAEMON_GONE)
+                r = perfetto_writer_finish(perfetto);
+        perfetto = perfetto_writer_free(perfetto);
+        if (r < 0) {
+                log_error_errno(r, "cannot write the Perfetto trace: %m");
+                return EXIT_FAILURE;
+        }
+        return status;
 }
 
 /* The Stream call of a command's stream (command_start_streamed()). */
@@ -317,6 +377,11 @@ static int stream_command(const CommonOptions *c, char **args, size_t n) {
                                    &(StreamCommandCall){ &conn, c, args, n, &reply });
         if (r != 0)
                 return r;
+        r = stream_perfetto_start(reply.parameters);
+        if (r != 0) {
+                (void) command_finish(&cmd);
+                return r;
+        }
         o = stream_lines_options(c, reply.parameters);
         o.until_sync = true;
         varlink_reply_done(&reply);
@@ -332,7 +397,7 @@ static int stream_command(const CommonOptions *c, char **args, size_t n) {
         return status;
 }
 
-int stream_verb(const CommonOptions *c, char **args, size_t n) {
+static int stream_run(const CommonOptions *c, char **args, size_t n) {
         _cleanup_(connection_done) Connection conn = CONNECTION_NULL;
         _cleanup_(varlink_reply_done) VarlinkReply reply = {};
         _cleanup_(shm_done) Shm shm_reader = SHM_NULL;
@@ -365,6 +430,9 @@ int stream_verb(const CommonOptions *c, char **args, size_t n) {
                 if (r != 0)
                         return r;
         }
+        r = stream_perfetto_start(reply.parameters);
+        if (r != 0)
+                return r;
         r = shm ? stream_over_shm(&shm_reader, &reply, c) : stream_over_socket(&conn, &reply, c);
         /* lines.c's end by a bound or a signal. */
         if (r == 1 || r == -EPIPE)
@@ -378,4 +446,12 @@ int stream_verb(const CommonOptions *c, char **args, size_t n) {
                 return EXIT_FAILURE;
         log_error_errno(r, "cannot copy the stream to standard output: %m");
         return EXIT_FAILURE;
+}
+
+int stream_verb(const CommonOptions *c, char **args, size_t n) {
+        int r = stream_format(c);
+
+        if (r != 0)
+                return r;
+        return stream_perfetto_finish(stream_run(c, args, n));
 }

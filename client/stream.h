@@ -16,8 +16,9 @@
 extern const OptionTable stream_option_table;
 
 /* The shared options stream takes. */
-#define STREAM_OPTIONS \
-        (OPTION_SELECTION | OPTION_PRINT | OPTION_DURATION | OPTION_FOLLOW | OPTION_CGROUP | OPTION_STACK)
+#define STREAM_OPTIONS                                                                                      \
+        (OPTION_SELECTION | OPTION_PRINT | OPTION_DURATION | OPTION_FOLLOW | OPTION_CGROUP | OPTION_STACK | \
+         OPTION_FORMAT)
 
 /* Returns the exit status. */
 int stream_verb(const CommonOptions *c, char **args, size_t n);

@@ -120,7 +120,7 @@ _tpctl() {
                 case $verb in
                 enable) opts+=' --filter=' ;;
                 disable) opts+=' --all' ;;
-                stream) opts+=' -e --event= -p --pid= --follow --cgroup= --unit= -c --cpu= -f --filter= --print --symbolic --symbolic= --count= --duration= --time= --ordered --ordered= --transport= --with= --stack --' ;;
+                stream) opts+=' -e --event= -p --pid= --follow --cgroup= --unit= -c --cpu= -f --filter= --print --symbolic --symbolic= --count= --duration= --time= --ordered --ordered= --transport= --with= --stack --format= --' ;;
                 record) opts+=' -o --output= -e --event= -p --pid= --follow --cgroup= --unit= -c --cpu= -f --filter= --format= --duration= --size= --rotate-size= --rotate-time= --keep= --file-version= --no-kallsyms --stack --force --' ;;
                 convert) opts+=' --format=' ;;
                 replay) opts+=' -e --event= -p --pid= -c --cpu= -f --filter= --print' ;;

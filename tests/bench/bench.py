@@ -63,7 +63,7 @@ SCOPE_TRACERS = ('tpdpid', 'tpdfollow', 'tpdcgroup', 'tpdwithcgroup')
 # tpdhist: one `tpctl hist --json` (tpd's Aggregate) instead of a stream; tpdstack, tc-record-stack,
 # perf-stack: the kernel's stack of each record (tpctl stream --stack, trace-cmd record -T, perf
 # record -g). Not in the default run.
-EXTRA_TRACERS = ('tpdhist', 'tpdstack', 'tc-record-stack', 'perf-stack')
+EXTRA_TRACERS = ('tpdhist', 'tpdstack', 'tc-record-stack', 'perf-stack', 'tpd-record-perfetto')
 FANOUT_TRACERS = ('tpd1', 'tpd2', 'tpd4', 'tpd8', 'tpd32', 'tpd8sel', 'tpd8py', 'tpd1sock', 'tpd8sock',
                   'tpd32sock')
 FANOUT_WORKLOADS = ('getppid', 'pingpong')
@@ -777,12 +777,13 @@ class Bench:
             # stream separates them.
             row['notes'].append('delivered includes the "lost" records (GetStatus counts them as delivered)')
 
-    def tpd_record(self, load):
-        """`tpctl record` into a trace-cmd data file: raw pages, nothing decoded by tpd."""
+    def tpd_record(self, load, ext='dat'):
+        """`tpctl record` into a trace-cmd data file (raw pages, nothing decoded by tpd), or with
+        ext 'perfetto-trace' into a Perfetto trace (Stream's lines, encoded by tpctl)."""
         tpd = self.new_tpd()
         gen, flt = load.spawn(self.ctx)
         tpd.tpctl_ok('enable', load.event, '--filter', flt)
-        out = os.path.join(self.ctx.tmpdir, f'record-{len(self.rows)}.dat')
+        out = os.path.join(self.ctx.tmpdir, f'record-{len(self.rows)}.{ext}')
         rec = Child(self.ctx, 'tpctl-record', [T.env_program('TPCTL'), '--socket', tpd.socket, 'record', '-o', out,
                                                '-e', load.event], stdout=subprocess.DEVNULL)
         tpd.wait_streams(1, [rec])
@@ -809,7 +810,7 @@ class Bench:
 
         delta = T.stats_delta(stats0, stats1)
         written = T.written(delta)
-        row = self.row(load, 'tpd, tpctl record (.dat)', written, elapsed, settled)
+        row = self.row(load, f'tpd, tpctl record (.{ext})', written, elapsed, settled)
         row.update({'streams': 1, 'delivered': int(m[1]), 'delivered_source': 'records tpctl record wrote',
                     'lost': int(m[2]), 'tracer_cpu_ns': cpu1 - cpu0, 'client_cpu_ns': client, 'peak_rss_kb': hwm,
                     'file_bytes': os.path.getsize(out)})
@@ -1528,6 +1529,9 @@ def run_tracer(bench, load, tracer):
                       'tpd, 1 × counting consumer', 1, 'sampled')
     elif tracer == 'tpd-record':
         bench.guarded(f'{load.title}: tpd, tpctl record', bench.tpd_record, load)
+    elif tracer == 'tpd-record-perfetto':
+        bench.guarded(f'{load.title}: tpd, tpctl record -o x.perfetto-trace', bench.tpd_record, load,
+                      'perfetto-trace')
     elif tracer in ('tc-record', 'tc-stream', 'tc-record-stack'):
         if bench.machine['trace_cmd_version'] != 'missing':
             mode, _, stack = tracer.removeprefix('tc-').partition('-')

@@ -280,12 +280,7 @@ def late_names(ctx, at_size=False):
         # tpd reads the records only after the task exited: /proc cannot name it. The first one
         # makes tpd read the kernel's table; the last one exits after that read, and its recording
         # ends well before tpd would read the table again on its own.
-        tpd.process.signal(signal.SIGSTOP)
-        try:
-            gen.go()
-            gen.wait_done(30)
-        finally:
-            tpd.process.signal(signal.SIGCONT)
+        T.run_while_stopped(tpd.process, gen, 30)
         time.sleep(settle)
     if at_size:
         # Pages enough to reach --size at once: tpctl stops by itself, well before tpd would read

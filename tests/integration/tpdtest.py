@@ -1011,6 +1011,17 @@ def wait_state_saved(tpd, saves, timeout=5.0):
 # Sanitizer builds: every call and wake-up of an ASan/UBSan tpd costs several times as much. Tests
 # of time and CPU bounds scale the bound, never the property (TPD_TEST_SLOWDOWN overrides).
 
+def run_while_stopped(process, gen, timeout=60):
+    """Runs the generator gen (waiting for its go) to its end while process (tpd, a recorder) is
+    stopped: nothing reads the kernel's buffer meanwhile."""
+    process.signal(signal.SIGSTOP)
+    try:
+        gen.go()
+        gen.wait_done(timeout)
+    finally:
+        process.signal(signal.SIGCONT)
+
+
 def record_ping_pong_and_markers(rec, pingpong, marker):
     """Runs a gen-pingpong and a gen-marker (both waiting for their go) while the tpctl record rec
     records, then stops it as Ctrl-C does: it must end with 0."""
