@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/encode.h"
 #include "protobuf.h"
 
 static uint8_t *pb_reserve(Pb *pb, size_t n) {
@@ -63,8 +64,29 @@ void pb_bytes(Pb *pb, uint32_t field, const void *p, size_t n) {
                 memcpy(d, p, n);
 }
 
+/* A string field must be UTF-8 (protobuf parsers reject or warn at other bytes), and the strings
+ * come from a local user's process names and arguments too: each byte that is not part of a valid
+ * sequence becomes U+FFFD, as in tpd's JSON (core/encode.h). Valid text is copied as it is. */
 void pb_string(Pb *pb, uint32_t field, const char *s) {
-        pb_bytes(pb, field, s, strlen(s));
+        static const char replacement[] = "\xef\xbf\xbd";
+        const unsigned char *u = (const unsigned char *) s;
+        size_t n = strlen(s), out = 0, i, k;
+        uint8_t *d;
+
+        for (i = 0; i < n; i += k ? k : 1)
+                out += (k = utf8_sequence_length(u + i, n - i)) ? k : 3;
+        if (out == n) {
+                pb_bytes(pb, field, s, n);
+                return;
+        }
+        pb_tag(pb, field, PB_LEN);
+        pb_varint(pb, out);
+        d = pb_reserve(pb, out);
+        for (i = 0; d && i < n; i += k ? k : 1) {
+                k = utf8_sequence_length(u + i, n - i);
+                memcpy(d, k ? s + i : replacement, k ? k : 3);
+                d += k ? k : 3;
+        }
 }
 
 size_t pb_begin(Pb *pb, uint32_t field) {

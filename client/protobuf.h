@@ -34,6 +34,7 @@ void pb_uint(Pb *pb, uint32_t field, uint64_t v);
 /* int32, int64 (not sint: a negative number is 10 bytes, as protobuf encodes them). */
 void pb_int(Pb *pb, uint32_t field, int64_t v);
 void pb_bytes(Pb *pb, uint32_t field, const void *p, size_t n);
+/* s as valid UTF-8: a byte that is not part of a valid sequence is written as U+FFFD. */
 void pb_string(Pb *pb, uint32_t field, const char *s);
 /* Returns where the submessage's length goes, for pb_end(). */
 size_t pb_begin(Pb *pb, uint32_t field);

@@ -79,6 +79,7 @@ def decode(trace):
     r = subprocess.run(['protoc', '--decode=perfetto.protos.Trace', f'--proto_path={PROTO_DIR}',
                         'perfetto-min.proto'], stdin=open(trace, 'rb'), capture_output=True, timeout=300)
     check(r.returncode == 0, f'protoc cannot decode {trace}: {r.stderr[-2000:]!r}')
+    check(b'invalid UTF-8' not in r.stderr, f'{trace} holds strings that are not UTF-8: {r.stderr[-2000:]!r}')
     return parse_text_format(r.stdout.decode())
 
 
@@ -219,7 +220,7 @@ def proc_processes():
         if not name.isdigit():
             continue
         try:
-            text = open(f'/proc/{name}/stat').read()
+            text = open(f'/proc/{name}/stat', 'rb').read().decode('utf-8', 'replace')
         except OSError:
             continue
         close = text.rindex(')')
@@ -316,6 +317,12 @@ def live(ctx, tpd, cpus):
     pingpong = ctx.gen('GEN_PINGPONG', '--count', ROUND_TRIPS, '--cpu', cpus[0])
     marker = ctx.gen('GEN_MARKER', '--instance', tpd.instance, '--count', MARKER_N, '--seq', '--cpu', cpus[-1],
                      '--wait', 'tpd-perfetto')
+    # A local user's process named to confuse: parentheses, a newline and a byte that is not UTF-8.
+    hostile = subprocess.Popen([sys.executable, '-c', HOSTILE_NAME])
+    for _ in range(100):
+        if open(f'/proc/{hostile.pid}/comm', 'rb').read().startswith(b'a) b'):
+            break
+        time.sleep(0.05)
     stamp = os.path.join(ctx.tmpdir, 'stamp')
     clock = subprocess.Popen([sys.executable, '-c', CLOCK_WRITER, os.path.join(tpd.instance_dir, 'trace_marker'),
                               stamp], stdin=subprocess.PIPE)
@@ -348,12 +355,17 @@ def live(ctx, tpd, cpus):
     for p in procs:
         rc = p.wait(60)
         check(rc == 0, f'tpctl exited with {rc} on SIGINT: {p.stderr_text()!r}')
+    hostile.kill()
+    hostile.wait()
     written_ns = int(open(stamp).read())
     records = [json.loads(line) for line in tpctl_ok('replay', dat).splitlines()]
     check(any(r.get('event') == 'sched:sched_switch' for r in records), 'no sched_switch recorded')
     for path in (pf, spf):
         trace = check_trace(path, records, os.path.basename(path), live=True)
         check_start_tree(trace, before, after, os.path.basename(path))
+        tree = [t for p in trace['packet'] for t in p.get('process_tree', [])][0]
+        named = [one(t, 'name') for t in tree['threads'] if one(t, 'tid') == hostile.pid]
+        check(named == ['a) b (\ufffd\n)'], f'the process named to confuse is {named} in the tree')
         check_clock(trace, written_ns)
     check_states(decode(pf), dat)
     mode = os.stat(pf).st_mode & 0o777
@@ -408,6 +420,14 @@ def overruns(ctx):
                                                     'the kernel wrote')
     log(f'overruns: CPU {cpu}: {got.get(cpu)} in the trace as in the kernel\'s stats; {events} events')
     tpd.stop()
+
+
+# Names itself "a) b (\xff\n)" (PR_SET_NAME) and waits to be killed.
+HOSTILE_NAME = """
+import ctypes, time
+ctypes.CDLL(None).prctl(15, b'a) b (\\xff\\n)', 0, 0, 0)
+time.sleep(600)
+"""
 
 
 # Writes "tpd-clock NS" to the marker file argv[1] once told on stdin, NS its CLOCK_REALTIME then,

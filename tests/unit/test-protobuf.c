@@ -53,6 +53,12 @@ int main(void) {
         pb_bytes(&pb, 4, "\0\1", 2);
         ASSERT_PB(&pb, 0x12, 0x07, 't', 'e', 's', 't', 'i', 'n', 'g', 0x1a, 0x00, 0x22, 0x02, 0x00, 0x01);
 
+        /* A string is written as UTF-8 whatever it holds (a process's name from /proc): valid
+         * sequences as they are, every other byte as U+FFFD. */
+        pb_string(&pb, 1, "\xc3\xa9)\xff\n\xe2\x82");
+        ASSERT_PB(&pb, 0x0a, 0x0d, 0xc3, 0xa9, ')', 0xef, 0xbf, 0xbd, '\n', 0xef, 0xbf, 0xbd, 0xef, 0xbf,
+                  0xbd);
+
         /* Submessages: the length padded to four bytes with continuation bits. */
         a = pb_begin(&pb, 1);
         pb_uint(&pb, 1, 3);
