@@ -275,7 +275,7 @@ def run(ctx, users):
     ok_as('A', 'record', '-o', rec_out, '-e', GEN_EVENT, '--duration', '0.5', '--no-kallsyms')
     st = os.stat(rec_out)
     check(st.st_uid == uid_a, f'the recording belongs to uid {st.st_uid}, not the member {uid_a}')
-    r = subprocess.run(['trace-cmd', 'report', rec_out], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(['trace-cmd', 'report', rec_out], capture_output=True, text=True, errors='replace', timeout=60)
     check(r.returncode == 0 and not r.stderr.strip(), f'trace-cmd report of a member\'s recording: {r.stderr!r}')
     check(sorted(os.listdir(rec_dir)) == ['a.dat'], f'a recording left files behind: {os.listdir(rec_dir)}')
     denied_as('O', 'record', '-o', os.path.join(ctx.tmpdir, 'o.dat'), '-e', GEN_EVENT, '--duration', '0.5')

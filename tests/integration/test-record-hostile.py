@@ -103,7 +103,8 @@ class Rec(T.Process):
 
 def report_count(path, pid=None, event='sys_enter_getppid'):
     """Records of event (of pid) in a data file, by `trace-cmd report`, which must read it cleanly."""
-    r = subprocess.run(['trace-cmd', 'report', '-N', path], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(['trace-cmd', 'report', '-N', path],
+                       capture_output=True, text=True, errors='replace', timeout=120)
     check(r.returncode == 0 and not r.stderr.strip(),
           f'trace-cmd report {path} exited {r.returncode}: {r.stderr[:500]!r}')
     pat = re.compile(rf'-{pid}\s+\[' if pid is not None else r'\[\d+\]')

@@ -80,7 +80,8 @@ print(json.dumps({'reply': reply, 'files': files, 'types': types}))
 
 
 def trace_cmd_report(path):
-    r = subprocess.run(['trace-cmd', 'report', '-N', '-t', path], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(['trace-cmd', 'report', '-N', '-t', path],
+                       capture_output=True, text=True, errors='replace', timeout=300)
     check(r.returncode == 0, f'trace-cmd report {path} exited with {r.returncode}: {r.stderr[:1000]!r}')
     return r.stdout
 

@@ -256,10 +256,16 @@ def stalled_storm(ctx, tpd, stalled, n, what):
 
 
 def kernel_names():
-    out = {}
-    for line in T.read_text(os.path.join(T.TRACEFS, 'saved_cmdlines')).splitlines():
-        pid, _, comm = line.partition(' ')
-        out[int(pid)] = comm
+    """The kernel's table of names, {pid: comm}. A name may hold a newline (any user names their
+    tasks): a line that does not start with a pid goes on the name before it."""
+    out, pid = {}, None
+    for line in T.read_text(os.path.join(T.TRACEFS, 'saved_cmdlines')).split('\n')[:-1]:
+        m = re.match(r'(\d+) (.*)', line, re.S)
+        if m:
+            pid = int(m[1])
+            out[pid] = m[2]
+        elif pid is not None:
+            out[pid] += '\n' + line
     return out
 
 
@@ -302,7 +308,8 @@ def late_names(ctx, at_size=False):
     records, _ = T.trace_cmd_report(out)
     # One line per pid: trace-cmd sorts the lines by pid, and of two lines of a pid (tpd's, and the
     # kernel's table at the start naming an earlier task of it) may take either.
-    r = subprocess.run(['trace-cmd', 'dump', '--cmd-lines', out], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(['trace-cmd', 'dump', '--cmd-lines', out],
+                       capture_output=True, text=True, errors='replace', timeout=60)
     check(r.returncode == 0, f'trace-cmd dump --cmd-lines exited with {r.returncode}: {r.stderr[:500]!r}')
     lines = [int(l.split(' ', 1)[0]) for l in r.stdout.splitlines() if re.match(r'^\d+ ', l)]
     twice = sorted(p for p, k in collections.Counter(lines).items() if k > 1)
@@ -437,7 +444,8 @@ def version7_and_status(ctx):
     records, dropped = T.trace_cmd_report(out)
     check(not dropped and [int(r['body'].rsplit(' ', 1)[1]) for r in records] == list(range(500)),
           f'version 7 file: {len(records)} records, dropped {dropped}')
-    r = subprocess.run(['trace-cmd', 'dump', '--summary', out], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(['trace-cmd', 'dump', '--summary', out],
+                       capture_output=True, text=True, errors='replace', timeout=60)
     check(re.search(r'^\s*7\s+\[Version\]', r.stdout, re.M), f'not a version 7 file: {r.stdout[:300]!r}')
     log('version 7: 500 markers; status line seen on the terminal')
     tpd.stop()

@@ -224,7 +224,8 @@ def overrun(ctx):
     lost = sum(r['lost'] for r in recs if r.get('cause') == 'overrun')
     check(all(r.get('event') == EVENT or r.get('cause') == 'overrun' for r in recs),
           f'unexpected records: {[r for r in recs if r.get("event") != EVENT and "lost" not in r][:3]}')
-    r = subprocess.run(['trace-cmd', 'report', '--stat', '-i', dat], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(['trace-cmd', 'report', '--stat', '-i', dat],
+                       capture_output=True, text=True, errors='replace', timeout=60)
     kernel = sum(int(x) for x in re.findall(r'^overrun: (\d+)$', r.stdout, re.M))
     check(got + lost == N_OVERRUN and lost == kernel,
           f'overrun capture: {got} records + {lost} lost, expected {N_OVERRUN} with {kernel} lost (kernel)')

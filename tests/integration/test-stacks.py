@@ -502,7 +502,8 @@ def check_record(ctx, tpd):
     rec.signal(2)
     check(rec.wait(15) == 0, f'tpctl record --stack exited with {rec.proc.returncode}: {rec.stderr_text()!r}')
     srecs = stream.close()
-    res = subprocess.run(['trace-cmd', 'report', '-t', '-i', out], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(['trace-cmd', 'report', '-t', '-i', out],
+                         capture_output=True, text=True, errors='replace', timeout=120)
     check(res.returncode == 0, f'trace-cmd report exited with {res.returncode}: {res.stderr[:1000]!r}')
     blocks = []             # (pid, cpu, frames) of each sched_switch of the workload
     pending = {}            # per CPU: the sched_switch whose stack may follow

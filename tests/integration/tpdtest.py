@@ -77,7 +77,9 @@ def boottime_ns():
 
 
 def read_text(path):
-    with open(path) as f:
+    """A text file of the kernel's. Task names in it (saved_cmdlines, trace) are any user's bytes,
+    not always UTF-8: those that are not read as U+FFFD, as tpd writes them."""
+    with open(path, errors='replace') as f:
         return f.read()
 
 
@@ -1054,7 +1056,8 @@ DROPPED_RE = re.compile(r'^CPU:(\d+) \[(?:(\d+) )?EVENTS DROPPED\]$')
 def trace_cmd_report(path, *args):
     """Debian's trace-cmd reads a data file: its records (comm, pid, cpu, ts, event, body) and its
     lines of dropped events (cpu, count or None); a warning fails."""
-    r = subprocess.run(['trace-cmd', 'report', '-N', '-t', *args, path], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(['trace-cmd', 'report', '-N', '-t', *args, path], capture_output=True, text=True,
+                       errors='replace', timeout=120)
     check(r.returncode == 0, f'trace-cmd report {path} exited with {r.returncode}: {r.stderr[:1000]!r}')
     check(not r.stderr.strip(), f'trace-cmd report {path} warned: {r.stderr[:1000]!r}')
     records, dropped = [], []
