@@ -362,9 +362,6 @@ static void capture_count_line(Capture *c, const uint8_t *line, size_t n) {
                 c->records++;
 }
 
-/* NDJSON: whole lines to the current file, one write() for each run of lines that fits it,
- * rotating between lines. A line that does not fit goes to a new file, and alone into an empty
- * one when it is longer than --rotate-size: every line is taken once it is complete. */
 /* A Perfetto trace: each complete line into the writer (no rotation, no --size). */
 static int capture_perfetto_lines(Capture *c, const uint8_t *data, size_t len, size_t *ret_used) {
         size_t used = 0;
@@ -392,6 +389,9 @@ static int capture_perfetto_lines(Capture *c, const uint8_t *data, size_t len, s
         return 1;
 }
 
+/* NDJSON: whole lines to the current file, one write() for each run of lines that fits it,
+ * rotating between lines. A line that does not fit goes to a new file, and alone into an empty
+ * one when it is longer than --rotate-size: every line is taken once it is complete. */
 int capture_lines(Capture *c, const uint8_t *data, size_t len, size_t *ret_used) {
         size_t used = 0, run = 0;
         int r;

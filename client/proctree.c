@@ -74,15 +74,15 @@ static int read_threads(int piddir, const ProcTask *process, ProcTask **tasks, s
         }
         while (r >= 0 && (de = readdir(d))) {
                 char path[64], text[512];
-                ProcTask t = { .tgid = process->tgid, .ppid = process->ppid };
+                ProcTask t = { .tgid = process->tgid };
 
                 t.tid = parse_pid(de->d_name);
                 if (t.tid < 0 || t.tid == process->tid)
                         continue;
                 (void) snprintf(path, sizeof(path), "%d/stat", t.tid);
                 if (read_at(fd, path, text, sizeof(text)) < 0 || parse_stat(text, &t) < 0)
-                        continue; /* gone */
-                t.ppid = process->ppid;
+                        continue;       /* gone */
+                t.ppid = process->ppid; /* the process's, whatever the thread's stat says */
                 r = tasks_add(tasks, n, cap, &t);
         }
         closedir(d);
