@@ -434,8 +434,16 @@ static int build_cmdlines(const DatMeta *m, Text *ret) {
                 }
                 pids[n_pids++] = pid;
         }
-        if (n_pids > 0)
+        if (n_pids > 0) {
+                size_t k = 1;
+
                 qsort(pids, n_pids, sizeof(int), cmp_pid);
+                /* Each pid once, so that the search below finds its one flag. */
+                for (size_t i = 1; i < n_pids; i++)
+                        if (pids[i] != pids[k - 1])
+                                pids[k++] = pids[i];
+                n_pids = k;
+        }
         done = calloc(MAX(n_pids, (size_t) 1), sizeof(bool));
         if (!done)
                 return -ENOMEM;
@@ -528,8 +536,9 @@ static int write_data_file(DatFile *f, const char *tmp, int *ret_fd) {
                 goto fail;
         if (tracecmd_output_write_headers(h, NULL) < 0)
                 goto fail;
-        tracecmd_add_option(h, TRACECMD_OPTION_TRACECLOCK, m->clock ? (int) strlen(m->clock) + 1 : 0,
-                            m->clock);
+        /* A file converted from NDJSON may not know its clock: then it says none. */
+        if (m->clock)
+                tracecmd_add_option(h, TRACECMD_OPTION_TRACECLOCK, (int) strlen(m->clock) + 1, m->clock);
         add_cpu_stats(h, f);
         if (uname(&u) == 0) {
                 char text[4 * sizeof(u.release)];

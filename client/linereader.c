@@ -15,7 +15,8 @@ int line_reader_init(LineReader *r, int fd, size_t max, const void *head, size_t
         r->buf = malloc(r->cap);
         if (!r->buf)
                 return -ENOMEM;
-        memcpy(r->buf, head, n_head);
+        if (n_head > 0)
+                memcpy(r->buf, head, n_head);
         r->end = n_head;
         return 0;
 }
