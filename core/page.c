@@ -257,3 +257,49 @@ void page_add_missed(void *page, size_t size, uint64_t count) {
                 commit &= ~PAGE_MISSED_STORED;
         memcpy(p + 8, &commit, 8);
 }
+
+void page_build_init(PageBuild *b, void *page, size_t size, uint64_t ts) {
+        memset(page, 0, size);
+        memcpy(page, &ts, 8);
+        *b = (PageBuild){ .page = page, .size = size, .at = (uint8_t *) page + PAGE_HEADER_SIZE, .ts = ts };
+}
+
+int page_build_add(PageBuild *b, uint64_t ts, const void *data, size_t len) {
+        size_t aligned = (len + 3) & ~(size_t) 3;
+        /* Data entries of up to 28 words say their length in the header, longer ones in a word of
+         * their own (kernel/trace/ring_buffer.c). */
+        size_t need = aligned <= 28 * 4 ? 4 + aligned : 8 + aligned, room;
+        uint64_t delta, commit;
+
+        if (PAGE_HEADER_SIZE + 8 + 8 + need > b->size || aligned == 0)
+                return -E2BIG;
+        if (ts < b->ts)
+                return -ERANGE;
+        delta = ts - b->ts;
+        if (delta > ENTRY_DELTA_MAX)
+                need += 8;
+        room = b->size - PAGE_HEADER_SIZE - 8 - (size_t) (b->at - b->page - PAGE_HEADER_SIZE);
+        if (need > room)
+                return -ENOSPC;
+        if (delta > ENTRY_DELTA_MAX) {
+                store_u32(b->at, ENTRY_TIME_EXTEND | (uint32_t) ((delta & ENTRY_DELTA_MAX) << 5));
+                store_u32(b->at + 4, (uint32_t) (delta >> ENTRY_TS_SHIFT));
+                b->at += 8;
+                delta = 0;
+        }
+        if (aligned <= 28 * 4) {
+                store_u32(b->at, (uint32_t) (aligned / 4) | (uint32_t) delta << 5);
+                b->at += 4;
+        } else {
+                store_u32(b->at, (uint32_t) delta << 5);
+                store_u32(b->at + 4, (uint32_t) aligned + 4);
+                b->at += 8;
+        }
+        memcpy(b->at, data, len);
+        b->at += aligned;
+        b->ts = ts;
+        b->records++;
+        commit = (uint64_t) (b->at - b->page - PAGE_HEADER_SIZE);
+        memcpy(b->page + 8, &commit, 8);
+        return 0;
+}

@@ -17,6 +17,8 @@
 #define PAGE_COMMIT_MASK ((1ULL << 27) - 1)
 #define PAGE_MISSED_STORED (1ULL << 30)
 #define PAGE_MISSED_EVENTS (1ULL << 31)
+/* The largest delta an entry header holds (27 bits); a longer one takes a time extend entry. */
+#define PAGE_DELTA_MAX ((1U << 27) - 1)
 
 typedef struct PageWalk {
         const uint8_t *data;
@@ -75,3 +77,20 @@ void page_clear_missed(void *page, size_t size);
  * number with UINT64_MAX. The count is stored when the page has room for it and every loss it
  * adds to is known; otherwise only the flag says that events were lost, as the kernel does. */
 void page_add_missed(void *page, size_t size, uint64_t count);
+
+/* A page written record by record (tpctl convert): from a time stamp, each entry with its delta to
+ * the last one, a time extend before a delta that does not fit in 27 bits. 8 bytes stay free after
+ * the data for a loss count (page_add_missed()). */
+typedef struct PageBuild {
+        uint8_t *page;
+        size_t size;
+        uint8_t *at; /* where the next entry goes */
+        uint64_t ts; /* of the last entry, the page's at first */
+        uint32_t records;
+} PageBuild;
+
+/* Starts page (size bytes, zeroed here) at time ts. */
+void page_build_init(PageBuild *b, void *page, size_t size, uint64_t ts);
+/* Appends a data entry of len bytes at time ts: 0, -ERANGE when ts is before the last entry's,
+ * -ENOSPC when the page has no room for it (-E2BIG when an empty one would not either). */
+int page_build_add(PageBuild *b, uint64_t ts, const void *data, size_t len);

@@ -225,6 +225,27 @@ static inline uint64_t load_unsigned(const uint8_t *p, unsigned size) {
         }
 }
 
+/* The inverse of load_unsigned(): the low size bytes of v at p, in the machine's byte order. */
+static inline void store_unsigned(uint8_t *p, uint64_t v, unsigned size) {
+        switch (size) {
+        case 1:
+                *p = (uint8_t) v;
+                break;
+        case 2: {
+                uint16_t x = (uint16_t) v;
+                memcpy(p, &x, 2);
+                break;
+        }
+        case 4: {
+                uint32_t x = (uint32_t) v;
+                memcpy(p, &x, 4);
+                break;
+        }
+        default:
+                memcpy(p, &v, 8);
+        }
+}
+
 static inline int64_t load_signed(const uint8_t *p, unsigned size) {
         switch (size) {
         case 1:
