@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "capdir.h"
+#include "datconvert.h"
 #include "message.h"
 #include "perfetto.h"
 #include "proctree.h"
@@ -700,13 +701,31 @@ static int convert(const char *in, const char *out) {
         return EXIT_SUCCESS;
 }
 
+/* NDJSON to a trace-cmd data file (datconvert.c), as a capture's files are written. */
+static int convert_dat(const char *in, const char *out) {
+        _cleanup_close_ int dirfd = -1;
+        _cleanup_free_ char *name = NULL;
+        int r = capdir_open(out, &dirfd, &name);
+
+        if (r < 0)
+                return log_error_errno(r, "cannot write '%s': %m", out), EXIT_FAILURE;
+        if (faccessat(dirfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+                log_error("'%s' exists: tpctl convert does not replace a file.", out);
+                log_hint("Name another file, or remove it.");
+                return EXIT_FAILURE;
+        }
+        return convert_to_dat(in, dirfd, name);
+}
+
 int convert_verb(const CommonOptions *c, char **args, size_t n) {
         (void) n;
-        if (c->format && !streq(c->format, "perfetto"))
-                return usage_error("--format takes perfetto, not '%s'", c->format);
+        if (c->format && !streq(c->format, "perfetto") && !streq(c->format, "dat"))
+                return usage_error("--format takes perfetto or dat, not '%s'", c->format);
+        if (c->format ? streq(c->format, "dat") : has_suffix(args[1], ".dat"))
+                return convert_dat(args[0], args[1]);
         if (!c->format && !has_suffix(args[1], ".perfetto-trace") && !has_suffix(args[1], ".pftrace"))
-                return usage_error("cannot tell the format to write '%s' in: name it *.perfetto-trace "
-                                   "or *.pftrace, or give --format=perfetto",
+                return usage_error("cannot tell the format to write '%s' in: name it *.perfetto-trace, "
+                                   "*.pftrace or *.dat, or give --format=perfetto or --format=dat",
                                    args[1]);
         return convert(args[0], args[1]);
 }
