@@ -62,6 +62,7 @@ typedef struct Convert {
         unsigned comm_bits;
         uint64_t comm_key;
         JsonBuf packed;
+        json_tokener *tok;
         uint64_t line;
         uint64_t skipped; /* notices and clock records: a data file has no place for them */
         bool has_clock;
@@ -383,28 +384,25 @@ static int convert_line(Convert *c, json_object *o) {
 
 /* The CPUs the capture names: the data file has a section for each, up to the highest. */
 static int count_cpus(Convert *c, int fd) {
-        json_tokener *tok = json_tokener_new();
         LineReader lr;
         const char *line;
         size_t len;
         unsigned n = 0;
         int r;
 
-        if (!tok || line_reader_init(&lr, fd, LINE_MAX_BYTES, NULL, 0) < 0) {
-                if (tok)
-                        json_tokener_free(tok);
+        if (line_reader_init(&lr, fd, LINE_MAX_BYTES, NULL, 0) < 0)
                 return log_oom();
-        }
         while ((r = line_next(&lr, &line, &len)) > 0) {
                 LineHead h;
 
                 line_head_parse(line, len, &h);
                 if (!h.has_ts) {
                         /* Not as tpd writes it (jq's, or a person's): parsed whole. */
-                        json_object *o = json_tokener_parse_ex(tok, line, (int) MIN(len, (size_t) INT_MAX)),
+                        json_object *o = json_tokener_parse_ex(c->tok, line,
+                                                               (int) MIN(len, (size_t) INT_MAX)),
                                     *v;
 
-                        json_tokener_reset(tok);
+                        json_tokener_reset(c->tok);
                         if (json_object_object_get_ex(o, "cpu", &v) &&
                             json_object_is_type(v, json_type_int) && json_object_get_int64(v) >= 0) {
                                 h.has_cpu = true;
@@ -416,7 +414,6 @@ static int count_cpus(Convert *c, int fd) {
                         n = MAX(n, (unsigned) h.cpu + 1);
         }
         line_reader_done(&lr);
-        json_tokener_free(tok);
         if (r < 0 && r != -E2BIG) /* told with its line number by convert_lines() */
                 return log_error_errno(r, "cannot read '%s': %m", c->in);
         c->n_cpus = MAX(n, 1U);
@@ -424,17 +421,13 @@ static int count_cpus(Convert *c, int fd) {
 }
 
 static int convert_lines(Convert *c, int fd) {
-        json_tokener *tok = json_tokener_new();
         LineReader lr;
         const char *line;
         size_t len;
         int r;
 
-        if (!tok || line_reader_init(&lr, fd, LINE_MAX_BYTES, NULL, 0) < 0) {
-                if (tok)
-                        json_tokener_free(tok);
+        if (line_reader_init(&lr, fd, LINE_MAX_BYTES, NULL, 0) < 0)
                 return log_oom();
-        }
         while ((r = line_next(&lr, &line, &len)) > 0) {
                 json_object *o;
 
@@ -443,9 +436,9 @@ static int convert_lines(Convert *c, int fd) {
                         len--;
                 if (len == 0)
                         continue;
-                json_tokener_reset(tok);
-                o = json_tokener_parse_ex(tok, line, (int) len);
-                if (!o || json_tokener_get_parse_end(tok) != len ||
+                json_tokener_reset(c->tok);
+                o = json_tokener_parse_ex(c->tok, line, (int) MIN(len, (size_t) INT_MAX));
+                if (!o || json_tokener_get_parse_end(c->tok) != len ||
                     !json_object_is_type(o, json_type_object)) {
                         json_object_put(o);
                         r = log_error_errno(-EINVAL, "line %" PRIu64 " of '%s' is not a JSON object",
@@ -463,7 +456,6 @@ static int convert_lines(Convert *c, int fd) {
         else if (r < 0 && r != -EINVAL && r != -ENOMEM)
                 r = log_error_errno(r, "cannot read '%s': %m", c->in);
         line_reader_done(&lr);
-        json_tokener_free(tok);
         for (unsigned cpu = 0; r >= 0 && cpu < c->n_cpus; cpu++)
                 r = flush_page(c, cpu);
         return r;
@@ -484,9 +476,13 @@ int convert_to_dat(const char *in, int dir_fd, const char *name) {
                 log_hint("convert writes a data file from NDJSON (tpctl record -o FILE.ndjson).");
                 return EXIT_FAILURE;
         }
+        c.tok = json_tokener_new();
+        if (!c.tok) {
+                log_oom();
+                goto finish;
+        }
         if (count_cpus(&c, fd) < 0)
-                return EXIT_FAILURE;
-
+                goto finish;
         c.tep = tep_alloc();
         c.cpus = calloc(c.n_cpus, sizeof(ConvertCpu));
         if (!c.tep || !c.cpus) {
@@ -540,6 +536,8 @@ finish:
         free(c.cpus);
         free(c.comms);
         jsonbuf_done(&c.packed);
+        if (c.tok)
+                json_tokener_free(c.tok);
         if (c.tep)
                 tep_free(c.tep);
         return status;

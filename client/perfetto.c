@@ -647,6 +647,20 @@ static void fclosep(FILE **f) {
                 fclose(*f);
 }
 
+/* OUT's directory and name; an OUT that exists (a link included) is refused, never replaced. */
+static int output_open(const char *out, int *ret_dirfd, char **ret_name) {
+        int r = capdir_open(out, ret_dirfd, ret_name);
+
+        if (r < 0)
+                return log_error_errno(r, "cannot write '%s': %m", out);
+        if (faccessat(*ret_dirfd, *ret_name, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+                log_error("'%s' exists: tpctl convert does not replace a file.", out);
+                log_hint("Name another file, or remove it.");
+                return -EEXIST;
+        }
+        return 0;
+}
+
 /* The records of the capture, as `tpctl replay IN` prints them, into a memfd, then each as a
  * JSON object to the writer. The trace holds what the capture holds: it is made as a capture's files
  * are (capdir.h), 0600 under a private name, and takes OUT's name only once whole, never over a
@@ -660,14 +674,8 @@ static int convert(const char *in, const char *out) {
         ssize_t n;
         int fd, status, r;
 
-        r = capdir_open(out, &dirfd, &name);
-        if (r < 0)
-                return log_error_errno(r, "cannot write '%s': %m", out), EXIT_FAILURE;
-        if (faccessat(dirfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
-                log_error("'%s' exists: tpctl convert does not replace a file.", out);
-                log_hint("Name another file, or remove it.");
+        if (output_open(out, &dirfd, &name) < 0)
                 return EXIT_FAILURE;
-        }
 
         fd = memfd_create("tpctl-convert", MFD_CLOEXEC);
         if (fd < 0)
@@ -705,15 +713,9 @@ static int convert(const char *in, const char *out) {
 static int convert_dat(const char *in, const char *out) {
         _cleanup_close_ int dirfd = -1;
         _cleanup_free_ char *name = NULL;
-        int r = capdir_open(out, &dirfd, &name);
 
-        if (r < 0)
-                return log_error_errno(r, "cannot write '%s': %m", out), EXIT_FAILURE;
-        if (faccessat(dirfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
-                log_error("'%s' exists: tpctl convert does not replace a file.", out);
-                log_hint("Name another file, or remove it.");
+        if (output_open(out, &dirfd, &name) < 0)
                 return EXIT_FAILURE;
-        }
         return convert_to_dat(in, dirfd, name);
 }
 

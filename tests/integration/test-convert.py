@@ -35,14 +35,8 @@ MARKER_N = 1_000
 EXEC = 'import os, sys; sys.stdin.readline(); os.execv("/bin/true", ["true"])'
 
 
-def tpctl(*args):
-    return subprocess.run([T.env_program('TPCTL'), *args], capture_output=True, timeout=300)
-
-
-def tpctl_ok(*args):
-    r = tpctl(*args)
-    check(r.returncode == 0, f'tpctl {" ".join(args)} exited with {r.returncode}: {r.stderr!r}')
-    return r.stdout
+tpctl = T.tpctl
+tpctl_ok = T.tpctl_ok
 
 
 def per_cpu(lines):

@@ -39,14 +39,8 @@ SWITCH = ['prev_comm', 'prev_pid', 'prev_prio', 'prev_state', 'next_comm', 'next
 WAKING = ['comm', 'pid', 'prio', 'success', 'target_cpu']
 
 
-def tpctl(*args):
-    return subprocess.run([T.env_program('TPCTL'), *args], capture_output=True, timeout=300)
-
-
-def tpctl_ok(*args):
-    r = tpctl(*args)
-    check(r.returncode == 0, f'tpctl {" ".join(args)} exited with {r.returncode}: {r.stderr[-2000:]!r}')
-    return r.stdout
+tpctl = T.tpctl
+tpctl_ok = T.tpctl_ok
 
 
 def parse_text_format(text):

@@ -1024,6 +1024,18 @@ def run_while_stopped(process, gen, timeout=60):
         process.signal(signal.SIGCONT)
 
 
+def tpctl(*args, timeout=300):
+    """tpctl without a tpd (replay, convert): its CompletedProcess, output as bytes."""
+    return subprocess.run([env_program('TPCTL'), *args], capture_output=True, timeout=timeout)
+
+
+def tpctl_ok(*args, timeout=300):
+    """The same, which must exit 0: its standard output."""
+    r = tpctl(*args, timeout=timeout)
+    check(r.returncode == 0, f'tpctl {" ".join(args)} exited with {r.returncode}: {r.stderr[-2000:]!r}')
+    return r.stdout
+
+
 def record_ping_pong_and_markers(rec, pingpong, marker):
     """Runs a gen-pingpong and a gen-marker (both waiting for their go) while the tpctl record rec
     records, then stops it as Ctrl-C does: it must end with 0."""
