@@ -10,6 +10,7 @@
 
 #include "capdir.h"
 #include "datconvert.h"
+#include "flatjson.h"
 #include "message.h"
 #include "perfetto.h"
 #include "proctree.h"
@@ -160,8 +161,8 @@ typedef struct Task {
 
 struct PerfettoWriter {
         int fd;
-        json_tokener *tok;
-        Pb pb; /* a packet other than a bundle */
+        FlatRecord flat; /* the line being written */
+        Pb pb;           /* a packet other than a bundle */
         Bundle *cpus;
         size_t n_cpus;
         Task *tasks; /* open addressing, by pid */
@@ -261,80 +262,69 @@ static int bundle_close(PerfettoWriter *w, Bundle *b) {
         return writer_write(w, &b->pb);
 }
 
-static json_object *get(json_object *o, const char *key) {
-        json_object *v = NULL;
+static bool flat_int(const FlatMember *m, size_t n, const char *key, int64_t *ret) {
+        const FlatValue *v = flat_get(m, n, key);
 
-        return json_object_object_get_ex(o, key, &v) ? v : NULL;
-}
-
-static bool get_int(json_object *o, const char *key, int64_t *ret) {
-        json_object *v = get(o, key);
-
-        if (!json_object_is_type(v, json_type_int))
+        if (!v || v->kind != FLAT_INT)
                 return false;
-        *ret = json_object_get_int64(v);
+        *ret = v->i;
         return true;
 }
 
-static const char *get_string(json_object *o, const char *key) {
-        json_object *v = get(o, key);
+static const char *flat_string(const FlatMember *m, size_t n, const char *key) {
+        const FlatValue *v = flat_get(m, n, key);
 
-        return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+        return v && v->kind == FLAT_STRING ? v->s : NULL;
 }
 
-static void put_typed(Pb *pb, const TypedEvent *t, json_object *fields) {
+static void put_typed(Pb *pb, const TypedEvent *t, const FlatRecord *r) {
         size_t at = pb_begin(pb, t->number);
 
         for (size_t i = 0; i < ELEMENTSOF(t->fields) && t->fields[i].name; i++) {
                 const TypedField *f = &t->fields[i];
-                json_object *v = get(fields, f->name);
+                const FlatValue *v = flat_get(r->fields, r->n_fields, f->name);
 
-                if (f->type == TYPE_STR && json_object_is_type(v, json_type_string))
-                        pb_string(pb, f->number, json_object_get_string(v));
-                else if (f->type == TYPE_INT && json_object_is_type(v, json_type_int))
-                        pb_int(pb, f->number, json_object_get_int64(v));
-                else if (f->type == TYPE_UINT && json_object_is_type(v, json_type_int))
-                        pb_uint(pb, f->number, json_object_get_uint64(v));
+                if (!v)
+                        continue;
+                if (f->type == TYPE_STR && v->kind == FLAT_STRING)
+                        pb_string_n(pb, f->number, v->s, v->len);
+                else if (f->type == TYPE_INT && (v->kind == FLAT_INT || v->kind == FLAT_UINT))
+                        pb_int(pb, f->number, v->kind == FLAT_INT ? v->i : INT64_MAX);
+                else if (f->type == TYPE_UINT && (v->kind == FLAT_INT || v->kind == FLAT_UINT))
+                        pb_uint(pb, f->number, v->kind == FLAT_UINT ? v->u : (uint64_t) MAX(v->i, 0));
         }
         pb_end(pb, at);
 }
 
 /* GenericFtraceEvent: integers as int_value, but those above INT64_MAX as uint_value; strings
  * (pointers too: "0x…") as str_value; arrays and anything else as their JSON text. */
-static void put_generic(Pb *pb, const char *event, json_object *fields) {
+static void put_generic(Pb *pb, const char *event, const FlatRecord *r) {
         const char *colon = strchr(event, ':');
         size_t at = pb_begin(pb, EVENT_GENERIC);
 
         pb_string(pb, GENERIC_EVENT_NAME, colon ? colon + 1 : event);
-        if (!json_object_is_type(fields, json_type_object)) {
-                pb_end(pb, at);
-                return;
-        }
-        json_object_object_foreach(fields, key, v) {
+        for (size_t i = 0; i < r->n_fields; i++) {
+                const FlatMember *m = &r->fields[i];
                 size_t f = pb_begin(pb, GENERIC_FIELD);
 
-                pb_string(pb, GENERIC_FIELD_NAME, key);
-                if (json_object_is_type(v, json_type_string))
-                        pb_string(pb, GENERIC_STR, json_object_get_string(v));
-                else if (json_object_is_type(v, json_type_int) && json_object_get_int64(v) < INT64_MAX)
-                        pb_int(pb, GENERIC_INT, json_object_get_int64(v));
-                else if (json_object_is_type(v, json_type_int))
-                        pb_uint(pb, GENERIC_UINT, json_object_get_uint64(v));
+                pb_string_n(pb, GENERIC_FIELD_NAME, m->name, m->name_len);
+                if (m->v.kind == FLAT_STRING || m->v.kind == FLAT_OTHER)
+                        pb_string_n(pb, GENERIC_STR, m->v.s, m->v.len);
+                else if (m->v.kind == FLAT_INT && m->v.i < INT64_MAX)
+                        pb_int(pb, GENERIC_INT, m->v.i);
                 else
-                        pb_string(pb, GENERIC_STR,
-                                  json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+                        pb_uint(pb, GENERIC_UINT, m->v.kind == FLAT_UINT ? m->v.u : (uint64_t) m->v.i);
                 pb_end(pb, f);
         }
         pb_end(pb, at);
 }
 
-static int writer_event(PerfettoWriter *w, Bundle *b, int64_t cpu, int64_t ts, json_object *record) {
-        const char *event = get_string(record, "event");
-        json_object *fields = get(record, "fields");
+static int writer_event(PerfettoWriter *w, Bundle *b, int64_t cpu, int64_t ts, const FlatRecord *r) {
+        const char *event = flat_string(r->top, r->n_top, "event");
         const TypedEvent *typed = NULL;
         int64_t pid = -1;
         size_t at;
-        int r;
+        int k;
 
         if (!event)
                 return 0;
@@ -350,36 +340,37 @@ static int writer_event(PerfettoWriter *w, Bundle *b, int64_t cpu, int64_t ts, j
         }
         at = pb_begin(&b->pb, BUNDLE_EVENT);
         pb_uint(&b->pb, EVENT_TIMESTAMP, (uint64_t) ts);
-        if (get_int(record, "pid", &pid))
+        if (flat_int(r->top, r->n_top, "pid", &pid))
                 pb_uint(&b->pb, EVENT_PID, (uint64_t) pid);
         if (typed)
-                put_typed(&b->pb, typed, fields);
+                put_typed(&b->pb, typed, r);
         else
-                put_generic(&b->pb, event, fields);
+                put_generic(&b->pb, event, r);
         pb_end(&b->pb, at);
 
         /* The process tree: the record's task, and those the scheduler's events name. */
-        r = task_name(w, pid, get_string(record, "comm"));
-        for (size_t i = 0; r >= 0 && typed && !streq(event, "ftrace:print") && i < ELEMENTSOF(task_names);
+        k = task_name(w, pid, flat_string(r->top, r->n_top, "comm"));
+        for (size_t i = 0; k >= 0 && typed && !streq(event, "ftrace:print") && i < ELEMENTSOF(task_names);
              i++) {
                 int64_t p;
 
-                if (get_int(fields, task_names[i][0], &p))
-                        r = task_name(w, p, get_string(fields, task_names[i][1]));
+                if (flat_int(r->fields, r->n_fields, task_names[i][0], &p))
+                        k = task_name(w, p, flat_string(r->fields, r->n_fields, task_names[i][1]));
         }
-        if (r >= 0 && typed && streq(event, "sched:sched_process_fork")) {
+        if (k >= 0 && typed && streq(event, "sched:sched_process_fork")) {
                 int64_t parent, child;
 
-                if (get_int(fields, "parent_pid", &parent) && get_int(fields, "child_pid", &child) &&
-                    child >= 0 && child <= INT32_MAX) {
+                if (flat_int(r->fields, r->n_fields, "parent_pid", &parent) &&
+                    flat_int(r->fields, r->n_fields, "child_pid", &child) && child >= 0 &&
+                    child <= INT32_MAX) {
                         Task *t = task_get(w, child);
                         if (!t)
                                 return -ENOMEM;
                         t->ppid = parent;
                 }
         }
-        if (r < 0)
-                return r;
+        if (k < 0)
+                return k;
         return b->pb.len >= BUNDLE_FLUSH_SIZE ? bundle_close(w, b) : 0;
 }
 
@@ -407,49 +398,43 @@ static int writer_clock(PerfettoWriter *w, int64_t ts, const char *clock, int64_
         return writer_write(w, &w->pb);
 }
 
-int perfetto_writer_add(PerfettoWriter *w, json_object *record) {
+/* One record of §3 of docs/design.md, read flat. */
+static int writer_add(PerfettoWriter *w, const FlatRecord *r) {
         int64_t ts, cpu, lost;
         Bundle *b;
 
-        if (!get_int(record, "ts", &ts) || ts < 0)
+        if (!flat_int(r->top, r->n_top, "ts", &ts) || ts < 0)
                 return 0;
         if (!w->any_ts || (uint64_t) ts < w->first_ts)
                 w->first_ts = (uint64_t) ts;
         if ((uint64_t) ts > w->last_ts)
                 w->last_ts = (uint64_t) ts;
         w->any_ts = true;
-        if (get(record, "clock")) {
+        if (flat_get(r->top, r->n_top, "clock")) {
                 int64_t offset;
 
-                if (!get_int(record, "realtime_offset_ns", &offset))
+                if (!flat_int(r->top, r->n_top, "realtime_offset_ns", &offset))
                         return 0;
-                return writer_clock(w, ts, get_string(record, "clock"), offset);
+                return writer_clock(w, ts, flat_string(r->top, r->n_top, "clock"), offset);
         }
-        if (!get_int(record, "cpu", &cpu))
+        if (!flat_int(r->top, r->n_top, "cpu", &cpu))
                 return 0; /* a notice */
         b = writer_cpu(w, cpu);
         if (!b)
                 return cpu < 0 || cpu >= CPU_MAX ? 0 : -ENOMEM;
-        if (get_int(record, "lost", &lost)) {
+        if (flat_int(r->top, r->n_top, "lost", &lost)) {
                 b->lost += (uint64_t) MAX(lost, 0);
                 return 0;
         }
-        return writer_event(w, b, cpu, ts, record);
+        return writer_event(w, b, cpu, ts, r);
 }
 
 int perfetto_writer_add_line(PerfettoWriter *w, const char *line, size_t n) {
-        json_object *o;
-        int r;
+        int r = flat_parse(&w->flat, line, n);
 
-        if (n > INT32_MAX)
-                return 0;
-        json_tokener_reset(w->tok);
-        o = json_tokener_parse_ex(w->tok, line, (int) n);
-        if (!o)
+        if (r == -EBADMSG)
                 return 0; /* not a record */
-        r = perfetto_writer_add(w, o);
-        json_object_put(o);
-        return r;
+        return r < 0 ? r : writer_add(w, &w->flat);
 }
 
 static void put_process(Pb *pb, const ProcTask *t) {
@@ -507,14 +492,28 @@ static int writer_processes(PerfettoWriter *w, uint64_t ts) {
         return r < 0 ? r : writer_write(w, &w->pb);
 }
 
+/* An integer of tpd's reply. */
+static bool reply_int(json_object *reply, const char *key, int64_t *ret) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(reply, key, &v) || !json_object_is_type(v, json_type_int))
+                return false;
+        *ret = json_object_get_int64(v);
+        return true;
+}
+
 int perfetto_writer_start(PerfettoWriter *w, json_object *reply) {
-        const char *clock = get_string(reply, "clock");
+        json_object *v;
+        const char *clock =
+                json_object_object_get_ex(reply, "clock", &v) && json_object_is_type(v, json_type_string)
+                        ? json_object_get_string(v)
+                        : NULL;
         int64_t ts = 0, offset;
         int r;
 
-        if (get_int(reply, "ts", &ts) && ts > 0 &&
-            (get_int(reply, "realtime_offset_ns", &offset) ||
-             (streq_ptr(clock, "boot") && get_int(reply, "boot_to_realtime_ns", &offset)))) {
+        if (reply_int(reply, "ts", &ts) && ts > 0 &&
+            (reply_int(reply, "realtime_offset_ns", &offset) ||
+             (streq_ptr(clock, "boot") && reply_int(reply, "boot_to_realtime_ns", &offset)))) {
                 r = writer_clock(w, ts, clock, offset);
                 if (r < 0)
                         return r;
@@ -531,11 +530,6 @@ int perfetto_writer_new(int fd, PerfettoWriter **ret) {
         if (!w)
                 return -ENOMEM;
         w->fd = fd;
-        w->tok = json_tokener_new();
-        if (!w->tok) {
-                free(w);
-                return -ENOMEM;
-        }
         /* The machine doing the conversion: the UI reads the kernel's version to decode
          * prev_state, right for a capture converted where it was recorded. */
         if (uname(&u) >= 0) {
@@ -630,8 +624,7 @@ PerfettoWriter *perfetto_writer_free(PerfettoWriter *w) {
         free(w->cpus);
         free(w->tasks);
         pb_done(&w->pb);
-        if (w->tok)
-                json_tokener_free(w->tok);
+        flat_done(&w->flat);
         free(w);
         return NULL;
 }

@@ -19,9 +19,8 @@ int perfetto_writer_new(int fd, PerfettoWriter **ret);
 /* A live capture's start (record and stream): the clock snapshot of tpd's reply to Stream (its ts,
  * clock and offsets) and the process tree of the tasks alive now, read from /proc. */
 int perfetto_writer_start(PerfettoWriter *w, json_object *reply);
-/* One record of §3 of docs/design.md: an event, a loss, a clock record (a notice is skipped). */
-int perfetto_writer_add(PerfettoWriter *w, json_object *record);
-/* The same, as a line of NDJSON (n bytes); a line that is not JSON is skipped. */
+/* One record of §3 of docs/design.md, a line of NDJSON (n bytes, read by flatjson.c): an event, a
+ * loss, a clock record. A notice, and a line that is not a JSON object, are skipped. */
 int perfetto_writer_add_line(PerfettoWriter *w, const char *line, size_t n);
 /* Writes the bundles still open, the process tree and the loss statistics. */
 int perfetto_writer_finish(PerfettoWriter *w);

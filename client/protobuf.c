@@ -68,9 +68,13 @@ void pb_bytes(Pb *pb, uint32_t field, const void *p, size_t n) {
  * come from a local user's process names and arguments too: each byte that is not part of a valid
  * sequence becomes U+FFFD, as in tpd's JSON (core/encode.h). Valid text is copied as it is. */
 void pb_string(Pb *pb, uint32_t field, const char *s) {
+        pb_string_n(pb, field, s, strlen(s));
+}
+
+void pb_string_n(Pb *pb, uint32_t field, const char *s, size_t n) {
         static const char replacement[] = "\xef\xbf\xbd";
         const unsigned char *u = (const unsigned char *) s;
-        size_t n = strlen(s), out = 0, i, k;
+        size_t out = 0, i, k;
         uint8_t *d;
 
         for (i = 0; i < n; i += k ? k : 1)

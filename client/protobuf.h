@@ -36,6 +36,8 @@ void pb_int(Pb *pb, uint32_t field, int64_t v);
 void pb_bytes(Pb *pb, uint32_t field, const void *p, size_t n);
 /* s as valid UTF-8: a byte that is not part of a valid sequence is written as U+FFFD. */
 void pb_string(Pb *pb, uint32_t field, const char *s);
+/* The same, of n bytes. */
+void pb_string_n(Pb *pb, uint32_t field, const char *s, size_t n);
 /* Returns where the submessage's length goes, for pb_end(). */
 size_t pb_begin(Pb *pb, uint32_t field);
 void pb_end(Pb *pb, size_t at);
