@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "capdir.h"
@@ -654,52 +654,80 @@ static int output_open(const char *out, int *ret_dirfd, char **ret_name) {
         return 0;
 }
 
-/* The records of the capture, as `tpctl replay IN` prints them, into a memfd, then each as a
- * JSON object to the writer. The trace holds what the capture holds: it is made as a capture's files
- * are (capdir.h), 0600 under a private name, and takes OUT's name only once whole, never over a
- * file that is there. */
+/* The records of the capture, as `tpctl replay IN` prints them in a child, through a pipe, each to
+ * the writer: memory stays bounded whatever the capture's size. The trace holds what the capture
+ * holds: it is made as a capture's files are (capdir.h), 0600 under a private name, and takes OUT's
+ * name only once whole, never over a file that is there. */
 static int convert(const char *in, const char *out) {
         _cleanup_close_ int ofd = -1, dirfd = -1;
         _cleanup_(fclosep) FILE *f = NULL;
         _cleanup_free_ char *line = NULL, *name = NULL, *tmp = NULL;
         PerfettoWriter *w = NULL;
+        int fds[2], status = EXIT_FAILURE, child, r;
         size_t size = 0;
         ssize_t n;
-        int fd, status, r;
+        pid_t pid;
 
         if (output_open(out, &dirfd, &name) < 0)
                 return EXIT_FAILURE;
-
-        fd = memfd_create("tpctl-convert", MFD_CLOEXEC);
-        if (fd < 0)
-                return log_error_errno(-errno, "cannot create a temporary file: %m"), EXIT_FAILURE;
-        f = fdopen(fd, "r");
-        if (!f) {
-                safe_close(fd);
-                return log_oom(), EXIT_FAILURE;
-        }
-        status = replay_file(in, &(ReplayOptions){ .out_fd = fd });
-        if (status != EXIT_SUCCESS)
-                return status;
-        if (lseek(fd, 0, SEEK_SET) < 0)
-                return log_error_errno(-errno, "cannot read the records of '%s': %m", in), EXIT_FAILURE;
-
         ofd = capdir_mktemp(dirfd, ".tpctl-convert-", O_WRONLY, &tmp);
         if (ofd < 0)
                 return log_error_errno(ofd, "cannot create a file next to '%s': %m", out), EXIT_FAILURE;
-        r = perfetto_writer_new(ofd, &w);
+        if (pipe2(fds, O_CLOEXEC) < 0) {
+                log_error_errno(-errno, "cannot make a pipe: %m");
+                goto fail;
+        }
+        pid = fork();
+        if (pid < 0) {
+                log_error_errno(-errno, "cannot fork: %m");
+                safe_close(fds[0]);
+                safe_close(fds[1]);
+                goto fail;
+        }
+        if (pid == 0) {
+                safe_close(fds[0]);
+                _exit(replay_file(in, &(ReplayOptions){ .out_fd = fds[1] }));
+        }
+        safe_close(fds[1]);
+        f = fdopen(fds[0], "r");
+        if (!f) {
+                safe_close(fds[0]);
+                r = -ENOMEM;
+        } else
+                r = perfetto_writer_new(ofd, &w);
         while (r >= 0 && (n = getline(&line, &size, f)) > 0)
                 r = perfetto_writer_add_line(w, line, (size_t) n);
-        if (r >= 0)
-                r = perfetto_writer_finish(w);
-        perfetto_writer_free(w);
+        /* A writer that failed leaves the child to an EPIPE, which ends it. */
+        if (f)
+                fclose(TAKE_PTR(f));
+        while (waitpid(pid, &child, 0) < 0)
+                if (errno != EINTR) {
+                        child = -1;
+                        break;
+                }
+        if (r < 0) {
+                log_error_errno(r, "cannot write '%s': %m", out);
+                goto fail;
+        }
+        if (child == -1 || !WIFEXITED(child) || WEXITSTATUS(child) != EXIT_SUCCESS) {
+                /* The child said why. */
+                status = child != -1 && WIFEXITED(child) ? WEXITSTATUS(child) : EXIT_FAILURE;
+                goto fail;
+        }
+        r = perfetto_writer_finish(w);
         if (r >= 0)
                 r = capdir_move(dirfd, tmp, dirfd, name, false);
         if (r < 0) {
-                (void) unlinkat(dirfd, tmp, 0);
-                return log_error_errno(r, "cannot write '%s': %m", out), EXIT_FAILURE;
+                log_error_errno(r, "cannot write '%s': %m", out);
+                goto fail;
         }
+        perfetto_writer_free(w);
         return EXIT_SUCCESS;
+
+fail:
+        perfetto_writer_free(w);
+        (void) unlinkat(dirfd, tmp, 0);
+        return status;
 }
 
 /* NDJSON to a trace-cmd data file (datconvert.c), as a capture's files are written. */
