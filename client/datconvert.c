@@ -222,7 +222,7 @@ static int comm_grow(Convert *c) {
         CommSlot *old = c->comms;
         size_t n_old = c->n_comm_slots;
 
-        if (bits > 30)
+        if (bits > 24) /* 2^22 pids at most (PID_MAX_LIMIT) */
                 return -ENOMEM;
         c->comms = malloc(((size_t) 1 << bits) * sizeof(CommSlot));
         if (!c->comms) {
@@ -246,7 +246,7 @@ static int comm_grow(Convert *c) {
 static int note_comm(Convert *c, int32_t pid, const char *comm, size_t len) {
         CommSlot *s;
 
-        if (len > 16 || pid <= 0 || memchr(comm, '\n', len))
+        if (len > 16 || pid <= 0 || memchr(comm, '\n', len) || memchr(comm, 0, len))
                 return 0;
         if (2 * (c->n_comms + 1) > c->n_comm_slots && comm_grow(c) < 0)
                 return -ENOMEM;
@@ -334,7 +334,7 @@ static int convert_line(Convert *c, json_object *o) {
                         if (len < 0)
                                 return log_oom();
                         if (json_object_get_string_len(v) > 0 &&
-                            strspn(json_object_get_string(v), "abcdefghijklmnopqrstuvwxyz_-") ==
+                            strspn(json_object_get_string(v), "abcdefghijklmnopqrstuvwxyz0123456789_-") ==
                                     (size_t) json_object_get_string_len(v) &&
                             dat_meta_add_file(c->meta, text, (size_t) len) >= 0)
                                 c->has_clock = true;
@@ -354,7 +354,8 @@ static int convert_line(Convert *c, json_object *o) {
                         return r;
                 if (k->lost == 0)
                         k->lost_ts = ts;
-                k->lost += n;
+                /* Beyond 64 bits the count is unknown, which the page says by its flag alone. */
+                k->lost = k->lost > UINT64_MAX - n ? UINT64_MAX : k->lost + n;
                 datfile_note_lost(c->file, (unsigned) cpu, n, 0);
                 return 0;
         }
@@ -396,8 +397,9 @@ static int count_cpus(Convert *c, int fd) {
                 LineHead h;
 
                 line_head_parse(line, len, &h);
-                if (!h.has_ts) {
-                        /* Not as tpd writes it (jq's, or a person's): parsed whole. */
+                if (!h.has_ts || !h.has_cpu) {
+                        /* Not as tpd writes it (jq's, or a person's), or not a record of a CPU:
+                         * parsed whole. */
                         json_object *o = json_tokener_parse_ex(c->tok, line,
                                                                (int) MIN(len, (size_t) INT_MAX)),
                                     *v;
@@ -424,6 +426,7 @@ static int convert_lines(Convert *c, int fd) {
         LineReader lr;
         const char *line;
         size_t len;
+        bool told = false; /* the error was logged where it happened */
         int r;
 
         if (line_reader_init(&lr, fd, LINE_MAX_BYTES, NULL, 0) < 0)
@@ -431,6 +434,7 @@ static int convert_lines(Convert *c, int fd) {
         while ((r = line_next(&lr, &line, &len)) > 0) {
                 json_object *o;
 
+                told = true;
                 c->line++;
                 while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
                         len--;
@@ -449,11 +453,12 @@ static int convert_lines(Convert *c, int fd) {
                 json_object_put(o);
                 if (r < 0)
                         break;
+                told = false;
         }
-        if (r == -E2BIG)
+        if (r == -E2BIG && !told)
                 r = log_error_errno(-EINVAL, "line %" PRIu64 " of '%s' is longer than %u bytes", c->line + 1,
                                     c->in, LINE_MAX_BYTES);
-        else if (r < 0 && r != -EINVAL && r != -ENOMEM)
+        else if (r < 0 && !told)
                 r = log_error_errno(r, "cannot read '%s': %m", c->in);
         line_reader_done(&lr);
         for (unsigned cpu = 0; r >= 0 && cpu < c->n_cpus; cpu++)
@@ -481,6 +486,9 @@ int convert_to_dat(const char *in, int dir_fd, const char *name) {
                 log_oom();
                 goto finish;
         }
+        /* As replay reads NDJSON: a number out of range or bytes that are not UTF-8 are errors, not
+         * values that would come back otherwise. */
+        json_tokener_set_flags(c.tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
         if (count_cpus(&c, fd) < 0)
                 goto finish;
         c.tep = tep_alloc();

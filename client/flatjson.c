@@ -298,6 +298,7 @@ static bool value(Parser *ps, FlatValue *ret, unsigned depth) {
 
 int flat_parse(FlatRecord *r, const char *line, size_t n) {
         Parser ps = { .p = line, .end = line + n };
+        const FlatValue *fields;
         int k;
 
         r->n_top = r->n_fields = 0;
@@ -320,19 +321,14 @@ int flat_parse(FlatRecord *r, const char *line, size_t n) {
         if (ps.p != ps.end)
                 return -EBADMSG;
 
-        /* "fields", an object: read again, its members flat. */
-        for (size_t i = 0; i < r->n_top; i++) {
-                FlatValue *v = &r->top[i].v;
-
-                if (r->top[i].name_len != 6 || memcmp(r->top[i].name, "fields", 6) != 0 ||
-                    v->kind != FLAT_OTHER || v->s[0] != '{')
-                        continue;
-                ps = (Parser){ .p = v->s, .end = v->s + v->len, .out = ps.out };
+        /* "fields" (the last, if repeated), an object: read again, its members flat. */
+        fields = flat_get(r->top, r->n_top, "fields");
+        if (fields && fields->kind == FLAT_OTHER && fields->s[0] == '{') {
+                ps = (Parser){ .p = fields->s, .end = fields->s + fields->len, .out = ps.out };
                 k = object(&ps, &r->fields, &r->n_fields, &r->cap_fields, 1);
                 if (k < 0)
                         return k;
                 r->has_fields = true;
-                break;
         }
         return 0;
 }
@@ -347,8 +343,9 @@ void flat_done(FlatRecord *r) {
 const FlatValue *flat_get(const FlatMember *members, size_t n, const char *name) {
         size_t len = strlen(name);
 
-        for (size_t i = 0; i < n; i++)
-                if (members[i].name_len == len && memcmp(members[i].name, name, len) == 0)
-                        return &members[i].v;
+        /* The last of a repeated name, as json-c keeps it. */
+        for (size_t i = n; i > 0; i--)
+                if (members[i - 1].name_len == len && memcmp(members[i - 1].name, name, len) == 0)
+                        return &members[i - 1].v;
         return NULL;
 }

@@ -47,5 +47,6 @@ typedef struct FlatRecord {
 int flat_parse(FlatRecord *r, const char *line, size_t n);
 void flat_done(FlatRecord *r);
 
-/* The member name of members (n of them), or NULL. */
+/* The member name of members (n of them; the last, when the name is repeated), or NULL. A name
+ * written with escapes is not found by its unescaped form. */
 const FlatValue *flat_get(const FlatMember *members, size_t n, const char *name);

@@ -410,7 +410,7 @@ static int writer_add(PerfettoWriter *w, const FlatRecord *r) {
         if ((uint64_t) ts > w->last_ts)
                 w->last_ts = (uint64_t) ts;
         w->any_ts = true;
-        if (flat_get(r->top, r->n_top, "clock")) {
+        if (flat_string(r->top, r->n_top, "clock")) {
                 int64_t offset;
 
                 if (!flat_int(r->top, r->n_top, "realtime_offset_ns", &offset))
@@ -697,6 +697,9 @@ static int convert(const char *in, const char *out) {
                 r = perfetto_writer_new(ofd, &w);
         while (r >= 0 && (n = getline(&line, &size, f)) > 0)
                 r = perfetto_writer_add_line(w, line, (size_t) n);
+        /* A read that failed is not the end: the child, which then gets EPIPE, ends with 0. */
+        if (r >= 0 && f && ferror(f))
+                r = -EIO;
         /* A writer that failed leaves the child to an EPIPE, which ends it. */
         if (f)
                 fclose(TAKE_PTR(f));
@@ -709,9 +712,13 @@ static int convert(const char *in, const char *out) {
                 log_error_errno(r, "cannot write '%s': %m", out);
                 goto fail;
         }
-        if (child == -1 || !WIFEXITED(child) || WEXITSTATUS(child) != EXIT_SUCCESS) {
-                /* The child said why. */
-                status = child != -1 && WIFEXITED(child) ? WEXITSTATUS(child) : EXIT_FAILURE;
+        if (child == -1 || !WIFEXITED(child)) {
+                log_error("the replay of '%s' ended %s%s", in, child == -1 ? "unseen" : "by signal ",
+                          child == -1 ? "" : sigabbrev_np(WTERMSIG(child)) ?: "?");
+                goto fail;
+        }
+        if (WEXITSTATUS(child) != EXIT_SUCCESS) {
+                status = WEXITSTATUS(child); /* the child said why */
                 goto fail;
         }
         r = perfetto_writer_finish(w);

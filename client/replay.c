@@ -68,7 +68,7 @@ static int output_put_raw(Output *o, const char *p, size_t n) {
         if (n >= OUTPUT_BUFFER_SIZE) {
                 o->len = 0;
                 while (n > 0 && o->error == 0) {
-                        ssize_t k = write(STDOUT_FILENO, p, n);
+                        ssize_t k = write(o->fd, p, n);
                         if (k < 0 && errno == EINTR)
                                 continue;
                         if (k < 0)

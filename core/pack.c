@@ -43,7 +43,9 @@ static bool get_pointer(json_object *v, unsigned size, uint64_t *ret) {
         const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
         char *end;
 
-        if (!s || strncmp(s, "0x", 2) != 0 || !s[2] || strspn(s + 2, "0123456789abcdef") != strlen(s + 2))
+        /* As the decoder writes them: no leading zero, so that they come back the same. */
+        if (!s || strncmp(s, "0x", 2) != 0 || !s[2] || strspn(s + 2, "0123456789abcdef") != strlen(s + 2) ||
+            (s[2] == '0' && s[3]))
                 return false;
         errno = 0;
         *ret = strtoull(s + 2, &end, 16);
@@ -133,10 +135,11 @@ static bool is_tail(const FieldPlan *fp) {
 }
 
 int decoder_pack(Decoder *d, unsigned id, json_object *record, JsonBuf *out, const char **ret_field) {
-        EventPlan *p = decoder_plan(d, id);
+        EventPlan *p = id <= UINT16_MAX ? decoder_plan(d, id) : NULL;
         const struct tep_format_field *f;
         json_object *fields, *v;
         size_t fixed = 0, dynamic = 0, size;
+        bool has_loc = false;
         uint64_t pid;
         int r;
 
@@ -167,6 +170,17 @@ int decoder_pack(Decoder *d, unsigned id, json_object *record, JsonBuf *out, con
                         return -EINVAL;
                 if (is_dynamic(fp) && (len = dynamic_length(fp, v)) < 0)
                         return -EINVAL;
+                /* Formats the kernel does not write (a location word not of 4 bytes, a tail
+                 * before other fields' ends) and a tail array the page's 4-byte padding would
+                 * lengthen on its way back cannot be kept. */
+                if (!is_tail(fp) && is_dynamic(fp)) {
+                        if (fp->size != 4)
+                                return -EINVAL;
+                        has_loc = true;
+                }
+                if (is_tail(fp) && (i + 1 != p->n_fields || fp->offset != fixed || has_loc ||
+                                    (fp->kind == FIELD_ARRAY_TAIL && (fp->offset + (size_t) len) % 4 != 0)))
+                        return -EINVAL;
                 dynamic += (size_t) len;
         }
         size = fixed + dynamic;
@@ -194,10 +208,8 @@ int decoder_pack(Decoder *d, unsigned id, json_object *record, JsonBuf *out, con
                         continue;
                 }
                 len = (size_t) dynamic_length(fp, v);
-                /* A tail is the rest of the record, right after its field's offset: the last one. */
+                /* A tail is the rest of the record, after every other field (checked above). */
                 off = is_tail(fp) ? fp->offset : out->len;
-                if (is_tail(fp) && (i + 1 != p->n_fields || out->len != fixed))
-                        return -EINVAL;
                 if (!is_tail(fp)) {
                         size_t rel = fp->relative ? off - (fp->offset + fp->size) : off;
                         if (rel > 0xffff || len > 0xffff)

@@ -268,18 +268,23 @@ int page_build_add(PageBuild *b, uint64_t ts, const void *data, size_t len) {
         size_t aligned = (len + 3) & ~(size_t) 3;
         /* Data entries of up to 28 words say their length in the header, longer ones in a word of
          * their own (kernel/trace/ring_buffer.c). */
-        size_t need = aligned <= 28 * 4 ? 4 + aligned : 8 + aligned, room;
+        size_t need = aligned <= 28 * 4 ? 4 + aligned : 8 + aligned, used;
         uint64_t delta, commit;
 
-        if (PAGE_HEADER_SIZE + 8 + 8 + need > b->size || aligned == 0)
+        if (PAGE_HEADER_SIZE + need > b->size || aligned == 0)
                 return -E2BIG;
         if (ts < b->ts)
                 return -ERANGE;
         delta = ts - b->ts;
+        /* A time extend holds 59 bits: a longer gap starts a page, which holds 64. */
+        if (delta >> (ENTRY_TS_SHIFT + 32) != 0)
+                return -ENOSPC;
         if (delta > ENTRY_DELTA_MAX)
                 need += 8;
-        room = b->size - PAGE_HEADER_SIZE - 8 - (size_t) (b->at - b->page - PAGE_HEADER_SIZE);
-        if (need > room)
+        /* The first entry may take the whole page (as the kernel's largest do; a loss before it is
+         * then flagged without its count); the others leave 8 bytes for a count. */
+        used = (size_t) (b->at - b->page);
+        if (used + need + (b->records > 0 ? 8 : 0) > b->size)
                 return -ENOSPC;
         if (delta > ENTRY_DELTA_MAX) {
                 store_u32(b->at, ENTRY_TIME_EXTEND | (uint32_t) ((delta & ENTRY_DELTA_MAX) << 5));

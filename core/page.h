@@ -80,7 +80,7 @@ void page_add_missed(void *page, size_t size, uint64_t count);
 
 /* A page written record by record (tpctl convert): from a time stamp, each entry with its delta to
  * the last one, a time extend before a delta that does not fit in 27 bits. 8 bytes stay free after
- * the data for a loss count (page_add_missed()). */
+ * the data for a loss count (page_add_missed()), unless the first entry needs them. */
 typedef struct PageBuild {
         uint8_t *page;
         size_t size;
@@ -92,5 +92,6 @@ typedef struct PageBuild {
 /* Starts page (size bytes, zeroed here) at time ts. */
 void page_build_init(PageBuild *b, void *page, size_t size, uint64_t ts);
 /* Appends a data entry of len bytes at time ts: 0, -ERANGE when ts is before the last entry's,
- * -ENOSPC when the page has no room for it (-E2BIG when an empty one would not either). */
+ * -ENOSPC when the page has no room for it or ts is 2^59 ns or more after the last entry's, -E2BIG
+ * when an empty page would have no room either. */
 int page_build_add(PageBuild *b, uint64_t ts, const void *data, size_t len);

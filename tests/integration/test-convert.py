@@ -39,6 +39,10 @@ tpctl = T.tpctl
 tpctl_ok = T.tpctl_ok
 
 
+def counts_cpu(lines):
+    return collections.Counter(json.loads(line).get('cpu') for line in lines if '"cpu"' in line)
+
+
 def per_cpu(lines):
     out = collections.defaultdict(list)
     for line in lines:
@@ -144,7 +148,8 @@ def main(ctx):
     def bad(name, lines, expect):
         path = path_of(name).decode()
         out = os.path.join(ctx.tmpdir, name + '.dat')
-        open(path, 'w').write(''.join(line + '\n' for line in lines))
+        open(path, 'wb').write(b''.join((line if isinstance(line, bytes) else line.encode()) + b'\n'
+                                        for line in lines))
         r = tpctl('convert', path, out)
         check(r.returncode == 1 and expect in r.stderr and not os.path.exists(out),
               f'convert of {name}: {r.returncode} {r.stderr!r}')
@@ -161,6 +166,23 @@ def main(ctx):
     bad('out-of-range', [json.dumps(big)], b'prev_prio')
     extra = dict(switch, fields=dict(switch['fields'], extra=1))
     bad('extra-field', [json.dumps(extra)], b'"fields" does not fit')
+    huge = json.dumps(switch, separators=(',', ':')).replace(f'"prev_prio":{switch["fields"]["prev_prio"]}',
+                                                            '"prev_prio":99999999999999999999')
+    bad('beyond-64-bits', [huge], b'line 1 ')
+    bad('not-utf8', [json.dumps(switch).encode().replace(b'"pid"', b'"\xffpid"')], b'line 1 ')
+
+    # JSON written otherwise (members reordered, "cpu" after "event", as jq may) converts to the
+    # same record, on its CPU.
+    rec = next(json.loads(line) for line in original if json.loads(line)['cpu'] == max(counts_cpu(original)))
+    moved = {'ts': rec['ts'], 'event': rec['event'], 'cpu': rec['cpu'], 'pid': rec['pid'], 'fields': rec['fields']}
+    if 'comm' in rec:
+        moved['comm'] = rec['comm']
+    path = os.path.join(ctx.tmpdir, 'moved.ndjson')
+    open(path, 'w').write(json.dumps(moved, separators=(',', ':')) + '\n')
+    tpctl_ok('convert', path, os.path.join(ctx.tmpdir, 'moved.dat'))
+    back = tpctl_ok('replay', os.path.join(ctx.tmpdir, 'moved.dat')).decode().splitlines()
+    check(len(back) == 1 and json.loads(back[0]) == rec, f'reordered members: {back!r}, not {rec!r}')
+
     r = tpctl('convert', dat, os.path.join(ctx.tmpdir, 'again.dat'))
     check(r.returncode == 1 and b'already' in r.stderr, f'convert of a data file to .dat: {r.returncode} {r.stderr!r}')
     before = open(dat, 'rb').read()

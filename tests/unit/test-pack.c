@@ -187,6 +187,49 @@ static void test_refused(const char *datadir) {
         dataset_done(&ds);
 }
 
+/* What would not come back the same is refused: a pointer with leading zeros, a tail array whose
+ * end the page's 4-byte padding would lengthen. */
+static void test_no_other_way_back(void) {
+        static const char fmt[] = "name: tail\nID: 7\nformat:\n"
+                                  "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+                                  "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
+                                  "\tfield:void * ptr;\toffset:8;\tsize:8;\tsigned:0;\n"
+                                  "\tfield:unsigned char data[];\toffset:16;\tsize:0;\tsigned:0;\n\n"
+                                  "print fmt: \"%p\", REC->ptr\n";
+        static const struct {
+                const char *json;
+                int r;
+        } cases[] = {
+                { "{\"pid\":1,\"fields\":{\"ptr\":\"0xff\",\"data\":[1,2,3,4]}}", 0 },
+                { "{\"pid\":1,\"fields\":{\"ptr\":\"0x0\",\"data\":[]}}", 0 },
+                { "{\"pid\":1,\"fields\":{\"ptr\":\"0x00ff\",\"data\":[1,2,3,4]}}", -EINVAL },
+                { "{\"pid\":1,\"fields\":{\"ptr\":\"0xFF\",\"data\":[1,2,3,4]}}", -EINVAL },
+                { "{\"pid\":1,\"fields\":{\"ptr\":\"0xff\",\"data\":[7]}}", -EINVAL },
+                { "{\"pid\":1,\"fields\":{\"ptr\":\"0xff\",\"data\":[256,0,0,0]}}", -EINVAL },
+        };
+        struct tep_handle *tep = tep_alloc();
+        JsonBuf packed = {};
+        const char *field;
+        Decoder *d;
+
+        ASSERT(tep);
+        tep_set_loglevel(TEP_LOG_NONE);
+        ASSERT_INT_EQ(tep_parse_event(tep, fmt, sizeof(fmt) - 1, "test"), TEP_ERRNO__SUCCESS);
+        ASSERT_INT_EQ(decoder_new(tep, NULL, &d), 0);
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                json_object *o = json_tokener_parse(cases[i].json);
+
+                ASSERT(o);
+                ASSERT_INT_EQ(decoder_pack(d, 7, o, &packed, &field), cases[i].r);
+                json_object_put(o);
+        }
+        ASSERT_INT_EQ(decoder_pack(d, 70000, NULL, &packed, &field), -ENOENT);
+        printf("pointers with leading zeros and tails the padding would lengthen refused\n");
+        jsonbuf_done(&packed);
+        decoder_free(d);
+        tep_free(tep);
+}
+
 /* Time stamps across a gap beyond 27 bits, a page that fills, time that goes back. */
 static void test_page_build(void) {
         static const uint64_t times[] = { 1000,       1000,
@@ -229,6 +272,21 @@ static void test_page_build(void) {
                 ASSERT_U64_EQ(count, 7);
         }
         ASSERT_INT_EQ(page_build_add(&b, n, data, PAGE), -E2BIG);
+
+        /* The kernel's largest entry fills an empty page, its length in a word of its own. */
+        {
+                static uint8_t big[PAGE - 16 - 8];
+
+                page_build_init(&b, page, PAGE, 5);
+                ASSERT_INT_EQ(page_build_add(&b, 5, big, sizeof(big)), 0);
+                ASSERT_U64_EQ(page_records(page, PAGE), 1);
+                ASSERT_INT_EQ(page_build_add(&b, 6, data, 4), -ENOSPC);
+        }
+        /* A gap of 2^59 ns or more does not fit a time extend: a new page. */
+        page_build_init(&b, page, PAGE, 0);
+        ASSERT_INT_EQ(page_build_add(&b, 1, data, 4), 0);
+        ASSERT_INT_EQ(page_build_add(&b, (1ULL << 59) + 1, data, 4), -ENOSPC);
+        ASSERT_INT_EQ(page_build_add(&b, (1ULL << 59), data, 4), 0);
         printf("page: time extends, %zu records of 100 bytes in a full page, then -ENOSPC\n", n);
 }
 
@@ -238,6 +296,7 @@ int main(int argc, char **argv) {
                 return EXIT_FAILURE;
         }
         test_page_build();
+        test_no_other_way_back();
         test_refused(argv[1]);
         for (size_t i = 0; i < sizeof(dataset_names) / sizeof(dataset_names[0]); i++)
                 test_dataset(argv[1], dataset_names[i]);
