@@ -173,7 +173,8 @@ def main(ctx):
 
     # JSON written otherwise (members reordered, "cpu" after "event", as jq may) converts to the
     # same record, on its CPU.
-    rec = next(json.loads(line) for line in original if json.loads(line)['cpu'] == max(counts_cpu(original)))
+    last_cpu = max(counts_cpu(original))
+    rec = next(r for r in map(json.loads, original) if r.get('cpu') == last_cpu)
     moved = {'ts': rec['ts'], 'event': rec['event'], 'cpu': rec['cpu'], 'pid': rec['pid'], 'fields': rec['fields']}
     if 'comm' in rec:
         moved['comm'] = rec['comm']
