@@ -16,10 +16,13 @@ line, the daemon stays alive and answers, and neither tpd nor tpctl burns CPU (a
 blocking splice with buffer_percent=0, would cost ~2 s of CPU here; the bound is 0.2 s). tpd goes
 quiet: its flush timer sleeps and the first record wakes it (docs/design.md), so it wakes about
 once a second (the instance check), not eleven times: at most IDLE_WAKEUPS_PER_S, counted as its
-voluntary context switches. The single writes then come at random phases up to 1 s apart, so that
+voluntary context switches from the moment the call that enabled the event has settled: its pins
+saved (an fsync() sleeps), tpd quiet (its instance's buffer_percent reads 0) and waiting in
+epoll_wait(). The single writes then come at random phases up to 1 s apart, so that
 some wake a quiet tpd and some meet the flush timer.
 """
 
+import json
 import os
 import random
 import time
@@ -32,6 +35,7 @@ IDLE_S = 2.0
 IDLE_CPU_MAX_S = 0.2
 # The check timer once a second, plus slack for a status call; the flush timer alone would be 10.
 IDLE_WAKEUPS_PER_S = 3
+IDLE_EVENT = 'syscalls:sys_enter_getppid'
 
 
 def proc_cpu_seconds(pid):
@@ -40,13 +44,58 @@ def proc_cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
-def wakeups(pid):
-    """Voluntary context switches of all of pid's threads: each is a sleep, so one per wake-up."""
-    total = 0
+def thread_wakeups(pid):
+    """Voluntary context switches of each of pid's threads: each is a sleep, so one per wake-up."""
+    counts = {}
     for tid in os.listdir(f'/proc/{pid}/task'):
-        with open(f'/proc/{pid}/task/{tid}/status') as f:
-            total += next(int(line.split()[1]) for line in f if line.startswith('voluntary_ctxt_switches'))
-    return total
+        try:
+            with open(f'/proc/{pid}/task/{tid}/status') as f:
+                counts[int(tid)] = next(int(line.split()[1]) for line in f
+                                        if line.startswith('voluntary_ctxt_switches'))
+        except FileNotFoundError:
+            pass    # a thread that ended meanwhile
+    return counts
+
+
+def wakeups(pid):
+    return sum(thread_wakeups(pid).values())
+
+
+def buffer_percent(tpd):
+    return T.read_text(os.path.join(tpd.instance_dir, 'buffer_percent')).strip()
+
+
+def settled(tpd, event):
+    """What still wakes tpd after a call that enables an event, or None once it is all done:
+    - the pins are saved 200 ms after the last change (daemon/persist.c), and the save's fsync()s
+      sleep on the disk: each such sleep is a voluntary context switch (41 in 2 s on one slow run);
+    - tpd goes quiet (docs/design.md, "Quiet") three flushes after the last record or call, and a
+      quiet tpd's instance has buffer_percent 0;
+    - then its loop sleeps in epoll_wait()."""
+    path = os.path.join(tpd.ctx.tmpdir, 'state', tpd.instance + '.json')
+    try:
+        with open(path) as f:
+            pins = [p.get('event') for p in json.load(f).get('pins', [])]
+    except (OSError, ValueError):
+        pins = []
+    if event not in pins:
+        return f'the pins saved in {path} lack {event}: {pins}'
+    if buffer_percent(tpd) != '0':
+        return f'not quiet: buffer_percent {buffer_percent(tpd)}'
+    wchan = T.read_text(f'/proc/{tpd.process.pid}/wchan').strip()
+    if 'epoll' not in wchan and wchan != 'ep_poll':
+        return f'its loop is in {wchan!r}, not waiting in epoll_wait()'
+    return None
+
+
+def wait_settled(tpd, event, timeout=5.0):
+    """Returns how long after the call tpd took to have nothing left to do."""
+    t0 = time.monotonic()
+    while (why := settled(tpd, event)) is not None:
+        check(time.monotonic() - t0 < timeout, f'tpd did not settle within {timeout} s of idleness: {why}; '
+                                               f'log:\n{tpd.log()}')
+        time.sleep(0.02)
+    return time.monotonic() - t0
 
 
 def main(ctx):
@@ -62,16 +111,20 @@ def main(ctx):
 
     # --- idle
     # An enabled event that never fires: pid 0 (the idle task) makes no syscalls.
-    tpd.tpctl_ok('enable', 'syscalls:sys_enter_getppid', '--filter', 'common_pid == 0')
-    time.sleep(0.3)
+    tpd.tpctl_ok('enable', IDLE_EVENT, '--filter', 'common_pid == 0')
+    # The idle spell starts once what the call set in motion is done.
+    took = wait_settled(tpd, IDLE_EVENT)
+    log(f'tpd settled {took:.2f} s after the enable call (pins saved, quiet, waiting in epoll_wait())')
     for s in streams.values():
         s.poll()
         s.lines.clear()
     cpu0_tpd = tpd.cpu_seconds()
     cpu0_ctl = {k: proc_cpu_seconds(s.pid) for k, s in streams.items()}
-    wakeups0 = wakeups(tpd.process.pid)
+    threads0 = thread_wakeups(tpd.process.pid)
+    stats0 = tpd.stats()
     time.sleep(IDLE_S)
-    n_wakeups = wakeups(tpd.process.pid) - wakeups0
+    threads = thread_wakeups(tpd.process.pid)
+    n_wakeups = sum(threads.values()) - sum(threads0.values())
     cpu_tpd = tpd.cpu_seconds() - cpu0_tpd
     cpu_ctl = {k: proc_cpu_seconds(s.pid) - cpu0_ctl[k] for k, s in streams.items()}
     log(f'idle {IDLE_S} s: tpd used {cpu_tpd:.3f} s CPU, tpctl ' +
@@ -79,6 +132,12 @@ def main(ctx):
     check(tpd.running(), f'tpd died while idle; log:\n{tpd.log()}')
     check(cpu_tpd <= IDLE_CPU_MAX_S, f'tpd used {cpu_tpd:.3f} s of CPU in {IDLE_S} s idle (busy loop?)')
     log(f'idle {IDLE_S} s: tpd woke {n_wakeups} times')
+    if n_wakeups > IDLE_WAKEUPS_PER_S * IDLE_S:
+        # What woke it: which thread, whether it stayed quiet, whether the kernel wrote anything.
+        per_thread = {tid: n - threads0.get(tid, 0) for tid, n in threads.items()}
+        written = T.stats_delta(stats0, tpd.stats())
+        log(f'wake-ups per thread {per_thread}; buffer_percent now {buffer_percent(tpd)}; '
+            f'per-CPU stats over the spell {written}; status: {tpd.tpctl("status").stdout!r}')
     check(n_wakeups <= IDLE_WAKEUPS_PER_S * IDLE_S, f'tpd woke {n_wakeups} times in {IDLE_S} s idle (bound '
                                                     f'{IDLE_WAKEUPS_PER_S * IDLE_S:.0f}): not quiet')
     for k, s in streams.items():
