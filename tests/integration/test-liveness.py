@@ -72,7 +72,7 @@ def settled(tpd, event):
     - tpd goes quiet (docs/design.md, "Quiet") three flushes after the last record or call, and a
       quiet tpd's instance has buffer_percent 0;
     - then its loop sleeps in epoll_wait()."""
-    path = os.path.join(tpd.ctx.tmpdir, 'state', tpd.instance + '.json')
+    path = tpd.state_file
     try:
         with open(path) as f:
             pins = [p.get('event') for p in json.load(f).get('pins', [])]

@@ -299,7 +299,7 @@ def run(ctx, users):
 
     # A state file of a tpd before pins had owners: its pins are root's.
     tpd.stop(clear_pins=False)
-    with open(os.path.join(ctx.tmpdir, 'state', f'{tpd.instance}.json'), 'w') as f:
+    with open(tpd.state_file, 'w') as f:
         json.dump({'version': 1, 'pins': [{'event': ROOT_EVENT, 'filter': 'option == 4'}]}, f)
     tpd.start(clean=False)
     ev = event_status(ROOT_EVENT)

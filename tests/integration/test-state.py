@@ -71,7 +71,7 @@ def clock(ctx):
 
 def debounce(ctx):
     tpd = ctx.tpd()
-    state = os.path.join(ctx.tmpdir, 'state', f'{tpd.instance}.json')
+    state = tpd.state_file
     s0 = status(tpd)['state_saves']
     t0 = time.monotonic()
     with tpd.varlink() as v:
@@ -110,9 +110,9 @@ def debounce(ctx):
 
 def symlinks(ctx):
     tpd = ctx.tpd(start=False)
-    state_dir = os.path.join(ctx.tmpdir, 'state')
+    state_dir = tpd.state_dir
     os.makedirs(state_dir, exist_ok=True)
-    state = os.path.join(state_dir, f'{tpd.instance}.json')
+    state = tpd.state_file
     target = os.path.join(ctx.tmpdir, 'target.json')
     victim = os.path.join(ctx.tmpdir, 'victim')
     target_text = json.dumps({'version': 1, 'pins': [{'event': 'sched:sched_waking'}]})

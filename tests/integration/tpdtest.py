@@ -665,6 +665,10 @@ class Tpd:
         self.instance = instance or ctx.unique_name()
         self.instance_dir = os.path.join(TRACEFS, 'instances', self.instance)
         self.socket = os.path.join(ctx.tmpdir, f'{self.instance}.sock')
+        # Pins are persisted per instance name in --state-dir: a private one keeps tests from
+        # leaving state in /var/lib/tpd, and survives restarts of this daemon within the test.
+        self.state_dir = os.path.join(ctx.tmpdir, 'state')
+        self.state_file = os.path.join(self.state_dir, f'{self.instance}.json')
         self.args = list(args)
         self.process = None
         self.runs = 0
@@ -676,10 +680,8 @@ class Tpd:
         """Starts tpd and waits until it answers. clean: disable whatever the new daemon has enabled
         (restored state of an earlier run), so that the test starts from an empty instance."""
         self.runs += 1
-        # Pins are persisted per instance name in --state-dir: a private one keeps tests from
-        # leaving state in /var/lib/tpd, and survives restarts of this daemon within the test.
         argv = [*self.wrapper, env_program('TPD'), '--socket', self.socket, '--instance', self.instance,
-                '--state-dir', os.path.join(self.ctx.tmpdir, 'state'),
+                '--state-dir', self.state_dir,
                 # A configuration of the test's own (absent unless a test writes it): whatever is
                 # in /etc/tpd must not change what the tests see.
                 '--config', os.path.join(self.ctx.tmpdir, 'tpd.conf'),
