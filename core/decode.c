@@ -356,6 +356,105 @@ static void resolve_loc(const FieldPlan *fp, const uint8_t *data, size_t size, s
         *ret_len = len;
 }
 
+/* Whether a record of size bytes holds field fp (for *_LOC, its location word). */
+static bool field_fits(const FieldPlan *fp, size_t size) {
+        return (size_t) fp->offset +
+                       (fp->kind == FIELD_STRING_LOC || fp->kind == FIELD_ARRAY_LOC ? 4 : fp->size) <=
+               size;
+}
+
+const char *decoder_plan_name(const EventPlan *p) {
+        return p->name;
+}
+
+unsigned decoder_plan_n_fields(const EventPlan *p) {
+        return p->n_fields;
+}
+
+const char *decoder_plan_field_name(const EventPlan *p, unsigned i, size_t *ret_len) {
+        const FieldPlan *fp = &p->fields[i];
+        /* The key is `"name":`, with a comma first after the first field: names are C
+         * identifiers, written without escapes. */
+        size_t skip = i > 0 ? 2 : 1;
+
+        *ret_len = fp->key_len - skip - 2;
+        return p->keys + fp->key + skip;
+}
+
+int decoder_plan_pid(const EventPlan *p, const void *data, size_t size, int32_t *ret) {
+        if ((size_t) p->pid_offset + 4 > size)
+                return -EBADMSG;
+        *ret = (int32_t) load_unsigned((const uint8_t *) data + p->pid_offset, 4);
+        return 0;
+}
+
+int decoder_plan_read(const EventPlan *p, unsigned i, const void *data, size_t size, DecoderValue *ret) {
+        const FieldPlan *fp = &p->fields[i];
+        const uint8_t *d = data;
+        size_t off = fp->offset, len = fp->size;
+
+        if (!field_fits(fp, size))
+                return -EBADMSG;
+        *ret = (DecoderValue){ .elem_size = fp->elem_size, .is_signed = fp->is_signed };
+        switch (fp->kind) {
+        case FIELD_UNSIGNED:
+                ret->kind = DECODER_VALUE_UNSIGNED;
+                ret->u = load_unsigned(d + off, fp->elem_size);
+                return 0;
+        case FIELD_SIGNED:
+                ret->kind = DECODER_VALUE_SIGNED;
+                ret->i = load_signed(d + off, fp->elem_size);
+                return 0;
+        case FIELD_POINTER:
+                ret->kind = DECODER_VALUE_POINTER;
+                ret->u = load_unsigned(d + off, fp->size);
+                return 0;
+        case FIELD_STRING_LOC:
+        case FIELD_ARRAY_LOC:
+                resolve_loc(fp, d, size, &off, &len);
+                break;
+        case FIELD_STRING_TAIL:
+        case FIELD_ARRAY_TAIL:
+                len = size - off;
+                break;
+        default: /* FIELD_STRING, FIELD_ARRAY: fixed */
+                break;
+        }
+        ret->p = d + off;
+        if (fp->kind == FIELD_STRING || fp->kind == FIELD_STRING_LOC || fp->kind == FIELD_STRING_TAIL) {
+                const uint8_t *nul = memchr(ret->p, 0, len);
+
+                ret->kind = DECODER_VALUE_STRING;
+                ret->len = nul ? (size_t) (nul - ret->p) : len;
+        } else {
+                ret->kind = DECODER_VALUE_ARRAY;
+                ret->len = len - len % fp->elem_size;
+        }
+        return 0;
+}
+
+int decoder_value_json(const DecoderValue *v, JsonBuf *b) {
+        int r;
+
+        switch (v->kind) {
+        case DECODER_VALUE_STRING:
+                return json_append_string(b, (const char *) v->p, v->len);
+        case DECODER_VALUE_ARRAY:
+                return put_array(b, v->p, v->len, v->elem_size, v->is_signed);
+        default:
+                r = jsonbuf_reserve(b, JSON_I64_MAX_LEN + 4);
+                if (r < 0)
+                        return r;
+                if (v->kind == DECODER_VALUE_SIGNED)
+                        json_put_i64(b, v->i);
+                else if (v->kind == DECODER_VALUE_UNSIGNED)
+                        json_put_u64(b, v->u);
+                else
+                        json_put_hex(b, v->u);
+                return 0;
+        }
+}
+
 static int encode_fields(JsonBuf *b, const EventPlan *p, const uint8_t *data, size_t size) {
         const FieldPlan *fp;
         int r;
@@ -364,9 +463,7 @@ static int encode_fields(JsonBuf *b, const EventPlan *p, const uint8_t *data, si
                 size_t off, len;
 
                 /* A record shorter than its format (corrupt page): stop rather than read past it. */
-                if ((size_t) fp->offset +
-                            (fp->kind == FIELD_STRING_LOC || fp->kind == FIELD_ARRAY_LOC ? 4 : fp->size) >
-                    size)
+                if (!field_fits(fp, size))
                         return -EBADMSG;
 
                 jsonbuf_put(b, p->keys + fp->key, fp->key_len);

@@ -133,6 +133,48 @@ int decoder_stack_id(Decoder *d);
 /* The "system:event" name of an event id, or NULL. */
 const char *decoder_event_name(Decoder *d, unsigned id);
 
+/*
+ * A record's fields read without JSON, by the decoder's plan of its event: for writers of other
+ * formats (tpctl's Perfetto trace). The fields are those of the record's line's "fields", in its
+ * order, with the same values (a string up to its first NUL, cut to the record; a __data_loc
+ * range clamped to the record).
+ */
+typedef struct EventPlan EventPlan;
+
+typedef enum DecoderValueKind {
+        DECODER_VALUE_SIGNED,   /* .i */
+        DECODER_VALUE_UNSIGNED, /* .u */
+        DECODER_VALUE_POINTER,  /* .u, which the line writes as "0x…" */
+        DECODER_VALUE_STRING,   /* .p, .len bytes (no NUL among them, none after them) */
+        DECODER_VALUE_ARRAY,    /* .p, .len bytes of integers of .elem_size bytes, .is_signed */
+} DecoderValueKind;
+
+typedef struct DecoderValue {
+        DecoderValueKind kind;
+        int64_t i;
+        uint64_t u;
+        const uint8_t *p;
+        size_t len;
+        unsigned elem_size;
+        bool is_signed;
+} DecoderValue;
+
+/* The plan of event id, compiled on first use; NULL for an event without a usable format. */
+EventPlan *decoder_plan(Decoder *d, unsigned id);
+/* Its "system:event" name, its number of fields, and field i's name (*ret_len bytes, not
+ * NUL-terminated). */
+const char *decoder_plan_name(const EventPlan *p);
+unsigned decoder_plan_n_fields(const EventPlan *p);
+const char *decoder_plan_field_name(const EventPlan *p, unsigned i, size_t *ret_len);
+/* The common_pid of a record of the plan's event (its payload, size bytes): 0, or -EBADMSG when the
+ * record is too short to hold it. */
+int decoder_plan_pid(const EventPlan *p, const void *data, size_t size, int32_t *ret);
+/* Field i of a record of the plan's event: 0, or -EBADMSG when the record is shorter than its
+ * format says (as decoder_decode_record() finds it). */
+int decoder_plan_read(const EventPlan *p, unsigned i, const void *data, size_t size, DecoderValue *ret);
+/* Appends v as the record's line writes it: a number, "0x…", a string, or an array of numbers. */
+int decoder_value_json(const DecoderValue *v, JsonBuf *b);
+
 /* Forgets compiled plans, after formats were added to or removed from the tep handle. */
 void decoder_reset_plans(Decoder *d);
 

@@ -35,7 +35,7 @@ typedef struct FieldPlan {
         bool relative; /* __rel_loc: offsets count from the end of the field */
 } FieldPlan;
 
-typedef struct EventPlan {
+struct EventPlan {
         struct tep_event *event;
         SymbolicProgram sym; /* compiled on first use */
         char *name;          /* "system:event" */
@@ -45,7 +45,7 @@ typedef struct EventPlan {
         uint16_t n_fields;
         size_t max_fixed; /* worst-case bytes of everything but dynamic strings and arrays */
         FieldPlan fields[];
-} EventPlan;
+};
 
 struct Decoder {
         struct tep_handle *tep;
@@ -68,7 +68,5 @@ struct Decoder {
  * (a __rel_loc offset counts from its field's end, at most a page's size from it). */
 #define SCRATCH_SIZE (DECODER_PADDED_MAX + DECODER_FIELD_END_MAX + 16)
 
-/* The plan of event id, compiled on first use; NULL for an event without a usable format. */
-EventPlan *decoder_plan(Decoder *d, unsigned id);
 /* Appends ,"cgroup":… when the callback knows pid's cgroup at ts, with room for the line's end. */
 int decoder_put_cgroup(Decoder *d, JsonBuf *b, int32_t pid, uint64_t ts);

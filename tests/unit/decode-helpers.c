@@ -160,6 +160,18 @@ Decoder *dataset_decoder(Dataset *ds, bool with_missed) {
 
 /* A private copy of exactly size bytes that ends where an inaccessible page begins: a read past
  * it faults at once, without ASan or valgrind. */
+void put16(uint8_t *p, uint16_t v) {
+        memcpy(p, &v, 2);
+}
+
+void put32(uint8_t *p, uint32_t v) {
+        memcpy(p, &v, 4);
+}
+
+void put64(uint8_t *p, uint64_t v) {
+        memcpy(p, &v, 8);
+}
+
 uint8_t *page_dup(const uint8_t *page, size_t size) {
         size_t len = (size + PAGE - 1) / PAGE * PAGE;
         uint8_t *base;

@@ -47,6 +47,11 @@ void dataset_done(Dataset *ds);
 /* A decoder with the dataset's comms and, if with_missed, its recorded overrun as "missed". */
 Decoder *dataset_decoder(Dataset *ds, bool with_missed);
 
+/* Integers of 2, 4 and 8 bytes at p, in the machine's byte order, as a record holds them. */
+void put16(uint8_t *p, uint16_t v);
+void put32(uint8_t *p, uint32_t v);
+void put64(uint8_t *p, uint64_t v);
+
 uint8_t *page_dup(const uint8_t *page, size_t size);
 void page_free(uint8_t *p, size_t size);
 uint64_t page_commit(const uint8_t *page);

@@ -63,16 +63,6 @@ static void pb_finish(PageBuilder *pb, uint64_t flags) {
         page_set_commit(pb->page, pb->len | flags);
 }
 
-static void put16(uint8_t *p, uint16_t v) {
-        memcpy(p, &v, 2);
-}
-static void put32(uint8_t *p, uint32_t v) {
-        memcpy(p, &v, 4);
-}
-static void put64(uint8_t *p, uint64_t v) {
-        memcpy(p, &v, 8);
-}
-
 static const char *fixed_comm(void *userdata, int pid, uint64_t ts) {
         /* Longer than the kernel's 16 bytes and not UTF-8: the decoder cuts at 16 and escapes. */
         return pid == 4242 ? "q\"uo\\te\xff"
