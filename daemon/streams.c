@@ -32,6 +32,20 @@ static int64_t boot_to_realtime_ns(void) {
         return ((int64_t) rt.tv_sec - bt.tv_sec) * 1000000000LL + (rt.tv_nsec - bt.tv_nsec);
 }
 
+/* What a reply to Stream and Record says of time: the trace clock, its offsets to the wall clock
+ * (realtime_offset_ns when the system has the clock in use), and the trace clock's time now. */
+static void reply_clock(Manager *m, json_object *p, int *r) {
+        _cleanup_free_ char *clock = NULL;
+        int64_t offset;
+
+        (void) tracing_get_clock(m->tracing, &clock);
+        json_set(r, p, "clock", json_object_new_string(clock ?: "boot"));
+        json_set(r, p, "boot_to_realtime_ns", json_object_new_int64(boot_to_realtime_ns()));
+        if (manager_realtime_offset(m, &offset, NULL) >= 0)
+                json_set(r, p, "realtime_offset_ns", json_object_new_int64(offset));
+        json_set(r, p, "ts", json_object_new_int64((int64_t) manager_trace_clock_now_ns(m)));
+}
+
 static void release_holds(Manager *m, TracingEvent **held, size_t n) {
         for (size_t i = 0; i < n; i++)
                 if (tracing_event_unref(m->tracing, held[i]) < 0)
@@ -501,12 +515,10 @@ int streams_method_stream(Manager *m, Peer *peer, const VarlinkCall *call) {
         static const char *const keys[] = { "events",   "pids",     "cpus",      "filter", "print",
                                             "symbolic", "realtime", "transport", "follow", "cgroup",
                                             "with",     "stack",    NULL };
-        _cleanup_free_ char *clock = NULL;
         StreamSetup st = {};
         ShmReply sr = { .fds = { -1, -1 } };
         ShmReader *rd;
         json_object *p;
-        int64_t offset;
         size_t n_pids;
         int r;
 
@@ -520,17 +532,11 @@ int streams_method_stream(Manager *m, Peer *peer, const VarlinkCall *call) {
         /* Batches the decode workers still hold were read before this stream: they must not reach
          * its ring or queue, decoded for the streams before it. */
         manager_sync_decoding(m);
-        (void) tracing_get_clock(m->tracing, &clock);
         p = json_object_new_object();
-        json_set(&r, p, "clock", json_object_new_string(clock ?: "boot"));
-        json_set(&r, p, "boot_to_realtime_ns", json_object_new_int64(boot_to_realtime_ns()));
-        /* The offset for the trace clock in use, when the system has that clock; what the
-         * stream's clock records update. */
-        if (manager_realtime_offset(m, &offset, NULL) >= 0)
-                json_set(&r, p, "realtime_offset_ns", json_object_new_int64(offset));
+        /* The offset is what the stream's clock records update. */
+        reply_clock(m, p, &r);
         json_set(&r, p, "flush_interval_ms", json_object_new_int((int) m->config.flush_interval_ms));
         json_set(&r, p, "cpus", json_object_new_int((int) m->n_cpus));
-        json_set(&r, p, "ts", json_object_new_int64((int64_t) manager_trace_clock_now_ns(m)));
         rd = stream_setup_shm(m, peer, call, &st, &sr);
         stream_reply_transport(p, &st, rd, &sr, &r);
         if (r >= 0 && rd)
@@ -613,7 +619,6 @@ static int record_queue_files(Manager *m, StreamSetup *st, bool kernel_addresses
 int streams_method_record(Manager *m, Peer *peer, const VarlinkCall *call) {
         static const char *const keys[] = { "events", "pids",   "cpus",  "filter",
                                             "follow", "cgroup", "stack", NULL };
-        _cleanup_free_ char *clock = NULL;
         StreamSetup st = {};
         json_object *p, *names;
         int r;
@@ -639,13 +644,11 @@ int streams_method_record(Manager *m, Peer *peer, const VarlinkCall *call) {
                 return tracefs_error(peer, r, "read the files a recording needs");
         }
 
-        (void) tracing_get_clock(m->tracing, &clock);
         p = json_object_new_object();
         names = json_object_new_array();
         for (size_t i = 0; i < st.n_events; i++)
                 json_push(&r, names, json_object_new_string(st.events[i]->name));
-        json_set(&r, p, "clock", json_object_new_string(clock ?: "boot"));
-        json_set(&r, p, "boot_to_realtime_ns", json_object_new_int64(boot_to_realtime_ns()));
+        reply_clock(m, p, &r);
         json_set(&r, p, "page_size", json_object_new_int64((int64_t) tracing_page_size(m->tracing)));
         json_set(&r, p, "cpus", json_object_new_int((int) m->n_cpus));
         json_set(&r, p, "flush_interval_ms", json_object_new_int64(m->config.flush_interval_ms));
