@@ -291,6 +291,46 @@ static int capture_notice(Capture *c, const uint8_t *payload, size_t length) {
 /* The longest "pid comm\n" line a name adds to a data file. */
 #define CAPTURE_NAME_MAX 32U
 
+/* One frame of Record's into a Perfetto trace (no rotation, no --size). */
+static int capture_perfetto_frame(Capture *c, const TpdFrame *f, const uint8_t *payload, size_t page_size) {
+        uint64_t v[2];
+        int r;
+
+        switch (f->type) {
+        case TPD_FRAME_FILE:
+                r = perfetto_writer_add_file(c->pf, payload, f->length);
+                if (r == -EBADMSG)
+                        return log_error_errno(r, "tpd sent a file tpctl does not take");
+                break;
+        case TPD_FRAME_COMM:
+                r = perfetto_writer_add_comm(c->pf, (int) f->arg, (const char *) payload, f->length);
+                break;
+        case TPD_FRAME_LOST:
+                if (f->length < sizeof(v))
+                        return log_error_errno(-EBADMSG, "tpd sent a malformed loss");
+                memcpy(v, payload, sizeof(v));
+                c->lost += v[0];
+                r = perfetto_writer_add_lost(c->pf, f->cpu, v[0]);
+                break;
+        case TPD_FRAME_PAGE:
+                if (f->length != page_size)
+                        return log_error_errno(-EBADMSG, "tpd sent a page of %u bytes, not %zu", f->length,
+                                               page_size);
+                r = perfetto_writer_add_page(c->pf, f->cpu, payload, page_size);
+                if (r == -EBADMSG)
+                        return log_error_errno(r, "tpd sent a page of CPU %u before its events' formats",
+                                               f->cpu);
+                c->records += f->arg;
+                c->bytes += page_size;
+                break;
+        case TPD_FRAME_NOTICE:
+                return capture_notice(c, payload, f->length);
+        default:
+                return log_error_errno(-EBADMSG, "tpd sent a frame of unknown type %u", f->type);
+        }
+        return r < 0 ? log_error_errno(r, "cannot write %s: %m", c->current) : 0;
+}
+
 int capture_frame(Capture *c, const TpdFrame *f, const uint8_t *payload, size_t page_size) {
         uint64_t v[2];
         int r;
@@ -301,6 +341,8 @@ int capture_frame(Capture *c, const TpdFrame *f, const uint8_t *payload, size_t 
             (f->type != TPD_FRAME_COMM ||
              c->finished_bytes + capture_current_size(c) + CAPTURE_NAME_MAX > c->o->max_size))
                 return 0;
+        if (c->pf)
+                return capture_perfetto_frame(c, f, payload, page_size);
         switch (f->type) {
         case TPD_FRAME_FILE:
                 r = dat_meta_add_file(c->meta, payload, f->length);

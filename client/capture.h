@@ -12,15 +12,15 @@
 
 /*
  * The files `tpctl record` writes: one capture, its files named, checked, opened, rotated, kept
- * (--keep) and finished, with what tpd sends written in (Record's frames into a trace-cmd data file,
- * Stream's NDJSON lines, or those lines as a Perfetto trace). record.c talks with tpd; this is what it
- * writes with.
+ * (--keep) and finished, with what tpd sends written in (Record's frames into a trace-cmd data file
+ * or a Perfetto trace, Stream's NDJSON lines). record.c talks with tpd; this is what it writes
+ * with.
  */
 
 typedef enum RecordFormat {
         RECORD_FORMAT_DAT,
         RECORD_FORMAT_NDJSON,
-        RECORD_FORMAT_PERFETTO, /* Stream's lines as a Perfetto trace (perfetto.h), one file */
+        RECORD_FORMAT_PERFETTO, /* Record's pages as a Perfetto trace (perfetto.h), one file */
 } RecordFormat;
 
 typedef struct RecordOptions {

@@ -5,17 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
-#include <sys/wait.h>
+#include <traceevent/event-parse.h>
 #include <unistd.h>
 
-#include "capdir.h"
-#include "datconvert.h"
+#include "core/decode.h"
+#include "core/page.h"
 #include "flatjson.h"
-#include "message.h"
 #include "perfetto.h"
 #include "proctree.h"
 #include "protobuf.h"
-#include "replay.h"
 #include "util.h"
 
 /* A CPU's bundle is written out at this size (a packet of Perfetto's own traces is a page or two). */
@@ -159,10 +157,31 @@ typedef struct Task {
         bool started; /* in the process tree of the start (/proc's) */
 } Task;
 
+/* How the records of one event are written from their raw bytes, made at its first record. */
+typedef struct RawEvent {
+        const EventPlan *plan; /* NULL: no usable format; its records are lost */
+        const TypedEvent *typed;
+        bool skip; /* ftrace:kernel_stack, which a line carries as its record's "stack": left out */
+        int16_t typed_fields[8]; /* the plan's index of each of typed's fields, -1: not in the format */
+        int16_t names[ELEMENTSOF(task_names)][2]; /* pid and name fields naming a task, -1: none */
+        int16_t fork_parent, fork_child;          /* sched_process_fork's pids, -1 otherwise */
+        /* A generic event's constant part: its event_name field, then each field's name field;
+         * field i's at keys.data + key_at[i]. */
+        Pb keys;
+        uint32_t *key_at;
+} RawEvent;
+
 struct PerfettoWriter {
         int fd;
         FlatRecord flat; /* the line being written */
-        Pb pb;           /* a packet other than a bundle */
+        /* Record's frames: the formats tpd sent, the decoder's plans of them, and each event's
+         * way of writing (by id). */
+        struct tep_handle *tep;
+        Decoder *decoder;
+        RawEvent **raw;
+        size_t n_raw;
+        JsonBuf text; /* an array field's text */
+        Pb pb;        /* a packet other than a bundle */
         Bundle *cpus;
         size_t n_cpus;
         Task *tasks; /* open addressing, by pid */
@@ -182,7 +201,7 @@ static int writer_write(PerfettoWriter *w, Pb *pb) {
 }
 
 static size_t packet_begin(Pb *pb, uint64_t ts) {
-        size_t at = pb_begin(pb, TRACE_PACKET);
+        size_t at = pb_begin_long(pb, TRACE_PACKET);
 
         if (ts > 0)
                 pb_uint(pb, PACKET_TIMESTAMP, ts);
@@ -218,7 +237,8 @@ static Task *task_get(PerfettoWriter *w, int64_t pid) {
         return &w->tasks[i];
 }
 
-static int task_name(PerfettoWriter *w, int64_t pid, const char *comm) {
+/* Names task pid by comm (len bytes, no NUL among them); a NULL comm only makes it known. */
+static int task_name_n(PerfettoWriter *w, int64_t pid, const char *comm, size_t len) {
         Task *t;
         char *s;
 
@@ -227,13 +247,30 @@ static int task_name(PerfettoWriter *w, int64_t pid, const char *comm) {
         t = task_get(w, pid);
         if (!t)
                 return -ENOMEM;
-        if (!comm || streq_ptr(t->comm, comm))
+        if (!comm || (t->comm && strncmp(t->comm, comm, len) == 0 && t->comm[len] == 0))
                 return 0;
-        s = strdup(comm);
+        s = strndup(comm, len);
         if (!s)
                 return -ENOMEM;
         free(t->comm);
         t->comm = s;
+        return 0;
+}
+
+static int task_name(PerfettoWriter *w, int64_t pid, const char *comm) {
+        return task_name_n(w, pid, comm, comm ? strlen(comm) : 0);
+}
+
+/* A fork's child and its parent. */
+static int task_parent(PerfettoWriter *w, int64_t child, int64_t parent) {
+        Task *t;
+
+        if (child < 0 || child > INT32_MAX)
+                return 0;
+        t = task_get(w, child);
+        if (!t)
+                return -ENOMEM;
+        t->ppid = parent;
         return 0;
 }
 
@@ -256,10 +293,19 @@ static Bundle *writer_cpu(PerfettoWriter *w, int64_t cpu) {
 static int bundle_close(PerfettoWriter *w, Bundle *b) {
         if (!b->open)
                 return 0;
-        pb_end(&b->pb, b->bundle);
-        pb_end(&b->pb, b->packet);
+        pb_end_long(&b->pb, b->bundle);
+        pb_end_long(&b->pb, b->packet);
         b->open = false;
         return writer_write(w, &b->pb);
+}
+
+static void bundle_open(Bundle *b, uint64_t cpu) {
+        if (b->open)
+                return;
+        b->packet = packet_begin(&b->pb, 0);
+        b->bundle = pb_begin_long(&b->pb, PACKET_FTRACE_EVENTS);
+        pb_uint(&b->pb, BUNDLE_CPU, cpu);
+        b->open = true;
 }
 
 static bool flat_int(const FlatMember *m, size_t n, const char *key, int64_t *ret) {
@@ -332,12 +378,7 @@ static int writer_event(PerfettoWriter *w, Bundle *b, int64_t cpu, int64_t ts, c
                 if (streq(typed_events[i].name, event))
                         typed = &typed_events[i];
 
-        if (!b->open) {
-                b->packet = packet_begin(&b->pb, 0);
-                b->bundle = pb_begin(&b->pb, PACKET_FTRACE_EVENTS);
-                pb_uint(&b->pb, BUNDLE_CPU, (uint64_t) cpu);
-                b->open = true;
-        }
+        bundle_open(b, (uint64_t) cpu);
         at = pb_begin(&b->pb, BUNDLE_EVENT);
         pb_uint(&b->pb, EVENT_TIMESTAMP, (uint64_t) ts);
         if (flat_int(r->top, r->n_top, "pid", &pid))
@@ -361,13 +402,8 @@ static int writer_event(PerfettoWriter *w, Bundle *b, int64_t cpu, int64_t ts, c
                 int64_t parent, child;
 
                 if (flat_int(r->fields, r->n_fields, "parent_pid", &parent) &&
-                    flat_int(r->fields, r->n_fields, "child_pid", &child) && child >= 0 &&
-                    child <= INT32_MAX) {
-                        Task *t = task_get(w, child);
-                        if (!t)
-                                return -ENOMEM;
-                        t->ppid = parent;
-                }
+                    flat_int(r->fields, r->n_fields, "child_pid", &child))
+                        k = task_parent(w, child, parent);
         }
         if (k < 0)
                 return k;
@@ -394,7 +430,7 @@ static int writer_clock(PerfettoWriter *w, int64_t ts, const char *clock, int64_
         pb_end(&w->pb, c);
         pb_uint(&w->pb, SNAPSHOT_PRIMARY_CLOCK, BUILTIN_BOOTTIME);
         pb_end(&w->pb, snapshot);
-        pb_end(&w->pb, packet);
+        pb_end_long(&w->pb, packet);
         return writer_write(w, &w->pb);
 }
 
@@ -437,6 +473,311 @@ int perfetto_writer_add_line(PerfettoWriter *w, const char *line, size_t n) {
         return r < 0 ? r : writer_add(w, &w->flat);
 }
 
+static RawEvent *raw_event_free(RawEvent *e) {
+        if (!e)
+                return NULL;
+        pb_done(&e->keys);
+        free(e->key_at);
+        free(e);
+        return NULL;
+}
+
+static void raw_events_reset(PerfettoWriter *w) {
+        for (size_t i = 0; i < w->n_raw; i++)
+                w->raw[i] = raw_event_free(w->raw[i]);
+}
+
+/* The plan's index of the field named name, or -1. */
+static int16_t raw_field(const EventPlan *p, const char *name) {
+        for (unsigned i = 0; i < decoder_plan_n_fields(p); i++) {
+                size_t len;
+                const char *f = decoder_plan_field_name(p, i, &len);
+
+                if (len == strlen(name) && memcmp(f, name, len) == 0)
+                        return (int16_t) i;
+        }
+        return -1;
+}
+
+static RawEvent *raw_event_compile(PerfettoWriter *w, unsigned id) {
+        RawEvent *e = calloc(1, sizeof(RawEvent));
+        const char *name, *colon;
+        unsigned n;
+
+        if (!e)
+                return NULL;
+        e->fork_parent = e->fork_child = -1;
+        for (size_t i = 0; i < ELEMENTSOF(e->names); i++)
+                e->names[i][0] = e->names[i][1] = -1;
+        e->plan = decoder_plan(w->decoder, id);
+        if (!e->plan)
+                return e;
+        name = decoder_plan_name(e->plan);
+        e->skip = streq(name, "ftrace:kernel_stack");
+        for (size_t i = 0; i < ELEMENTSOF(typed_events); i++)
+                if (streq(typed_events[i].name, name))
+                        e->typed = &typed_events[i];
+        if (e->typed) {
+                for (size_t i = 0; i < ELEMENTSOF(e->typed_fields); i++)
+                        e->typed_fields[i] =
+                                e->typed->fields[i].name ? raw_field(e->plan, e->typed->fields[i].name) : -1;
+                /* As writer_event() names tasks: from the scheduler's and tasks' events. */
+                for (size_t i = 0; !streq(name, "ftrace:print") && i < ELEMENTSOF(task_names); i++) {
+                        e->names[i][0] = raw_field(e->plan, task_names[i][0]);
+                        e->names[i][1] = raw_field(e->plan, task_names[i][1]);
+                }
+                if (streq(name, "sched:sched_process_fork")) {
+                        e->fork_parent = raw_field(e->plan, "parent_pid");
+                        e->fork_child = raw_field(e->plan, "child_pid");
+                }
+                return e;
+        }
+
+        n = decoder_plan_n_fields(e->plan);
+        e->key_at = calloc((size_t) n + 1, sizeof(uint32_t));
+        if (!e->key_at)
+                return raw_event_free(e);
+        colon = strchr(name, ':');
+        pb_string(&e->keys, GENERIC_EVENT_NAME, colon ? colon + 1 : name);
+        for (unsigned i = 0; i < n; i++) {
+                size_t len;
+                const char *f = decoder_plan_field_name(e->plan, i, &len);
+
+                e->key_at[i] = (uint32_t) e->keys.len;
+                pb_string_n(&e->keys, GENERIC_FIELD_NAME, f, len);
+        }
+        e->key_at[n] = (uint32_t) e->keys.len;
+        return e->keys.error < 0 ? raw_event_free(e) : e;
+}
+
+/* The way event id's records are written; NULL when out of memory. */
+static RawEvent *raw_event(PerfettoWriter *w, unsigned id) {
+        if (_likely_(id < w->n_raw && w->raw[id]))
+                return w->raw[id];
+        if (id >= w->n_raw) {
+                size_t n = MAX((size_t) id + 1, w->n_raw * 2);
+                RawEvent **raw = reallocarray(w->raw, n, sizeof(RawEvent *));
+
+                if (!raw)
+                        return NULL;
+                memset(raw + w->n_raw, 0, (n - w->n_raw) * sizeof(RawEvent *));
+                w->raw = raw;
+                w->n_raw = n;
+        }
+        return (w->raw[id] = raw_event_compile(w, id));
+}
+
+/* As put_typed() writes a line's field. */
+static void raw_put_typed(Pb *pb, const RawEvent *e, const uint8_t *data, size_t size) {
+        size_t at = pb_begin(pb, e->typed->number);
+
+        for (size_t i = 0; i < ELEMENTSOF(e->typed_fields); i++) {
+                const TypedField *f = &e->typed->fields[i];
+                DecoderValue v;
+
+                if (e->typed_fields[i] < 0 ||
+                    decoder_plan_read(e->plan, (unsigned) e->typed_fields[i], data, size, &v) < 0)
+                        continue;
+                if (f->type == TYPE_STR && v.kind == DECODER_VALUE_STRING)
+                        pb_string_n(pb, f->number, (const char *) v.p, v.len);
+                else if (f->type == TYPE_INT && v.kind == DECODER_VALUE_SIGNED)
+                        pb_int(pb, f->number, v.i);
+                else if (f->type == TYPE_INT && v.kind == DECODER_VALUE_UNSIGNED)
+                        pb_int(pb, f->number, v.u > INT64_MAX ? INT64_MAX : (int64_t) v.u);
+                else if (f->type == TYPE_UINT && v.kind == DECODER_VALUE_UNSIGNED)
+                        pb_uint(pb, f->number, v.u);
+                else if (f->type == TYPE_UINT && v.kind == DECODER_VALUE_SIGNED)
+                        pb_uint(pb, f->number, (uint64_t) MAX(v.i, 0));
+        }
+        pb_end(pb, at);
+}
+
+/* As put_generic() writes a line's fields. */
+static int raw_put_generic(PerfettoWriter *w, Pb *pb, const RawEvent *e, const uint8_t *data, size_t size) {
+        unsigned n = decoder_plan_n_fields(e->plan);
+        size_t at = pb_begin(pb, EVENT_GENERIC);
+        int r;
+
+        pb_raw(pb, e->keys.data, e->key_at[0]);
+        for (unsigned i = 0; i < n; i++) {
+                size_t f;
+                DecoderValue v;
+                char hex[24];
+
+                r = decoder_plan_read(e->plan, i, data, size, &v);
+                if (r < 0)
+                        return r;
+                f = pb_begin(pb, GENERIC_FIELD);
+                pb_raw(pb, e->keys.data + e->key_at[i], e->key_at[i + 1] - e->key_at[i]);
+                switch (v.kind) {
+                case DECODER_VALUE_STRING:
+                        pb_string_n(pb, GENERIC_STR, (const char *) v.p, v.len);
+                        break;
+                case DECODER_VALUE_SIGNED:
+                        if (v.i < INT64_MAX)
+                                pb_int(pb, GENERIC_INT, v.i);
+                        else
+                                pb_uint(pb, GENERIC_UINT, (uint64_t) v.i);
+                        break;
+                case DECODER_VALUE_UNSIGNED:
+                        if (v.u < INT64_MAX)
+                                pb_int(pb, GENERIC_INT, (int64_t) v.u);
+                        else
+                                pb_uint(pb, GENERIC_UINT, v.u);
+                        break;
+                case DECODER_VALUE_POINTER:
+                        pb_string_n(pb, GENERIC_STR, hex,
+                                    (size_t) snprintf(hex, sizeof(hex), "0x%" PRIx64, v.u));
+                        break;
+                case DECODER_VALUE_ARRAY:
+                        w->text.len = 0;
+                        r = decoder_value_json(&v, &w->text);
+                        if (r < 0)
+                                return r;
+                        pb_string_n(pb, GENERIC_STR, w->text.data, w->text.len);
+                        break;
+                }
+                pb_end(pb, f);
+        }
+        pb_end(pb, at);
+        return 0;
+}
+
+/* The tasks a typed event names, and a fork's parent. */
+static int raw_names(PerfettoWriter *w, const RawEvent *e, const uint8_t *data, size_t size) {
+        DecoderValue pid, comm;
+        int r;
+
+        for (size_t i = 0; i < ELEMENTSOF(e->names); i++) {
+                if (e->names[i][0] < 0 || e->names[i][1] < 0 ||
+                    decoder_plan_read(e->plan, (unsigned) e->names[i][0], data, size, &pid) < 0 ||
+                    pid.kind != DECODER_VALUE_SIGNED ||
+                    decoder_plan_read(e->plan, (unsigned) e->names[i][1], data, size, &comm) < 0 ||
+                    comm.kind != DECODER_VALUE_STRING)
+                        continue;
+                r = task_name_n(w, pid.i, (const char *) comm.p, comm.len);
+                if (r < 0)
+                        return r;
+        }
+        if (e->fork_parent >= 0 && e->fork_child >= 0 &&
+            decoder_plan_read(e->plan, (unsigned) e->fork_parent, data, size, &pid) >= 0 &&
+            decoder_plan_read(e->plan, (unsigned) e->fork_child, data, size, &comm) >= 0 &&
+            pid.kind == DECODER_VALUE_SIGNED && comm.kind == DECODER_VALUE_SIGNED)
+                return task_parent(w, comm.i, pid.i);
+        return 0;
+}
+
+/* One record of a page: an event of cpu's bundle; one of an event without a format, a loss; one
+ * shorter than its format, nothing (as the decoder drops it). */
+static int raw_record(PerfettoWriter *w, Bundle *b, unsigned cpu, const PageEntry *pe) {
+        const uint8_t *data = pe->payload;
+        size_t start, at;
+        RawEvent *e;
+        int32_t pid;
+        int r;
+
+        if (pe->size < 8)
+                return 0; /* not an event record: the decoder's walk skips them too */
+        e = raw_event(w, (unsigned) load_unsigned(data, 2));
+        if (!e)
+                return -ENOMEM;
+        if (!e->plan) {
+                b->lost++;
+                return 0;
+        }
+        if (e->skip)
+                return 0;
+        if (decoder_plan_pid(e->plan, data, pe->size, &pid) < 0)
+                return 0;
+        bundle_open(b, cpu);
+        start = b->pb.len;
+        at = pb_begin(&b->pb, BUNDLE_EVENT);
+        pb_uint(&b->pb, EVENT_TIMESTAMP, pe->ts);
+        pb_uint(&b->pb, EVENT_PID, (uint64_t) (int64_t) pid);
+        if (e->typed)
+                raw_put_typed(&b->pb, e, data, pe->size);
+        else if ((r = raw_put_generic(w, &b->pb, e, data, pe->size)) < 0) {
+                b->pb.len = start; /* a record shorter than its format, or no memory */
+                return r == -EBADMSG ? 0 : r;
+        }
+        pb_end(&b->pb, at);
+        return e->typed ? raw_names(w, e, data, pe->size) : 0;
+}
+
+int perfetto_writer_add_page(PerfettoWriter *w, unsigned cpu, const void *page, size_t size) {
+        Bundle *b = writer_cpu(w, cpu);
+        PageWalk walk;
+        PageEntry pe;
+        int r = 0;
+
+        if (!b)
+                return cpu >= CPU_MAX ? -EBADMSG : -ENOMEM;
+        if (!w->decoder)
+                return -EBADMSG; /* no format came */
+        if (page_walk_init(&walk, page, size) < 0)
+                return 0; /* the decoder skips it too */
+        while (r >= 0 && page_walk_next(&walk, &pe) > 0) {
+                if (!w->any_ts || pe.ts < w->first_ts)
+                        w->first_ts = pe.ts;
+                w->last_ts = MAX(w->last_ts, pe.ts);
+                w->any_ts = true;
+                r = raw_record(w, b, cpu, &pe);
+        }
+        if (r < 0)
+                return r;
+        return b->pb.len >= BUNDLE_FLUSH_SIZE ? bundle_close(w, b) : 0;
+}
+
+/* "events/SYSTEM/EVENT/format": SYSTEM, in a buffer of the caller's. */
+static bool format_path(const char *path, char system[static DECODER_NAME_MAX + 1]) {
+        const char *s = path + 7, *e;
+
+        if (strncmp(path, "events/", 7) != 0 || !(e = strchr(s, '/')) || e == s ||
+            (size_t) (e - s) > DECODER_NAME_MAX || !streq(strchrnul(e + 1, '/'), "/format") || e[1] == '/')
+                return false;
+        memcpy(system, s, (size_t) (e - s));
+        system[e - s] = 0;
+        return true;
+}
+
+int perfetto_writer_add_file(PerfettoWriter *w, const void *payload, size_t size) {
+        const char *path = payload, *nul = memchr(payload, 0, size);
+        char system[DECODER_NAME_MAX + 1];
+        int r;
+
+        if (!nul)
+                return -EBADMSG;
+        if (!format_path(path, system))
+                return 0;
+        if (!w->tep) {
+                w->tep = tep_alloc();
+                if (!w->tep)
+                        return -ENOMEM;
+                r = decoder_new(w->tep, NULL, &w->decoder);
+                if (r < 0)
+                        return r;
+        }
+        if (tep_parse_event(w->tep, nul + 1, size - (size_t) (nul + 1 - path), system) != 0)
+                return -EBADMSG;
+        /* Plans of the events known before stay right; one made before its format came is remade. */
+        decoder_reset_plans(w->decoder);
+        raw_events_reset(w);
+        return 0;
+}
+
+int perfetto_writer_add_comm(PerfettoWriter *w, int pid, const char *comm, size_t len) {
+        return task_name_n(w, pid, comm, strnlen(comm, len));
+}
+
+int perfetto_writer_add_lost(PerfettoWriter *w, unsigned cpu, uint64_t count) {
+        Bundle *b = writer_cpu(w, cpu);
+
+        if (!b)
+                return cpu >= CPU_MAX ? -EBADMSG : -ENOMEM;
+        b->lost += count;
+        return 0;
+}
+
 static void put_process(Pb *pb, const ProcTask *t) {
         size_t at = pb_begin(pb, TREE_PROCESSES);
 
@@ -464,7 +805,7 @@ static int writer_processes(PerfettoWriter *w, uint64_t ts) {
         if (r < 0)
                 return r;
         packet = packet_begin(&w->pb, ts);
-        tree = pb_begin(&w->pb, PACKET_PROCESS_TREE);
+        tree = pb_begin_long(&w->pb, PACKET_PROCESS_TREE);
         for (size_t i = 0; i < n; i++)
                 if (tasks[i].tid == tasks[i].tgid)
                         put_process(&w->pb, &tasks[i]);
@@ -486,8 +827,8 @@ static int writer_processes(PerfettoWriter *w, uint64_t ts) {
                                 r = -ENOMEM;
                 }
         }
-        pb_end(&w->pb, tree);
-        pb_end(&w->pb, packet);
+        pb_end_long(&w->pb, tree);
+        pb_end_long(&w->pb, packet);
         proc_tasks_free(tasks, n);
         return r < 0 ? r : writer_write(w, &w->pb);
 }
@@ -542,7 +883,7 @@ int perfetto_writer_new(int fd, PerfettoWriter **ret) {
                 pb_string(&w->pb, UTSNAME_MACHINE, u.machine);
                 pb_end(&w->pb, uts);
                 pb_end(&w->pb, info);
-                pb_end(&w->pb, packet);
+                pb_end_long(&w->pb, packet);
                 r = writer_write(w, &w->pb);
                 if (r < 0) {
                         perfetto_writer_free(w);
@@ -569,7 +910,7 @@ static void writer_stats(PerfettoWriter *w, unsigned phase) {
                 pb_end(&w->pb, at);
         }
         pb_end(&w->pb, stats);
-        pb_end(&w->pb, packet);
+        pb_end_long(&w->pb, packet);
 }
 
 int perfetto_writer_finish(PerfettoWriter *w) {
@@ -587,7 +928,7 @@ int perfetto_writer_finish(PerfettoWriter *w) {
          * the records do not say which process a thread is of, and Perfetto would put a thread
          * without a tgid under pid 0. Its time is the capture's start: the names hold throughout. */
         packet = packet_begin(&w->pb, w->first_ts);
-        tree = pb_begin(&w->pb, PACKET_PROCESS_TREE);
+        tree = pb_begin_long(&w->pb, PACKET_PROCESS_TREE);
         for (size_t i = 0; i < w->tasks_size; i++) {
                 const Task *t = &w->tasks[i];
                 size_t at;
@@ -603,8 +944,8 @@ int perfetto_writer_finish(PerfettoWriter *w) {
                 pb_uint(&w->pb, PROCESS_CMDLINE_IS_COMM, 1);
                 pb_end(&w->pb, at);
         }
-        pb_end(&w->pb, tree);
-        pb_end(&w->pb, packet);
+        pb_end_long(&w->pb, tree);
+        pb_end_long(&w->pb, packet);
         if (!any)
                 pb_reset(&w->pb); /* every task was in the start's tree */
 
@@ -623,139 +964,14 @@ PerfettoWriter *perfetto_writer_free(PerfettoWriter *w) {
                 free(w->tasks[i].comm);
         free(w->cpus);
         free(w->tasks);
+        raw_events_reset(w);
+        free(w->raw);
+        decoder_free(w->decoder);
+        if (w->tep)
+                tep_free(w->tep);
+        jsonbuf_done(&w->text);
         pb_done(&w->pb);
         flat_done(&w->flat);
         free(w);
         return NULL;
-}
-
-static bool has_suffix(const char *s, const char *suffix) {
-        size_t n = strlen(s), k = strlen(suffix);
-
-        return n >= k && streq(s + n - k, suffix);
-}
-
-static void fclosep(FILE **f) {
-        if (*f)
-                fclose(*f);
-}
-
-/* OUT's directory and name; an OUT that exists (a link included) is refused, never replaced. */
-static int output_open(const char *out, int *ret_dirfd, char **ret_name) {
-        int r = capdir_open(out, ret_dirfd, ret_name);
-
-        if (r < 0)
-                return log_error_errno(r, "cannot write '%s': %m", out);
-        if (faccessat(*ret_dirfd, *ret_name, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
-                log_error("'%s' exists: tpctl convert does not replace a file.", out);
-                log_hint("Name another file, or remove it.");
-                return -EEXIST;
-        }
-        return 0;
-}
-
-/* The records of the capture, as `tpctl replay IN` prints them in a child, through a pipe, each to
- * the writer: memory stays bounded whatever the capture's size. The trace holds what the capture
- * holds: it is made as a capture's files are (capdir.h), 0600 under a private name, and takes OUT's
- * name only once whole, never over a file that is there. */
-static int convert(const char *in, const char *out) {
-        _cleanup_close_ int ofd = -1, dirfd = -1;
-        _cleanup_(fclosep) FILE *f = NULL;
-        _cleanup_free_ char *line = NULL, *name = NULL, *tmp = NULL;
-        PerfettoWriter *w = NULL;
-        int fds[2], status = EXIT_FAILURE, child, r;
-        size_t size = 0;
-        ssize_t n;
-        pid_t pid;
-
-        if (output_open(out, &dirfd, &name) < 0)
-                return EXIT_FAILURE;
-        ofd = capdir_mktemp(dirfd, ".tpctl-convert-", O_WRONLY, &tmp);
-        if (ofd < 0)
-                return log_error_errno(ofd, "cannot create a file next to '%s': %m", out), EXIT_FAILURE;
-        if (pipe2(fds, O_CLOEXEC) < 0) {
-                log_error_errno(-errno, "cannot make a pipe: %m");
-                goto fail;
-        }
-        pid = fork();
-        if (pid < 0) {
-                log_error_errno(-errno, "cannot fork: %m");
-                safe_close(fds[0]);
-                safe_close(fds[1]);
-                goto fail;
-        }
-        if (pid == 0) {
-                safe_close(fds[0]);
-                _exit(replay_file(in, &(ReplayOptions){ .out_fd = fds[1] }));
-        }
-        safe_close(fds[1]);
-        f = fdopen(fds[0], "r");
-        if (!f) {
-                safe_close(fds[0]);
-                r = -ENOMEM;
-        } else
-                r = perfetto_writer_new(ofd, &w);
-        while (r >= 0 && (n = getline(&line, &size, f)) > 0)
-                r = perfetto_writer_add_line(w, line, (size_t) n);
-        /* A read that failed is not the end: the child, which then gets EPIPE, ends with 0. */
-        if (r >= 0 && f && ferror(f))
-                r = -EIO;
-        /* A writer that failed leaves the child to an EPIPE, which ends it. */
-        if (f)
-                fclose(TAKE_PTR(f));
-        while (waitpid(pid, &child, 0) < 0)
-                if (errno != EINTR) {
-                        child = -1;
-                        break;
-                }
-        if (r < 0) {
-                log_error_errno(r, "cannot write '%s': %m", out);
-                goto fail;
-        }
-        if (child == -1 || !WIFEXITED(child)) {
-                log_error("the replay of '%s' ended %s%s", in, child == -1 ? "unseen" : "by signal ",
-                          child == -1 ? "" : sigabbrev_np(WTERMSIG(child)) ?: "?");
-                goto fail;
-        }
-        if (WEXITSTATUS(child) != EXIT_SUCCESS) {
-                status = WEXITSTATUS(child); /* the child said why */
-                goto fail;
-        }
-        r = perfetto_writer_finish(w);
-        if (r >= 0)
-                r = capdir_move(dirfd, tmp, dirfd, name, false);
-        if (r < 0) {
-                log_error_errno(r, "cannot write '%s': %m", out);
-                goto fail;
-        }
-        perfetto_writer_free(w);
-        return EXIT_SUCCESS;
-
-fail:
-        perfetto_writer_free(w);
-        (void) unlinkat(dirfd, tmp, 0);
-        return status;
-}
-
-/* NDJSON to a trace-cmd data file (datconvert.c), as a capture's files are written. */
-static int convert_dat(const char *in, const char *out) {
-        _cleanup_close_ int dirfd = -1;
-        _cleanup_free_ char *name = NULL;
-
-        if (output_open(out, &dirfd, &name) < 0)
-                return EXIT_FAILURE;
-        return convert_to_dat(in, dirfd, name);
-}
-
-int convert_verb(const CommonOptions *c, char **args, size_t n) {
-        (void) n;
-        if (c->format && !streq(c->format, "perfetto") && !streq(c->format, "dat"))
-                return usage_error("--format takes perfetto or dat, not '%s'", c->format);
-        if (c->format ? streq(c->format, "dat") : has_suffix(args[1], ".dat"))
-                return convert_dat(args[0], args[1]);
-        if (!c->format && !has_suffix(args[1], ".perfetto-trace") && !has_suffix(args[1], ".pftrace"))
-                return usage_error("cannot tell the format to write '%s' in: name it *.perfetto-trace, "
-                                   "*.pftrace or *.dat, or give --format=perfetto or --format=dat",
-                                   args[1]);
-        return convert(args[0], args[1]);
 }

@@ -78,7 +78,7 @@ typedef struct Recorder {
         int status;
 } Recorder;
 
-/* What tpd's reply tells: its flush interval and, for a data file, its page size and CPUs, and
+/* What tpd's reply tells: its flush interval and, for Record's frames, its page size and CPUs, and
  * that its frames are ones this tpctl reads. 0, or an exit status. */
 static int recorder_reply(Recorder *rec, json_object *reply) {
         const RecordOptions *o = rec->o;
@@ -91,7 +91,7 @@ static int recorder_reply(Recorder *rec, json_object *reply) {
         if (!found)
                 rec->flush_ms = 100;
         rec->c->reply = reply; /* a Perfetto trace starts with its clock */
-        if (o->format != RECORD_FORMAT_DAT)
+        if (o->format == RECORD_FORMAT_NDJSON)
                 return 0;
         rec->page_size = (size_t) reply_int(reply, "page_size", NULL);
         n_cpus = (unsigned) reply_int(reply, "cpus", NULL);
@@ -113,6 +113,8 @@ static int recorder_reply(Recorder *rec, json_object *reply) {
                 log_hint("use the tpctl of the same release as the running tpd");
                 return EXIT_FAILURE;
         }
+        if (o->format == RECORD_FORMAT_PERFETTO)
+                return 0;
         r = dat_meta_new(rec->c->dir_fd, n_cpus, rec->page_size, o->file_version, &rec->c->meta);
         if (r >= 0)
                 r = dat_meta_set_kallsyms(rec->c->meta, o->kallsyms);
@@ -162,7 +164,7 @@ static int recorder_write(Recorder *rec) {
         size_t used = 0;
         int r;
 
-        if (rec->o->format == RECORD_FORMAT_DAT) {
+        if (rec->o->format != RECORD_FORMAT_NDJSON) {
                 r = recorder_frames(rec, &used);
                 if (r != 0)
                         return r;
@@ -208,7 +210,7 @@ static int recorder_read(Recorder *rec) {
                 uint8_t *b;
 
                 /* Only an NDJSON line without its end holds more than a frame. */
-                if (rec->o->format != RECORD_FORMAT_DAT && rec->cap >= TPD_FRAME_MAX) {
+                if (rec->o->format == RECORD_FORMAT_NDJSON && rec->cap >= TPD_FRAME_MAX) {
                         log_error("tpd sent a line longer than %u MiB", TPD_FRAME_MAX >> 20);
                         return EXIT_FAILURE;
                 }
@@ -248,7 +250,7 @@ static int recorder_step(Recorder *rec, double now) {
         if (rec->stop_at > 0 && now >= rec->stop_at) {
                 /* The pages are in: ask for the last names (include/tpd-protocol.h) and read until
                  * tpd closes, or give up after a while. */
-                if (rec->hung_up || o->format != RECORD_FORMAT_DAT || shutdown(rec->fd, SHUT_WR) < 0)
+                if (rec->hung_up || o->format == RECORD_FORMAT_NDJSON || shutdown(rec->fd, SHUT_WR) < 0)
                         return -1;
                 rec->hung_up = true;
                 rec->stop_at = now + RECORD_LAST_NAMES_WAIT;
@@ -346,14 +348,9 @@ static int record_run(const char *socket_path, json_object *params, const Record
         if (capture_check_names(&c) < 0)
                 return EXIT_FAILURE;
 
-        /* A Perfetto trace takes the fields' numbers: no readable forms to make. */
-        if (o->format == RECORD_FORMAT_PERFETTO &&
-            json_add(params, "symbolic", json_object_new_boolean(false)) < 0) {
-                json_object_put(params);
-                return exit_status_oom();
-        }
+        /* Pages for a data file and a Perfetto trace, lines for NDJSON. */
         r = connection_call(&conn, socket_path,
-                            o->format == RECORD_FORMAT_DAT ? TPD_METHOD("Record") : TPD_METHOD("Stream"),
+                            o->format == RECORD_FORMAT_NDJSON ? TPD_METHOD("Stream") : TPD_METHOD("Record"),
                             params, true, &reply);
         if (r != 0)
                 return r == 1 ? EXIT_FAILURE : TPD_EXIT_DAEMON_GONE;

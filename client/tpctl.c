@@ -3,7 +3,7 @@
  * tpctl, the command-line client of tpd. Each command is one Varlink call on a fresh connection;
  * `stream` upgrades its connection and then copies the daemon's NDJSON to stdout without parsing it.
  * Here: the commands, the options of all of them, and the small commands; the larger ones have
- * rooms of their own (stream.c, record.c, replay.c, perfetto.c, metrics.c, top.c, aggregate.c,
+ * rooms of their own (stream.c, record.c, replay.c, convert.c, metrics.c, top.c, aggregate.c,
  * export.c), each with its options, and the options several commands share are options.c's.
  */
 
@@ -20,12 +20,12 @@
 #include "aggregate.h"
 #include "build-config.h"
 #include "connection.h"
+#include "convert.h"
 #include "export.h"
 #include "message.h"
 #include "metrics.h"
 #include "options.h"
 #include "output.h"
-#include "perfetto.h"
 #include "record.h"
 #include "replay.h"
 #include "stream.h"

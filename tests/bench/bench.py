@@ -779,7 +779,7 @@ class Bench:
 
     def tpd_record(self, load, ext='dat'):
         """`tpctl record` into a trace-cmd data file (raw pages, nothing decoded by tpd), or with
-        ext 'perfetto-trace' into a Perfetto trace (Stream's lines, encoded by tpctl)."""
+        ext 'perfetto-trace' into a Perfetto trace (the same pages, encoded by tpctl)."""
         tpd = self.new_tpd()
         gen, flt = load.spawn(self.ctx)
         tpd.tpctl_ok('enable', load.event, '--filter', flt)

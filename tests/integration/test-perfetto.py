@@ -10,8 +10,10 @@ fields, the marker texts; every pid of the records but 0 is in the process tree 
 the loss statistics per CPU equal replay's lost records; the system info names this kernel. The
 NDJSON of the replay, converted too, gives the same events.
 
-Live: `tpctl record -o x.perfetto-trace` and `tpctl stream --format=perfetto`, run beside `tpctl
-record -o x.dat` and stopped by SIGINT, give the data file's events; their process tree holds every
+Live: `tpctl record -o x.perfetto-trace` (from Record's pages, as the data file) and `tpctl stream
+--format=perfetto` (from Stream's lines), run beside `tpctl record -o x.dat` and stopped by SIGINT,
+give the data file's events (the Perfetto recording with --stack: the kernel's stack records are
+left out of the trace); their process tree holds every
 process alive throughout the start with its parent and name; the clock snapshot puts a marker
 written at a known CLOCK_REALTIME within 1 ms; sched_switch's prev_state reads as trace-cmd report
 prints it. A recording while tpd is stopped and the kernel overruns: per CPU, the trace's overruns
@@ -326,9 +328,11 @@ def live(ctx, tpd, cpus):
     dat, pf, spf = (os.path.join(ctx.tmpdir, n) for n in ('live.dat', 'live.perfetto-trace', 'stream.pftrace'))
     before = proc_processes()
     tpctl_cmd = [T.env_program('TPCTL'), '--socket', tpd.socket]
+    # With --stack, Record's pages hold an ftrace:kernel_stack record after each record: the
+    # Perfetto trace leaves them out, as the lines' "stack", so its events are still the replay's.
     procs = [T.Process(ctx, 'record-dat', [*tpctl_cmd, 'record', '-o', dat, *selection, *filt],
                        stdout=subprocess.DEVNULL),
-             T.Process(ctx, 'record-perfetto', [*tpctl_cmd, 'record', '-o', pf, *selection, *filt],
+             T.Process(ctx, 'record-perfetto', [*tpctl_cmd, 'record', '--stack', '-o', pf, *selection, *filt],
                        stdout=subprocess.DEVNULL),
              T.Process(ctx, 'stream-perfetto', [*tpctl_cmd, 'stream', '--format', 'perfetto', *selection, *filt],
                        stdout=open(spf, 'wb'))]
@@ -354,6 +358,9 @@ def live(ctx, tpd, cpus):
     written_ns = int(open(stamp).read())
     records = [json.loads(line) for line in tpctl_ok('replay', dat).splitlines()]
     check(any(r.get('event') == 'sched:sched_switch' for r in records), 'no sched_switch recorded')
+    counts = [int(re.search(r'tpctl: (\d+) records', p.stderr_text())[1]) for p in procs[:2]]
+    check(counts[1] > counts[0], f'record --stack to Perfetto took {counts[1]} records, the data file '
+                                 f'{counts[0]}: no stack records')
     for path in (pf, spf):
         trace = check_trace(path, records, os.path.basename(path), live=True)
         check_start_tree(trace, before, after, os.path.basename(path))

@@ -7,13 +7,20 @@
 - a NOTICE frame (version 1) is printed on stderr as a warning with its text escaped (a message
   carrying a terminal escape), and the recording goes on: the page after it is counted;
 - a frame tpctl cannot take (an unknown type, a page of the wrong size, a malformed loss) ends the
-  recording with exit 1 and a message, the page before it kept out of nothing.
+  recording with exit 1 and a message, the page before it kept out of nothing;
+- into a Perfetto trace (`-o x.perfetto-trace`, the same frames read without a data file): a page
+  before its events' formats, or a format libtraceevent cannot parse, ends it with exit 1 and a
+  message, the trace finished with what came before; with a format, each record of a page is an event of its CPU's bundle (protoc reads
+  the trace), and records of an event without a format and a LOST frame's count are the CPU's
+  overrun.
 
 Usage: test-tpctl-frames.py TPCTL
 """
 
 import json
 import os
+import re
+import shutil
 import socket
 import struct
 import subprocess
@@ -21,20 +28,31 @@ import sys
 import tempfile
 import threading
 
-FRAME_PAGE, FRAME_FILE, FRAME_NOTICE = 1, 2, 5
+FRAME_PAGE, FRAME_FILE, FRAME_LOST, FRAME_NOTICE = 1, 2, 4, 5
 PAGE_SIZE = 4096
+PROTO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'data')
+GETPPID_FORMAT = b'''name: sys_enter_getppid
+ID: 1
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+print fmt: "getppid"
+'''
 
 
 def frame(t, payload, cpu=0, arg=0):
     return struct.pack('=IIII', t, len(payload), cpu, arg) + payload
 
 
-def page_with(records):
+def page_with(records, event_id=1):
     """A sub-buffer page: u64 timestamp, u64 commit, then 'records' 8-byte padding-free events."""
     data = b''
     for i in range(records):
-        # type_len 2 (2 words of data), time delta 1; then 8 bytes: event id 1, flags, pid
-        data += struct.pack('=I', (1 << 5) | 2) + struct.pack('=HBBi', 1, 0, 0, 1000 + i)
+        # type_len 2 (2 words of data), time delta 1; then 8 bytes: event id, flags, pid
+        data += struct.pack('=I', (1 << 5) | 2) + struct.pack('=HBBi', event_id, 0, 0, 1000 + i)
     return struct.pack('=QQ', 1000, len(data)) + data + b'\0' * (PAGE_SIZE - 16 - len(data))
 
 
@@ -56,13 +74,13 @@ def serve(path, reply, frames, ready):
     srv.close()
 
 
-def record(tpctl, tmp, name, reply, frames=b''):
+def record(tpctl, tmp, name, reply, frames=b'', ext='dat'):
     path = os.path.join(tmp, f'{name}.sock')
     ready = threading.Event()
     t = threading.Thread(target=serve, args=(path, reply, frames, ready), daemon=True)
     t.start()
     ready.wait(5)
-    out = os.path.join(tmp, f'{name}.dat')
+    out = os.path.join(tmp, f'{name}.{ext}')
     r = subprocess.run([tpctl, '--socket', path, 'record', '-o', out, '--no-kallsyms'], capture_output=True,
                        text=True, timeout=30)
     t.join(5)
@@ -111,7 +129,36 @@ def main():
                             frame(FRAME_PAGE, page_with(2), arg=2) + bad + frame(FRAME_PAGE, page_with(3), arg=3))
             check(r.returncode == 1 and words in r.stderr, f'{name}: exit {r.returncode}, stderr {r.stderr!r}')
             check('tpctl: 2 records in' in r.stderr, f'{name}: the pages around it: {r.stderr!r}')
+        perfetto(tpctl, tmp, dict(base, frames=1))
     print('PASS: tpctl frames', flush=True)
+
+
+def perfetto(tpctl, tmp, reply):
+    fmt = frame(FRAME_FILE, b'events/syscalls/sys_enter_getppid/format\0' + GETPPID_FORMAT)
+    broken = {'pf-early': (frame(FRAME_PAGE, page_with(2), arg=2) + fmt, "page of CPU 0 before its events' formats"),
+              'pf-format': (frame(FRAME_FILE, b'events/syscalls/sys_enter_getppid/format\0garbage'),
+                            'a file tpctl does not take')}
+    for name, (frames, words) in broken.items():
+        r, out = record(tpctl, tmp, name, reply, frames, ext='perfetto-trace')
+        check(r.returncode == 1 and words in r.stderr, f'{name}: exit {r.returncode}, stderr {r.stderr!r}')
+        # As a data file keeps the pages before a fault: the trace is whole, with what came before.
+        check(os.path.exists(out) and not [f for f in os.listdir(tmp) if f.startswith('.tpctl-')],
+              f'{name}: the trace is not whole: {os.listdir(tmp)}')
+
+    # Three getppid records, two of an event without a format, and five lost.
+    frames = (fmt + frame(FRAME_PAGE, page_with(3), arg=3) + frame(FRAME_PAGE, page_with(2, event_id=7), arg=2)
+              + frame(FRAME_LOST, struct.pack('=QQ', 5, 1000), arg=1))
+    r, out = record(tpctl, tmp, 'pf', reply, frames, ext='perfetto-trace')
+    check(r.returncode == 69 and 'tpctl: 5 records in' in r.stderr, f'perfetto: exit {r.returncode}: {r.stderr!r}')
+    protoc = shutil.which('protoc')
+    check(protoc, 'protoc is not installed (Debian\'s protobuf-compiler): the trace cannot be read')
+    d = subprocess.run([protoc, '--decode=perfetto.protos.Trace', f'--proto_path={PROTO_DIR}', 'perfetto-min.proto'],
+                       stdin=open(out, 'rb'), capture_output=True, text=True, timeout=60)
+    check(d.returncode == 0, f'protoc cannot read the trace: {d.stderr!r}')
+    events = [(int(p), n) for p, n in re.findall(r'pid: (\d+)\s+generic \{\s+event_name: "(\w+)"', d.stdout)]
+    check(events == [(1000, 'sys_enter_getppid'), (1001, 'sys_enter_getppid'), (1002, 'sys_enter_getppid')],
+          f'perfetto: events {events}')
+    check(re.search(r'cpu_stats \{\s+cpu: 0\s+overrun: 7\s+\}', d.stdout), f'perfetto: no overrun of 7: {d.stdout[-800:]}')
 
 
 if __name__ == '__main__':
